@@ -1,0 +1,57 @@
+"""kubesched.api: the typed Kubernetes object model every other part reads.
+
+- :mod:`.quantity`: resource quantities ("100m", "1.5Gi") parsed exactly, canonical integers.
+- :mod:`.objects`: Pod, Node, Namespace, PriorityClass, PodDisruptionBudget, parsed from decoded JSON/YAML.
+- :mod:`.resources`: a pod's effective request (component-helpers ``PodRequests``).
+- :mod:`.manifests`: loading manifest files, with priority resolution.
+"""
+
+from .manifests import LoadedManifests, load_manifest_text, load_manifests, resolve_priorities
+from .objects import (
+    Container,
+    ContainerPort,
+    Namespace,
+    Node,
+    NodeImage,
+    ObjectMeta,
+    OwnerReference,
+    Pod,
+    PodDisruptionBudget,
+    PodSpec,
+    PodStatus,
+    PriorityClass,
+    Taint,
+    Toleration,
+)
+from .quantity import QuantityError, format_quantity, milli_value, parse_quantity, to_canonical, value
+from .resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
+
+__all__ = [
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "Container",
+    "ContainerPort",
+    "LoadedManifests",
+    "Namespace",
+    "Node",
+    "NodeImage",
+    "ObjectMeta",
+    "OwnerReference",
+    "Pod",
+    "PodDisruptionBudget",
+    "PodSpec",
+    "PodStatus",
+    "PriorityClass",
+    "QuantityError",
+    "Taint",
+    "Toleration",
+    "format_quantity",
+    "load_manifest_text",
+    "load_manifests",
+    "milli_value",
+    "parse_quantity",
+    "pod_requests",
+    "resolve_priorities",
+    "to_canonical",
+    "value",
+]

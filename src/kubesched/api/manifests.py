@@ -1,0 +1,281 @@
+"""Read a cluster from manifest files: the YAML or JSON ``kubectl get ... -o yaml`` prints, or a user writes.
+
+Who calls it: the CLI (``kubesched simulate -f cluster.yaml``), the simulated backend when seeded from files,
+and tests (through :func:`load_manifest_text`). Every problem is a :class:`ManifestError` naming the file, the
+object and the field; kinds kubesched has no use for (Services, Deployments, ...) are skipped with a warning.
+
+After loading, pod priorities are resolved from PriorityClasses as the API server's Priority admission plugin
+would have done on create (:func:`resolve_priorities`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kubesched.errors import FieldError, ManifestError
+
+from ._fields import type_name
+from .objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
+
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "SYSTEM_PRIORITY_CLASSES",
+    "LoadedManifests",
+    "load_manifest_text",
+    "load_manifests",
+    "resolve_priorities",
+]
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+SYSTEM_PRIORITY_CLASSES: Mapping[str, int] = {
+    "system-node-critical": 2_000_001_000,
+    "system-cluster-critical": 2_000_000_000,
+}
+"""The classes every API server creates itself; dumps rarely include them, pods in kube-system name them."""
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(slots=True)
+class LoadedManifests:
+    """Everything read, in file order. ``origins`` maps (kind, namespace, name) to the "file: Kind ns/name"
+    prefix used in messages, so later checks can still name the file."""
+
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
+    priority_classes: list[PriorityClass] = field(default_factory=list)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    origins: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+
+# kind -> (API group, namespaced)
+_KINDS: dict[str, tuple[str, bool]] = {
+    "Pod": ("", True),
+    "Node": ("", False),
+    "Namespace": ("", False),
+    "PriorityClass": ("scheduling.k8s.io", False),
+    "PodDisruptionBudget": ("policy", True),
+}
+
+
+_BUILDERS: dict[str, Callable[[Mapping[str, Any], str], Any]] = {
+    "Pod": Pod.from_dict,
+    "Node": Node.from_dict,
+    "Namespace": Namespace.from_dict,
+    "PriorityClass": PriorityClass.from_dict,
+    "PodDisruptionBudget": PodDisruptionBudget.from_dict,
+}
+
+
+def load_manifests(paths: Sequence[str]) -> LoadedManifests:
+    """Load files (or every .yaml/.yml/.json file directly inside a directory, in name order; a file named
+    twice is read once), then resolve priorities."""
+    loaded = LoadedManifests()
+    seen: set[str] = set()
+    for path in paths:
+        for file in _expand(path):
+            # "-f dir -f dir/pods.yaml" names one file twice; reading it once avoids false duplicates.
+            real = os.path.realpath(file)
+            if real in seen:
+                continue
+            seen.add(real)
+            try:
+                with open(file, encoding="utf-8") as handle:
+                    text = handle.read()
+            except FileNotFoundError:
+                raise ManifestError(f"{file}: no such file") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ManifestError(f"{file}: could not read file: {exc}") from None
+            _load_text(loaded, text, file)
+    resolve_priorities(loaded)
+    return loaded
+
+
+def load_manifest_text(text: str, source: str = "<text>") -> LoadedManifests:
+    """Load one manifest text as if it were the file ``source`` (JSON when it ends in .json)."""
+    loaded = LoadedManifests()
+    _load_text(loaded, text, source)
+    resolve_priorities(loaded)
+    return loaded
+
+
+def _expand(path: str) -> list[str]:
+    if not os.path.isdir(path):
+        return [path]
+    return sorted(
+        os.path.join(path, name)
+        for name in os.listdir(path)
+        if name.endswith(MANIFEST_SUFFIXES) and os.path.isfile(os.path.join(path, name))
+    )
+
+
+def _load_text(loaded: LoadedManifests, text: str, source: str) -> None:
+    documents = _json_documents(text, source) if source.endswith(".json") else _yaml_documents(text, source)
+    for label, document in documents:
+        if document is None:
+            continue
+        _add_document(loaded, document, source, label)
+
+
+def _json_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
+    try:
+        document = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{source}: line {exc.lineno}: could not parse JSON: {exc.msg}") from None
+    yield "document 1", document
+
+
+def _yaml_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
+    loader = _Loader(text)
+    try:
+        number = 0
+        while loader.check_node():
+            node = loader.get_node()
+            number += 1
+            if node is None:
+                continue
+            yield f"document {number} (line {node.start_mark.line + 1})", loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}: line {mark.line + 1}" if mark is not None else source
+        raise ManifestError(f"{where}: could not parse YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{source}: could not parse YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def _add_document(loaded: LoadedManifests, document: object, source: str, label: str) -> None:
+    where = f"{source}: {label}"
+    if not isinstance(document, Mapping):
+        raise ManifestError(f"{where}: expected a mapping, got {type_name(document)}")
+    kind = _header(document, "kind", where)
+    api_version = _header(document, "apiVersion", where)
+    if kind.endswith("List") and "items" in document:
+        items = document["items"]
+        if items is None:
+            return
+        if not isinstance(items, list):
+            raise ManifestError(f"{where}: items: expected a list, got {type_name(items)}")
+        item_kind = kind.removesuffix("List")
+        for i, item in enumerate(items):
+            # Typed lists from the API (PodList) omit kind/apiVersion on items; kubectl's "List" keeps them.
+            if item_kind and isinstance(item, Mapping) and "kind" not in item:
+                item = {"apiVersion": api_version, "kind": item_kind, **item}
+            if item is not None:
+                _add_document(loaded, item, source, f"{label} items[{i}]")
+        return
+    _add_object(loaded, document, kind, api_version, source, where)
+
+
+def _header(document: Mapping[str, Any], key: str, where: str) -> str:
+    raw = document.get(key)
+    if raw is None or raw == "":
+        raise ManifestError(f"{where}: {FieldError.required(key)}")
+    if not isinstance(raw, str):
+        raise ManifestError(f"{where}: {key}: expected a string, got {type_name(raw)}")
+    return raw
+
+
+def _add_object(
+    loaded: LoadedManifests,
+    document: Mapping[str, Any],
+    kind: str,
+    api_version: str,
+    source: str,
+    doc_where: str,
+) -> None:
+    metadata = document.get("metadata")
+    meta: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
+    name = meta.get("name") if isinstance(meta.get("name"), str) else None
+    group = api_version.rpartition("/")[0]
+    known = _KINDS.get(kind)
+    if known is None or known[0] != group:
+        in_version = f' in apiVersion "{api_version}"' if known is not None else ""
+        named = f" ({name})" if name else ""
+        loaded.warnings.append(f'{source}: skipping unsupported kind "{kind}"{in_version}{named}')
+        return
+    namespaced = known[1]
+    namespace = (meta.get("namespace") or "default") if namespaced else ""
+    if not name:
+        where = f"{doc_where}: {kind}"
+    elif namespaced:
+        where = f"{source}: {kind} {namespace}/{name}"
+    else:
+        where = f"{source}: {kind} {name}"
+
+    obj = _BUILDERS[kind](document, where)
+    key = (kind, obj.metadata.namespace, obj.metadata.name)
+    first = loaded.origins.get(key)
+    if first is not None:
+        first_file = first.split(": ", 1)[0]
+        raise ManifestError(f"{where}: defined twice (first in {first_file})")
+    loaded.origins[key] = where
+    targets: dict[str, list[Any]] = {
+        "Pod": loaded.pods,
+        "Node": loaded.nodes,
+        "Namespace": loaded.namespaces,
+        "PriorityClass": loaded.priority_classes,
+        "PodDisruptionBudget": loaded.pdbs,
+    }
+    targets[kind].append(obj)
+
+
+def resolve_priorities(loaded: LoadedManifests) -> None:
+    """Fill each pod's priority (and preemption policy) from its PriorityClass, as Priority admission does.
+
+    A pod naming a class gets the class's value; a pod naming none gets the globalDefault class (the one with
+    the lowest value if several claim it) and its name, or priority 0 when there is no default. The two
+    built-in system classes exist even when not loaded. An explicit ``spec.priority`` is kept; it must equal
+    the value of a class the pod names, as the API server requires. A class that does not exist is an error.
+    """
+    classes: dict[str, tuple[int, str]] = {
+        name: (value, "PreemptLowerPriority") for name, value in SYSTEM_PRIORITY_CLASSES.items()
+    }
+    for pc in loaded.priority_classes:
+        classes[pc.metadata.name] = (pc.value, pc.preemption_policy)
+    defaults = sorted((pc.value, pc.metadata.name) for pc in loaded.priority_classes if pc.global_default)
+    default_name = defaults[0][1] if defaults else ""
+
+    for pod in loaded.pods:
+        spec = pod.spec
+        where = loaded.origins.get(("Pod", pod.namespace, pod.name), f"Pod {pod.key}")
+        named = spec.priority_class_name
+        if not named:
+            if not default_name:
+                if spec.priority is None:
+                    spec.priority = 0
+                continue
+            spec.priority_class_name = default_name
+        found = classes.get(spec.priority_class_name)
+        if found is None:
+            not_found = FieldError.not_found("spec.priorityClassName", spec.priority_class_name)
+            raise ManifestError(f"{where}: {not_found}: no PriorityClass with this name was loaded")
+        value, policy = found
+        if spec.priority is None:
+            spec.priority = value
+        elif named and spec.priority != value:
+            raise ManifestError(
+                f"{where}: spec.priority: the integer value of priority ({spec.priority}) must not be "
+                f"provided in pod spec; priority admission controller computed {value} from the given "
+                "PriorityClass name"
+            )
+        raw_spec = pod.raw.get("spec")
+        explicit_policy = isinstance(raw_spec, Mapping) and raw_spec.get("preemptionPolicy")
+        if not explicit_policy:
+            spec.preemption_policy = policy
+        elif named and spec.preemption_policy != policy:
+            raise ManifestError(
+                f"{where}: spec.preemptionPolicy: the string value of PreemptionPolicy "
+                f"({spec.preemption_policy}) must not be provided in pod spec; priority admission controller "
+                f"computed {policy} from the given PriorityClass name"
+            )

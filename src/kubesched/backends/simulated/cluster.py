@@ -1,0 +1,142 @@
+"""An in-memory cluster: the embedded backend for ``kubesched simulate`` and for tests.
+
+Holds the nodes and pods loaded from manifests, applies bindings the way the API server's binding
+subresource does (sets ``spec.nodeName`` and the PodScheduled=True condition) and tells the
+scheduler about every change, like an informer. Events and conditions the scheduler writes are kept
+for the report. Nothing here sleeps: with a virtual clock a simulation runs as fast as it can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kubesched.api.objects import Node, Pod
+from kubesched.backends.base import ClusterEventHandler
+from kubesched.clock import Clock
+from kubesched.framework.interface import ApiError
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    namespace: str
+    name: str
+    type: str
+    reason: str
+    action: str
+    message: str
+    time: float
+
+
+class SimulatedCluster:
+    """Nodes and pods in memory, with the API semantics the scheduler relies on."""
+
+    def __init__(self, clock: Clock, nodes: Iterable[Node] = (), pods: Iterable[Pod] = ()) -> None:
+        self._clock = clock
+        self.nodes: dict[str, Node] = {node.metadata.name: node for node in nodes}
+        self.pods: dict[str, Pod] = {pod.metadata.uid: pod for pod in pods}
+        self.events: list[RecordedEvent] = []
+        self.conditions: dict[str, dict[str, Any]] = {}
+        self._handlers: list[ClusterEventHandler] = []
+        self.bind_failures: dict[str, str] = {}
+
+    def subscribe(self, handler: ClusterEventHandler) -> None:
+        self._handlers.append(handler)
+        for node in self.nodes.values():
+            handler.on_node_add(node)
+        for pod in self.pods.values():
+            if pod.spec.node_name:
+                handler.on_pod_add(pod)
+        for pod in self.pods.values():
+            if not pod.spec.node_name:
+                handler.on_pod_add(pod)
+
+    # ---- writes the scheduler makes ----------------------------------------------------------
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        uid = pod.metadata.uid
+        current = self.pods.get(uid)
+        if current is None:
+            raise ApiError(f'pods "{pod.metadata.name}" not found')
+        if current.spec.node_name:
+            raise ApiError(
+                f'Operation cannot be fulfilled on pods/binding "{pod.metadata.name}": '
+                f'pod {pod.metadata.name} is already assigned to node "{current.spec.node_name}"'
+            )
+        if node_name not in self.nodes:
+            raise ApiError(f'nodes "{node_name}" not found')
+        failure = self.bind_failures.get(uid)
+        if failure is not None:
+            raise ApiError(failure)
+        condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": self._clock.now()}
+        bound = replace(
+            current,
+            spec=replace(current.spec, node_name=node_name),
+            status=replace(current.status, conditions=[*_without_scheduled(current), condition]),
+        )
+        self.pods[uid] = bound
+        self.conditions[uid] = condition
+        for handler in self._handlers:
+            handler.on_pod_update(current, bound)
+
+    def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
+        self.events.append(
+            RecordedEvent(
+                pod.metadata.namespace, pod.metadata.name, event_type, reason, action, message, self._clock.now()
+            )
+        )
+
+    def set_pod_condition(self, pod: Pod, reason: str, message: str, nominated_node_name: str | None) -> None:
+        uid = pod.metadata.uid
+        current = self.pods.get(uid)
+        if current is None:
+            return
+        condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+        status = replace(current.status, conditions=[*_without_scheduled(current), condition])
+        if nominated_node_name is not None:
+            status = replace(status, nominated_node_name=nominated_node_name)
+        # Status-only changes are not scheduling events (kube-scheduler ignores them), so no handler call.
+        self.pods[uid] = replace(current, status=status)
+        self.conditions[uid] = condition
+
+    # ---- changes a test or a workload makes --------------------------------------------------
+
+    def add_node(self, node: Node) -> None:
+        self.nodes[node.metadata.name] = node
+        for handler in self._handlers:
+            handler.on_node_add(node)
+
+    def update_node(self, node: Node) -> None:
+        old = self.nodes[node.metadata.name]
+        self.nodes[node.metadata.name] = node
+        for handler in self._handlers:
+            handler.on_node_update(old, node)
+
+    def delete_node(self, name: str) -> None:
+        node = self.nodes.pop(name)
+        for handler in self._handlers:
+            handler.on_node_delete(node)
+
+    def add_pod(self, pod: Pod) -> None:
+        self.pods[pod.metadata.uid] = pod
+        for handler in self._handlers:
+            handler.on_pod_add(pod)
+
+    def update_pod(self, pod: Pod) -> None:
+        old = self.pods[pod.metadata.uid]
+        self.pods[pod.metadata.uid] = pod
+        for handler in self._handlers:
+            handler.on_pod_update(old, pod)
+
+    def delete_pod(self, uid: str) -> None:
+        pod = self.pods.pop(uid)
+        for handler in self._handlers:
+            handler.on_pod_delete(pod)
+
+    def events_for(self, namespace: str, name: str) -> list[RecordedEvent]:
+        return [e for e in self.events if e.namespace == namespace and e.name == name]
+
+
+def _without_scheduled(pod: Pod) -> list[dict[str, Any]]:
+    return [c for c in pod.status.conditions if c.get("type") != "PodScheduled"]

@@ -1,0 +1,92 @@
+"""Run a whole simulation: manifests + configuration → which pod went where, and why.
+
+Called by ``kubesched simulate`` and by tests. Builds a scheduler over a :class:`SimulatedCluster` on a
+virtual clock, schedules until nothing can make progress, and collects the last attempt of every pod
+the configuration's profiles are responsible for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from kubesched.api.manifests import LoadedManifests
+from kubesched.backends.simulated.cluster import SimulatedCluster
+from kubesched.clock import VirtualClock
+from kubesched.config.types import SchedulerConfiguration
+from kubesched.framework.runtime.registry import Registry
+from kubesched.framework.types import PodInfo
+from kubesched.scheduler.results import UNSCHEDULABLE, AttemptRecord
+from kubesched.scheduler.scheduler import Scheduler
+
+
+@dataclass(slots=True)
+class SimulationReport:
+    records: list[AttemptRecord]
+    ignored_pods: list[str] = field(default_factory=list)
+    cluster: SimulatedCluster | None = None
+
+
+class _LastAttempts:
+    """Keeps each pod's latest attempt."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, AttemptRecord] = {}
+
+    def on_attempt(self, record: AttemptRecord) -> None:
+        self.latest[record.pod.uid] = record
+
+
+def simulate(
+    manifests: LoadedManifests,
+    config: SchedulerConfiguration,
+    registry: Registry,
+    *,
+    seed: int | None = 0,
+    use_batch: bool = True,
+) -> SimulationReport:
+    return asyncio.run(simulate_async(manifests, config, registry, seed=seed, use_batch=use_batch))
+
+
+async def simulate_async(
+    manifests: LoadedManifests,
+    config: SchedulerConfiguration,
+    registry: Registry,
+    *,
+    seed: int | None = 0,
+    use_batch: bool = True,
+) -> SimulationReport:
+    clock = VirtualClock()
+    cluster = SimulatedCluster(clock, manifests.nodes, manifests.pods)
+    collector = _LastAttempts()
+    scheduler = Scheduler(config, registry, cluster, clock=clock, seed=seed, use_batch=use_batch, observer=collector)
+    cluster.subscribe(scheduler)
+    try:
+        await scheduler.run_until_idle(clock)
+    finally:
+        await scheduler.close()
+    ignored = [
+        pod.key
+        for pod in manifests.pods
+        if not pod.spec.node_name and not scheduler.responsible_for(pod) and pod.status.phase == "Pending"
+    ]
+    # Pods held at PreEnqueue (e.g. scheduling gates) never get an attempt; report why they wait.
+    for uid, pod in scheduler.pending_pods().items():
+        if uid in collector.latest:
+            continue
+        fwk = scheduler.frameworks[pod.spec.scheduler_name]
+        pod_info = PodInfo(pod)
+        status = fwk.run_pre_enqueue(pod_info)
+        collector.on_attempt(
+            AttemptRecord(
+                pod=pod_info,
+                profile=fwk.profile_name,
+                result=UNSCHEDULABLE,
+                attempts=0,
+                message=status.message if status is not None else "not attempted",
+                finished_at=clock.now(),
+            )
+        )
+    # Ordered by the scheduling cycle of each pod's last attempt; never-attempted pods last.
+    ordered = sorted(collector.latest.values(), key=lambda record: (record.attempts == 0, record.cycle))
+    return SimulationReport(ordered, ignored, cluster)

@@ -1,0 +1,174 @@
+"""The ``kubesched`` command: thin argument handling over the library.
+
+Subcommands: ``simulate`` (schedule manifests in memory), ``config validate`` / ``config view``,
+``plugins`` (what is registered, at which points) and ``bench`` (scheduler_perf-style workloads).
+Every user error is one line on stderr and exit code 1; wrong usage exits 2 (argparse); no tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import yaml
+
+from kubesched.errors import KubeschedError
+
+if TYPE_CHECKING:
+    from kubesched.config.types import SchedulerConfiguration
+    from kubesched.framework.runtime.registry import Registry
+
+log = logging.getLogger("kubesched")
+
+
+def _registry() -> Registry:
+    from kubesched.framework.runtime.registry import with_entry_points
+    from kubesched.plugins.registry import in_tree_registry
+
+    return with_entry_points(in_tree_registry())
+
+
+def _load_config(path: str | None, registry: Registry) -> SchedulerConfiguration:
+    from kubesched.config.loader import default_config, load_config_file
+
+    if path is None:
+        return default_config(registry)
+    return load_config_file(path, registry)
+
+
+def _warn(messages: Sequence[str]) -> None:
+    for message in messages:
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from kubesched.api.manifests import load_manifests
+    from kubesched.backends.simulated.run import simulate
+    from kubesched.cli.report import report_json, report_table
+
+    registry = _registry()
+    config = _load_config(args.config, registry)
+    manifests = load_manifests(args.filename)
+    _warn(manifests.warnings)
+    _warn(config.warnings)
+    report = simulate(manifests, config, registry, seed=args.seed, use_batch=not args.reference)
+    if report.ignored_pods:
+        _warn(
+            [
+                f"{len(report.ignored_pods)} pending pod(s) name no profile of this configuration; skipped: "
+                + ", ".join(report.ignored_pods[:10])
+                + (" ..." if len(report.ignored_pods) > 10 else "")
+            ]
+        )
+    if args.output == "json":
+        json.dump(report_json(report.records), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(report_table(report.records))
+    return 0
+
+
+def cmd_config_validate(args: argparse.Namespace) -> int:
+    registry = _registry()
+    config = _load_config(args.file, registry)
+    _warn(config.warnings)
+    profiles = ", ".join(p.scheduler_name for p in config.profiles)
+    print(f"{args.file}: valid (profiles: {profiles})")
+    return 0
+
+
+def cmd_config_view(args: argparse.Namespace) -> int:
+    from kubesched.config.loader import dump_config
+
+    registry = _registry()
+    config = _load_config(args.file, registry)
+    print(yaml.safe_dump(dump_config(config), sort_keys=False), end="")
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    registry = _registry()
+    rows = []
+    for name in sorted(registry):
+        entry = registry[name]
+        points = ", ".join(sorted(entry.extension_points))
+        state = "built" if entry.implemented else "not built yet"
+        rows.append((name, state, points))
+    if args.output == "json":
+        json.dump(
+            [{"name": n, "status": s, "extensionPoints": p.split(", ") if p else []} for n, s, p in rows],
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+        return 0
+    width = max(len(r[0]) for r in rows)
+    state_width = max(len(r[1]) for r in rows)
+    print(f"{'PLUGIN'.ljust(width)}  {'STATUS'.ljust(state_width)}  EXTENSION POINTS")
+    for name, state, points in rows:
+        print(f"{name.ljust(width)}  {state.ljust(state_width)}  {points}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kubesched.bench.runner import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubesched", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    simulate = commands.add_parser("simulate", help="schedule the pending pods of manifest files in memory")
+    simulate.add_argument("-f", "--filename", action="append", required=True, help="manifest file or directory")
+    simulate.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    simulate.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    simulate.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
+    simulate.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
+    simulate.set_defaults(func=cmd_simulate)
+
+    config = commands.add_parser("config", help="work with KubeSchedulerConfiguration files")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    validate = config_commands.add_parser("validate", help="check a configuration; list every error")
+    validate.add_argument("file")
+    validate.set_defaults(func=cmd_config_validate)
+    view = config_commands.add_parser("view", help="print the fully defaulted configuration")
+    view.add_argument("file", nargs="?")
+    view.set_defaults(func=cmd_config_view)
+
+    plugins = commands.add_parser("plugins", help="list registered plugins and their extension points")
+    plugins.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    plugins.set_defaults(func=cmd_plugins)
+
+    bench = commands.add_parser("bench", help="run scheduler_perf-style benchmark workloads")
+    bench.add_argument("workloads", nargs="*", help="workload names or YAML files (default: all bundled)")
+    bench.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    bench.add_argument("--workload-dir", help="directory of workload YAML files")
+    bench.add_argument("--repeat", type=int, default=1, help="runs per workload; medians are reported")
+    bench.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s: %(message)s")
+    try:
+        code: int = args.func(args)
+        return code
+    except KubeschedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

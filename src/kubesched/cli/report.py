@@ -1,0 +1,76 @@
+"""Turn simulation records into the ``simulate`` outputs: the JSON document and the people's table.
+
+The JSON keys are a documented contract (README): more may be added, none removed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubesched.framework.status import Code
+from kubesched.scheduler.results import AttemptRecord
+
+CODE_NAMES = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+
+def record_to_json(record: AttemptRecord) -> dict[str, Any]:
+    scores: dict[str, dict[str, int]] = {}
+    totals: dict[str, int] = {}
+    if record.scored_nodes:
+        per_plugin = {name: values.tolist() for name, values in record.plugin_scores.items()}
+        total_values = record.totals.tolist() if record.totals is not None else []
+        for index, node in enumerate(record.scored_nodes):
+            scores[node] = {name: values[index] for name, values in per_plugin.items()}
+            if total_values:
+                totals[node] = total_values[index]
+    return {
+        "namespace": record.pod.namespace,
+        "name": record.pod.name,
+        "profile": record.profile,
+        "result": record.result,
+        "node": record.node,
+        "message": record.message,
+        "attempts": record.attempts,
+        "filter": {
+            node: {"plugin": status.plugin, "code": CODE_NAMES[status.code], "reasons": list(status.reasons)}
+            for node, status in record.node_to_status.items()
+        },
+        "scores": scores,
+        "totals": totals,
+    }
+
+
+def report_json(records: list[AttemptRecord]) -> dict[str, Any]:
+    return {"pods": [record_to_json(record) for record in records]}
+
+
+def report_table(records: list[AttemptRecord]) -> str:
+    header = ("POD", "PROFILE", "RESULT", "NODE", "ATTEMPTS", "REASON")
+    rows = [
+        (
+            record.pod.key,
+            record.profile,
+            record.result,
+            record.node or "-",
+            str(record.attempts),
+            record.message,
+        )
+        for record in records
+    ]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
+    lines = []
+    for row in (header, *rows):
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    scheduled = sum(1 for record in records if record.result == "Scheduled")
+    lines.append("")
+    lines.append(f"{scheduled}/{len(records)} pods scheduled")
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""Per-attempt key/value store shared by the plugins of one scheduling context.
+
+PreFilter and PreScore write; Filter and Score only read (compute once, read many). The state lives on
+into the binding cycle. ``clone()`` is used when filtering with nominated pods, so values that
+AddPod/RemovePod mutate must deep-copy themselves in their own ``clone``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar, runtime_checkable
+
+
+@runtime_checkable
+class StateData(Protocol):
+    """A cycle-state value; immutable values may return ``self``."""
+
+    def clone(self) -> StateData: ...
+
+
+T = TypeVar("T")
+
+
+class StateNotFoundError(KeyError):
+    """Raised by :meth:`CycleState.read` for a key nobody wrote this cycle."""
+
+
+class CycleState:
+    """Cycle-scoped storage plus the framework's own skip sets."""
+
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+
+    def __init__(self) -> None:
+        self._data: dict[str, object] = {}
+        self.skip_filter_plugins: set[str] = set()
+        self.skip_score_plugins: set[str] = set()
+
+    def write(self, key: str, value: object) -> None:
+        self._data[key] = value
+
+    def read(self, key: str) -> object:
+        try:
+            return self._data[key]
+        except KeyError:
+            raise StateNotFoundError(f"{key!r} not found") from None
+
+    def get(self, key: str, kind: type[T]) -> T | None:
+        """The value under ``key`` if it is a ``kind``, else ``None`` (plugins recompute then)."""
+        value = self._data.get(key)
+        return value if isinstance(value, kind) else None
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        copy = CycleState()
+        copy._data = {k: (v.clone() if isinstance(v, StateData) else v) for k, v in self._data.items()}
+        copy.skip_filter_plugins = set(self.skip_filter_plugins)
+        copy.skip_score_plugins = set(self.skip_score_plugins)
+        return copy

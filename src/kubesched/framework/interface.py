@@ -1,0 +1,225 @@
+"""The plugin API: one Protocol per extension point, and the Handle plugins are built with.
+
+A plugin is any object with a ``name`` and the methods of the points it serves; the runtime sorts
+plugins into per-point lists once, when a framework is built. CPU-bound points are synchronous;
+PreBind, Bind and PostBind are ``async`` because they talk to the API server or a cluster agent.
+``None`` means success everywhere a Status is returned. A Filter or Score plugin may also offer
+``filter_batch`` / ``score_batch`` over a :class:`NodeBatch`; results must equal the per-node method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kubesched.api.objects import Pod
+from kubesched.clock import Clock
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.events import ClusterEventWithHint
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.snapshot import Snapshot
+from kubesched.framework.status import Status
+from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+MAX_PERMIT_TIMEOUT_SECONDS = 15 * 60.0
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    """A pod in the scheduling queue, with the bookkeeping the queue and QueueSort need."""
+
+    pod_info: PodInfo
+    timestamp: float
+    initial_attempt_timestamp: float | None = None
+    attempts: int = 0
+    unschedulable_count: int = 0
+    consecutive_errors_count: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gating_plugin: str = ""
+
+    @property
+    def pod(self) -> Pod:
+        return self.pod_info.pod
+
+
+class Plugin(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod_info: PodInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+
+class PreFilterExtensions(Protocol):
+    def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo) -> Status | None: ...
+
+    def remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_info: NodeInfo
+    ) -> Status | None: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
+        """``None`` or a PreFilterResult is success; a Status rejects, errors or skips my Filter."""
+        ...
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None: ...
+
+
+@runtime_checkable
+class BatchFilterPlugin(FilterPlugin, Protocol):
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        """Filter every node of ``nodes`` at once; ``None`` means all pass."""
+        ...
+
+
+NodeToStatus = Mapping[str, Status]
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    nominated_node_name: str | None = None
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, filtered_node_status: NodeToStatus
+    ) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
+        """The node's raw score; raise to fail the cycle with an Error status."""
+        ...
+
+
+@runtime_checkable
+class BatchScorePlugin(ScorePlugin, Protocol):
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray: ...
+
+
+@runtime_checkable
+class ScoreNormalizer(Protocol):
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> Status | None:
+        """Rewrite ``scores`` (one per feasible node, search order) in place into [0, 100]."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
+        """(status, timeout seconds); a WAIT status holds the pod until allowed, rejected or timed out."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """Bind the pod; a SKIP status passes the pod to the next Bind plugin."""
+        ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    async def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]: ...
+
+
+class WaitingPod(Protocol):
+    """A pod held at Permit; plugins may allow or reject it through the Handle."""
+
+    @property
+    def pod(self) -> PodInfo: ...
+
+    @property
+    def node_name(self) -> str: ...
+
+    def pending_plugins(self) -> list[str]: ...
+
+    def allow(self, plugin: str) -> None: ...
+
+    def reject(self, plugin: str, message: str) -> None: ...
+
+
+class EventRecorder(Protocol):
+    def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None: ...
+
+
+class ApiError(Exception):
+    """An API call failed (the backend translates its client's exceptions into this)."""
+
+
+class ClusterClient(Protocol):
+    """The API operations plugins may perform (DefaultBinder binds through it)."""
+
+    async def bind(self, pod: Pod, node_name: str) -> None: ...
+
+
+class Handle(Protocol):
+    """What a plugin gets at construction: snapshot, waiting pods, activation, events, client, clock."""
+
+    @property
+    def profile_name(self) -> str: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def client(self) -> ClusterClient: ...
+
+    @property
+    def event_recorder(self) -> EventRecorder: ...
+
+    def snapshot(self) -> Snapshot: ...
+
+    def iterate_waiting_pods(self) -> Iterable[WaitingPod]: ...
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None: ...
+
+    def reject_waiting_pod(self, uid: str) -> bool: ...
+
+    def activate(self, pods: Iterable[Pod]) -> None: ...
+
+
+PluginFactory = Callable[[Any, Handle], Plugin]
+"""factory(args, handle) -> plugin; ``args`` is the plugin's validated Args instance or None."""

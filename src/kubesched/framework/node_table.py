@@ -1,0 +1,206 @@
+"""Columnar node state: per-node aggregates as numpy arrays, for batch Filter and Score.
+
+The scheduler cache owns one table and calls :meth:`NodeTable.sync` after every change to a
+:class:`~kubesched.framework.types.NodeInfo` (node added/updated, pod assumed, bound, forgotten or
+removed), so the arrays always equal the per-node objects. Batch plugins read columns indexed by a
+``slots`` array (see :class:`NodeBatch`); the per-node methods stay the reference, and property tests
+hold the two equal.
+
+Class columns give every node a small integer id for an equivalence class chosen by a plugin (e.g.
+"the node's taints"), so a plugin can evaluate its per-node rule once per class and broadcast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from kubesched.framework.status import Status
+from kubesched.framework.types import NodeInfo
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+ClassKey = Callable[[NodeInfo], Hashable]
+
+
+class ClassColumn:
+    """Interned per-node class ids: ``ids[slot]`` indexes ``values`` (the keys, first-seen order)."""
+
+    __slots__ = ("_index", "ids", "key_fn", "values")
+
+    def __init__(self, key_fn: ClassKey, capacity: int) -> None:
+        self.key_fn = key_fn
+        self.ids: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.values: list[Hashable] = []
+        self._index: dict[Hashable, int] = {}
+
+    def assign(self, slot: int, node_info: NodeInfo) -> None:
+        key = self.key_fn(node_info)
+        class_id = self._index.get(key)
+        if class_id is None:
+            class_id = len(self.values)
+            self._index[key] = class_id
+            self.values.append(key)
+        self.ids[slot] = class_id
+
+
+class NodeTable:
+    """Arrays indexed by node slot; slots are reused after a node is removed."""
+
+    _INT_COLUMNS = (
+        "alloc_cpu",
+        "alloc_memory",
+        "alloc_ephemeral",
+        "alloc_pods",
+        "req_cpu",
+        "req_memory",
+        "req_ephemeral",
+        "nonzero_cpu",
+        "nonzero_memory",
+        "pod_count",
+    )
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self.alloc_cpu: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.alloc_memory: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.alloc_ephemeral: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.alloc_pods: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.req_cpu: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.req_memory: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.req_ephemeral: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.nonzero_cpu: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.nonzero_memory: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.pod_count: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.live: BoolArray = np.zeros(capacity, dtype=np.bool_)
+        # Extended resources appear on few nodes; a column pair is created the first time one is seen.
+        self.scalar_alloc: dict[str, IntArray] = {}
+        self.scalar_req: dict[str, IntArray] = {}
+        self.classes: dict[str, ClassColumn] = {}
+        self.infos: list[NodeInfo | None] = [None] * capacity
+        self._free: list[int] = []
+        self._next = 0
+
+    def allocate_slot(self) -> int:
+        if self._free:
+            return self._free.pop()
+        if self._next == self.capacity:
+            self._grow()
+        slot = self._next
+        self._next += 1
+        return slot
+
+    def release_slot(self, slot: int) -> None:
+        self.live[slot] = False
+        self.infos[slot] = None
+        for name in self._INT_COLUMNS:
+            getattr(self, name)[slot] = 0
+        for array in (*self.scalar_alloc.values(), *self.scalar_req.values()):
+            array[slot] = 0
+        self._free.append(slot)
+
+    def _grow(self) -> None:
+        new_capacity = self.capacity * 2
+        for name in self._INT_COLUMNS:
+            setattr(self, name, _grown(getattr(self, name), new_capacity))
+        self.live = _grown(self.live, new_capacity)
+        self.scalar_alloc = {k: _grown(v, new_capacity) for k, v in self.scalar_alloc.items()}
+        self.scalar_req = {k: _grown(v, new_capacity) for k, v in self.scalar_req.items()}
+        for class_column in self.classes.values():
+            class_column.ids = _grown(class_column.ids, new_capacity)
+        self.infos.extend([None] * (new_capacity - self.capacity))
+        self.capacity = new_capacity
+
+    def _scalar_columns(self, name: str) -> tuple[IntArray, IntArray]:
+        alloc = self.scalar_alloc.get(name)
+        if alloc is None:
+            alloc = self.scalar_alloc[name] = np.zeros(self.capacity, dtype=np.int64)
+            self.scalar_req[name] = np.zeros(self.capacity, dtype=np.int64)
+        return alloc, self.scalar_req[name]
+
+    def scalar(self, name: str) -> tuple[IntArray, IntArray]:
+        """(allocatable, requested) columns of an extended resource; zeros if no node has it."""
+        return self._scalar_columns(name)
+
+    def sync(self, info: NodeInfo, *, node_changed: bool) -> None:
+        """Copy ``info``'s aggregates into its slot; with ``node_changed`` also allocatable and classes."""
+        slot = info.slot
+        self.infos[slot] = info
+        self.live[slot] = True
+        req = info.requested
+        self.req_cpu[slot] = req.milli_cpu
+        self.req_memory[slot] = req.memory
+        self.req_ephemeral[slot] = req.ephemeral_storage
+        self.nonzero_cpu[slot] = info.non_zero_requested.milli_cpu
+        self.nonzero_memory[slot] = info.non_zero_requested.memory
+        self.pod_count[slot] = len(info.pods)
+        for name, amount in req.scalar.items():
+            self._scalar_columns(name)[1][slot] = amount
+        if node_changed:
+            alloc = info.allocatable
+            self.alloc_cpu[slot] = alloc.milli_cpu
+            self.alloc_memory[slot] = alloc.memory
+            self.alloc_ephemeral[slot] = alloc.ephemeral_storage
+            self.alloc_pods[slot] = alloc.allowed_pod_number
+            for name, alloc_column in self.scalar_alloc.items():
+                alloc_column[slot] = alloc.scalar.get(name, 0)
+            for name, amount in alloc.scalar.items():
+                self._scalar_columns(name)[0][slot] = amount
+            for class_column in self.classes.values():
+                class_column.assign(slot, info)
+
+    def class_column(self, name: str, key_fn: ClassKey) -> ClassColumn:
+        """The class column ``name``, created (and filled for every live node) on first request."""
+        column = self.classes.get(name)
+        if column is not None and column.key_fn is not key_fn:
+            raise ValueError(f"class column {name!r} already exists with a different key function")
+        if column is None:
+            column = ClassColumn(key_fn, self.capacity)
+            for slot, info in enumerate(self.infos):
+                if info is not None:
+                    column.assign(slot, info)
+            self.classes[name] = column
+        return column
+
+
+ArrayT = TypeVar("ArrayT", bound=npt.NDArray[Any])
+
+
+def _grown(array: ArrayT, capacity: int) -> ArrayT:
+    grown = np.zeros(capacity, dtype=array.dtype)
+    grown[: array.shape[0]] = array
+    return cast(ArrayT, grown)
+
+
+class NodeBatch:
+    """The candidate nodes of one batch call: their slots, in search order; NodeInfos on demand."""
+
+    __slots__ = ("_infos", "slots", "table")
+
+    def __init__(self, table: NodeTable, slots: IntArray) -> None:
+        self.table = table
+        self.slots = slots
+        self._infos: list[NodeInfo] | None = None
+
+    @property
+    def infos(self) -> list[NodeInfo]:
+        if self._infos is None:
+            by_slot = self.table.infos
+            self._infos = [cast(NodeInfo, by_slot[slot]) for slot in self.slots.tolist()]
+        return self._infos
+
+    def __len__(self) -> int:
+        return int(self.slots.shape[0])
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFilterResult:
+    """Per-candidate filter outcome: ``codes[i] == 0`` passes, ``k > 0`` means ``statuses[k-1]``."""
+
+    codes: IntArray
+    statuses: Sequence[Status]

@@ -1,0 +1,496 @@
+"""The framework runtime: one per profile, built once from config and the registry.
+
+The scheduler calls the ``run_*`` methods in the order of the scheduling and binding cycles. Plugins
+are instantiated once (a plugin serving several points is one object), sorted into per-point lists and
+checked at build time; a plugin that raises during a cycle yields an Error status, never a crash.
+Filter and Score have two interchangeable paths: per node (the reference) and batch (numpy over a
+:class:`NodeBatch`, using ``filter_batch``/``score_batch`` where a plugin has them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kubesched.config.types import ProfileConfig
+from kubesched.errors import KubeschedError
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.events import ClusterEventWithHint
+from kubesched.framework.interface import (
+    MAX_NODE_SCORE,
+    MAX_PERMIT_TIMEOUT_SECONDS,
+    MIN_NODE_SCORE,
+    BindPlugin,
+    FilterPlugin,
+    Handle,
+    NodeToStatus,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from kubesched.framework.node_table import IntArray, NodeBatch
+from kubesched.framework.runtime.registry import Registry
+from kubesched.framework.runtime.waiting_pods import WaitingPodEntry, WaitingPods
+from kubesched.framework.status import REJECTED_CODES, Code, Status
+from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+
+log = logging.getLogger(__name__)
+
+# Points whose plugins can reject a pod, so their queueing hints decide its requeue.
+_REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
+
+
+class FrameworkBuildError(KubeschedError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePluginEntry:
+    name: str
+    plugin: ScorePlugin
+    weight: int
+    batch: Any  # the plugin itself when it has score_batch, else None
+    normalizer: Any  # the plugin itself when it has normalize_score, else None
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    """Batch filter result over candidates: ``status_ids[i] == 0`` passes, else ``statuses[id-1]``."""
+
+    status_ids: IntArray
+    statuses: list[Status]
+    error: Status | None = None
+
+    def status_of(self, index: int) -> Status | None:
+        status_id = int(self.status_ids[index])
+        return None if status_id == 0 else self.statuses[status_id - 1]
+
+
+@dataclass(slots=True)
+class PreFilterOutcome:
+    """Merged node subset (None = all), the cycle's PreFilter status, who rejected, who narrowed."""
+
+    result: PreFilterResult | None = None
+    status: Status | None = None
+    rejected_by: set[str] = field(default_factory=set)
+    narrowed_by: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ScoreOutcome:
+    """Normalized (pre-weight) scores per plugin and the weighted totals, aligned with the feasible nodes."""
+
+    per_plugin: dict[str, IntArray]
+    totals: IntArray
+
+
+class Framework:
+    """The plugins of one profile, sorted into per-point lists, and the code that runs them."""
+
+    def __init__(
+        self,
+        profile: ProfileConfig,
+        registry: Registry,
+        handle: Handle,
+        waiting_pods: WaitingPods,
+        *,
+        use_batch: bool = True,
+    ) -> None:
+        self.profile_name: str = profile.scheduler_name
+        self.percentage_of_nodes_to_score: int | None = profile.percentage_of_nodes_to_score
+        self.handle = handle
+        self.waiting_pods = waiting_pods
+        self.use_batch = use_batch
+        points = profile.plugins
+        args: Mapping[str, object] = profile.plugin_args
+        self.plugins: dict[str, Plugin] = {}
+        for refs in points.values():
+            for ref in refs:
+                if ref.name not in self.plugins:
+                    self.plugins[ref.name] = self._build_plugin(ref.name, registry, args.get(ref.name), handle)
+
+        def at(point: str) -> list[tuple[str, Any]]:
+            return [(ref.name, self.plugins[ref.name]) for ref in points.get(point, ())]
+
+        self.pre_enqueue_plugins: list[tuple[str, PreEnqueuePlugin]] = at("preEnqueue")
+        queue_sort = at("queueSort")
+        if len(queue_sort) != 1:
+            raise FrameworkBuildError(
+                f"only one queue sort plugin required for profile with scheduler name "
+                f'"{self.profile_name}", but got {len(queue_sort)}'
+            )
+        self.queue_sort: QueueSortPlugin = queue_sort[0][1]
+        self.pre_filter_plugins: list[tuple[str, PreFilterPlugin]] = at("preFilter")
+        self.filter_plugins: list[tuple[str, FilterPlugin]] = at("filter")
+        self.post_filter_plugins: list[tuple[str, PostFilterPlugin]] = at("postFilter")
+        self.pre_score_plugins: list[tuple[str, PreScorePlugin]] = at("preScore")
+        self.score_plugins: list[ScorePluginEntry] = [
+            ScorePluginEntry(
+                name=ref.name,
+                plugin=self.plugins[ref.name],  # type: ignore[arg-type]
+                weight=ref.weight or 1,
+                batch=self.plugins[ref.name] if hasattr(self.plugins[ref.name], "score_batch") else None,
+                normalizer=self.plugins[ref.name] if hasattr(self.plugins[ref.name], "normalize_score") else None,
+            )
+            for ref in points.get("score", ())
+        ]
+        self.reserve_plugins: list[tuple[str, ReservePlugin]] = at("reserve")
+        self.permit_plugins: list[tuple[str, PermitPlugin]] = at("permit")
+        self.pre_bind_plugins: list[tuple[str, PreBindPlugin]] = at("preBind")
+        self.bind_plugins: list[tuple[str, BindPlugin]] = at("bind")
+        self.post_bind_plugins: list[tuple[str, PostBindPlugin]] = at("postBind")
+        if not self.bind_plugins:
+            raise FrameworkBuildError(
+                f'at least one bind plugin is needed for profile with scheduler name "{self.profile_name}"'
+            )
+        self._batch_filter = {name for name, plugin in self.filter_plugins if hasattr(plugin, "filter_batch")}
+        self.all_filters_batch = use_batch and len(self._batch_filter) == len(self.filter_plugins)
+        rejecting: dict[str, Plugin] = {}
+        for point in _REJECTING_POINTS:
+            for name, plugin in at(point):
+                rejecting[name] = plugin
+        self.rejecting_plugins = rejecting
+
+    @staticmethod
+    def _build_plugin(name: str, registry: Registry, args: object, handle: Handle) -> Plugin:
+        registration = registry.get(name)
+        if registration is None or registration.factory is None:
+            raise FrameworkBuildError(f'plugin "{name}" does not exist')
+        try:
+            return registration.factory(args, handle)
+        except KubeschedError as exc:
+            raise FrameworkBuildError(f'initializing plugin "{name}": {exc}') from exc
+        except Exception as exc:
+            raise FrameworkBuildError(f'initializing plugin "{name}": {type(exc).__name__}: {exc}') from exc
+
+    # ---- queue hooks -------------------------------------------------------------------------
+
+    def events_to_register(self) -> dict[str, list[ClusterEventWithHint] | None]:
+        """Per rejecting plugin: its registered events, or None for "every event"."""
+        result: dict[str, list[ClusterEventWithHint] | None] = {}
+        for name, plugin in self.rejecting_plugins.items():
+            register = getattr(plugin, "events_to_register", None)
+            result[name] = list(register()) if register is not None else None
+        return result
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
+        for name, plugin in self.pre_enqueue_plugins:
+            try:
+                status = plugin.pre_enqueue(pod)
+            except Exception as exc:
+                return Status.error(exc, plugin=name)
+            if status is not None and status.code is not Code.SUCCESS:
+                return status.with_plugin(name)
+        return None
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.queue_sort.less(a, b)
+
+    # ---- scheduling cycle --------------------------------------------------------------------
+
+    def run_pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterOutcome:
+        """Run every PreFilter; Unschedulable keeps running the rest, Unresolvable stops at once."""
+        outcome = PreFilterOutcome()
+        for name, plugin in self.pre_filter_plugins:
+            try:
+                returned = plugin.pre_filter(state, pod, nodes)
+            except Exception as exc:
+                outcome.status = Status.error(f'running PreFilter plugin "{name}": {exc}', plugin=name)
+                return outcome
+            if returned is None:
+                continue
+            if isinstance(returned, PreFilterResult):
+                if returned.node_names is None:
+                    continue
+                outcome.narrowed_by.append(name)
+                outcome.result = returned if outcome.result is None else outcome.result.merge(returned)
+                if outcome.result.node_names is not None and not outcome.result.node_names:
+                    narrowed = outcome.narrowed_by
+                    message = (
+                        f"node(s) didn't satisfy plugin {narrowed[0]}"
+                        if len(narrowed) == 1
+                        else f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowed))}] simultaneously"
+                    )
+                    outcome.rejected_by.update(narrowed)
+                    outcome.status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, message, plugin=name)
+                    return outcome
+                continue
+            if returned.code is Code.SUCCESS:
+                continue
+            if returned.code is Code.SKIP:
+                state.skip_filter_plugins.add(name)
+                continue
+            if returned.code not in REJECTED_CODES:
+                outcome.status = Status.error(f'running PreFilter plugin "{name}": {returned.message}', plugin=name)
+                return outcome
+            outcome.rejected_by.add(name)
+            if returned.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                outcome.status = returned.with_plugin(name)
+                return outcome
+            if outcome.status is None:
+                outcome.status = returned.with_plugin(name)
+        return outcome
+
+    def run_pre_filter_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        for name, plugin in self.pre_filter_plugins:
+            if name in state.skip_filter_plugins:
+                continue
+            extensions = plugin.pre_filter_extensions()
+            if extensions is None:
+                continue
+            status = extensions.add_pod(state, pod, pod_to_add, node_info)
+            if status is not None and status.code is not Code.SUCCESS:
+                return Status.error(f'running AddPod on PreFilter plugin "{name}": {status.message}')
+        return None
+
+    def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        """The reference path: every Filter plugin in order on one node, stopping at the first rejection."""
+        for name, plugin in self.filter_plugins:
+            if name in state.skip_filter_plugins:
+                continue
+            try:
+                status = plugin.filter(state, pod, node_info)
+            except Exception as exc:
+                return Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            if status.code not in REJECTED_CODES:
+                return Status.error(f'running "{name}" filter plugin: {status.message}', plugin=name)
+            return status.with_plugin(name)
+        return None
+
+    def run_filter_batch(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> FilterOutcome:
+        """The batch path: each plugin over all candidates; a node keeps its first rejection.
+
+        An Error on any node is returned in ``error``; the caller aborts the cycle on it.
+        """
+        status_ids = np.zeros(len(batch), dtype=np.int64)
+        statuses: list[Status] = []
+        for name, plugin in self.filter_plugins:
+            if name in state.skip_filter_plugins:
+                continue
+            if self.use_batch and name in self._batch_filter:
+                try:
+                    result = plugin.filter_batch(state, pod, batch)  # type: ignore[attr-defined]
+                except Exception as exc:
+                    return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
+                if result is None:
+                    continue
+                newly = (status_ids == 0) & (result.codes > 0)
+                if not newly.any():
+                    continue
+                offset = len(statuses)
+                # Only statuses that reach a still-feasible node count: the per-node path never asks
+                # this plugin about nodes an earlier filter rejected.
+                for code in np.unique(result.codes[newly]).tolist():
+                    status = result.statuses[code - 1]
+                    if status.code not in REJECTED_CODES:
+                        return _error_outcome(len(batch), f'running "{name}" filter plugin: {status.message}', name)
+                statuses.extend(status.with_plugin(name) for status in result.statuses)
+                status_ids[newly] = result.codes[newly] + offset
+                continue
+            interned: dict[Status, int] = {}
+            for index in np.flatnonzero(status_ids == 0):
+                try:
+                    status = plugin.filter(state, pod, batch.infos[index])
+                except Exception as exc:
+                    return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
+                if status is None or status.code is Code.SUCCESS:
+                    continue
+                if status.code not in REJECTED_CODES:
+                    return _error_outcome(len(batch), f'running "{name}" filter plugin: {status.message}', name)
+                status = status.with_plugin(name)
+                status_id = interned.get(status)
+                if status_id is None:
+                    statuses.append(status)
+                    status_id = interned[status] = len(statuses)
+                status_ids[index] = status_id
+        return FilterOutcome(status_ids, statuses)
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, filtered: NodeToStatus
+    ) -> tuple[PostFilterResult | None, Status]:
+        reasons: list[str] = []
+        result: PostFilterResult | None = None
+        for name, plugin in self.post_filter_plugins:
+            try:
+                outcome, status = plugin.post_filter(state, pod, filtered)
+            except Exception as exc:
+                return None, Status.error(f'running PostFilter plugin "{name}": {exc}', plugin=name)
+            if status is None or status.code is Code.SUCCESS:
+                return outcome, Status(Code.SUCCESS, plugin=name)
+            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return outcome, status.with_plugin(name)
+            if status.code is not Code.UNSCHEDULABLE:
+                return None, Status.error(f'running PostFilter plugin "{name}": {status.message}', plugin=name)
+            reasons.extend(status.reasons)
+            if outcome is not None and outcome.nominated_node_name:
+                result = outcome
+        return result, Status(Code.UNSCHEDULABLE, *reasons)
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        for name, plugin in self.pre_score_plugins:
+            try:
+                status = plugin.pre_score(state, pod, nodes)
+            except Exception as exc:
+                return Status.error(f'running PreScore plugin "{name}": {exc}', plugin=name)
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            if status.code is Code.SKIP:
+                state.skip_score_plugins.add(name)
+                continue
+            return Status.error(f'running PreScore plugin "{name}": {status.message}', plugin=name)
+        return None
+
+    def run_score(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreOutcome | Status:
+        """Score, normalize and weight every non-skipped plugin over the feasible nodes in ``batch``."""
+        totals = np.zeros(len(batch), dtype=np.int64)
+        per_plugin: dict[str, IntArray] = {}
+        for entry in self.score_plugins:
+            if entry.name in state.skip_score_plugins:
+                continue
+            try:
+                if self.use_batch and entry.batch is not None:
+                    scores = np.asarray(entry.batch.score_batch(state, pod, batch), dtype=np.int64).copy()
+                else:
+                    scores = np.fromiter(
+                        (entry.plugin.score(state, pod, info) for info in batch.infos),
+                        dtype=np.int64,
+                        count=len(batch),
+                    )
+                if entry.normalizer is not None:
+                    status = entry.normalizer.normalize_score(state, pod, scores)
+                    if status is not None and status.code is not Code.SUCCESS:
+                        return Status.error(f'plugin "{entry.name}" failed with: {status.message}', plugin=entry.name)
+            except Exception as exc:
+                return Status.error(f'plugin "{entry.name}" failed with: {exc}', plugin=entry.name)
+            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+                return Status.error(
+                    f'plugin "{entry.name}" returns an invalid score {bad}, it should in the range of '
+                    f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+                )
+            per_plugin[entry.name] = scores
+            totals += scores * entry.weight
+        return ScoreOutcome(per_plugin, totals)
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        for name, plugin in self.reserve_plugins:
+            try:
+                status = plugin.reserve(state, pod, node_name)
+            except Exception as exc:
+                return Status.error(f'running Reserve plugin "{name}": {exc}', plugin=name)
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            if status.code in REJECTED_CODES:
+                return status.with_plugin(name)
+            return Status.error(f'running Reserve plugin "{name}": {status.message}', plugin=name)
+        return None
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for name, plugin in reversed(self.reserve_plugins):
+            try:
+                plugin.unreserve(state, pod, node_name)
+            except Exception:
+                log.exception("Unreserve of plugin %s failed for pod %s", name, pod.key)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        timeouts: dict[str, float] = {}
+        for name, plugin in self.permit_plugins:
+            try:
+                status, timeout = plugin.permit(state, pod, node_name)
+            except Exception as exc:
+                return Status.error(f'running Permit plugin "{name}": {exc}', plugin=name)
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            if status.code in REJECTED_CODES:
+                return status.with_plugin(name)
+            if status.code is Code.WAIT:
+                timeouts[name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT_SECONDS)
+                continue
+            return Status.error(f'running Permit plugin "{name}": {status.message}', plugin=name)
+        if timeouts:
+            self.waiting_pods.add(WaitingPodEntry(pod, node_name, timeouts, self.handle.clock))
+            return Status(Code.WAIT, f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"')
+        return None
+
+    # ---- binding cycle -----------------------------------------------------------------------
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status | None:
+        entry = self.waiting_pods.get(pod.uid)
+        if entry is None:
+            return None
+        try:
+            return await entry.wait()
+        finally:
+            self.waiting_pods.remove(pod.uid)
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        for name, plugin in self.pre_bind_plugins:
+            try:
+                status = await plugin.pre_bind(state, pod, node_name)
+            except Exception as exc:
+                return Status.error(f'running PreBind plugin "{name}": {exc}', plugin=name)
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            if status.code in REJECTED_CODES:
+                return status.with_plugin(name)
+            return Status.error(f'running PreBind plugin "{name}": {status.message}', plugin=name)
+        return None
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        for name, plugin in self.bind_plugins:
+            try:
+                status = await plugin.bind(state, pod, node_name)
+            except Exception as exc:
+                return Status.error(f'running Bind plugin "{name}": {exc}', plugin=name)
+            if status is not None and status.code is Code.SKIP:
+                continue
+            if status is None or status.code is Code.SUCCESS:
+                return None
+            if status.code in REJECTED_CODES:
+                return status.with_plugin(name)
+            return Status.error(f'running Bind plugin "{name}": {status.message}', plugin=name)
+        return Status(Code.SKIP, "all bind plugins skipped")
+
+    async def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for name, plugin in self.post_bind_plugins:
+            try:
+                await plugin.post_bind(state, pod, node_name)
+            except Exception:
+                log.exception("PostBind plugin %s failed for pod %s", name, pod.key)
+
+    async def close(self) -> None:
+        for plugin in self.plugins.values():
+            closer = getattr(plugin, "aclose", None) or getattr(plugin, "close", None)
+            if closer is None:
+                continue
+            try:
+                outcome = closer()
+                if hasattr(outcome, "__await__"):
+                    await outcome
+            except Exception:
+                log.exception("closing plugin %s failed", plugin.name)
+
+    def plugin_names(self) -> Iterable[str]:
+        return self.plugins.keys()
+
+
+def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:
+    return FilterOutcome(np.zeros(size, dtype=np.int64), [], Status(Code.ERROR, message, plugin=plugin))

@@ -1,0 +1,288 @@
+"""PodInfo, NodeInfo and Resource: the pre-parsed, integer views of pods and nodes plugins read.
+
+Quantities are parsed to integers (milli-CPU, bytes) once, when a pod or node enters the queue or the
+cache, never in Filter or Score. NodeInfo aggregates are updated incrementally when pods are added or
+removed; the scheduler cache mirrors them into the columnar :class:`~kubesched.framework.node_table.NodeTable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from kubesched.api.objects import Node, Pod, Taint, Toleration
+from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+_BASIC = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, PODS})
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+_LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
+_LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
+
+
+@dataclass(slots=True)
+class Resource:
+    """Integer resource amounts: milli-CPU, bytes, a pod count and extended (scalar) resources."""
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    allowed_pod_number: int = 0
+    scalar: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, amounts: Mapping[str, int]) -> Resource:
+        res = cls(
+            milli_cpu=amounts.get(CPU, 0),
+            memory=amounts.get(MEMORY, 0),
+            ephemeral_storage=amounts.get(EPHEMERAL_STORAGE, 0),
+            allowed_pod_number=amounts.get(PODS, 0),
+        )
+        res.scalar = {k: v for k, v in amounts.items() if k not in _BASIC}
+        return res
+
+    def add(self, other: Resource) -> None:
+        self.milli_cpu += other.milli_cpu
+        self.memory += other.memory
+        self.ephemeral_storage += other.ephemeral_storage
+        for name, amount in other.scalar.items():
+            self.scalar[name] = self.scalar.get(name, 0) + amount
+
+    def subtract(self, other: Resource) -> None:
+        self.milli_cpu -= other.milli_cpu
+        self.memory -= other.memory
+        self.ephemeral_storage -= other.ephemeral_storage
+        for name, amount in other.scalar.items():
+            self.scalar[name] = self.scalar.get(name, 0) - amount
+
+    def get(self, name: str) -> int:
+        if name == CPU:
+            return self.milli_cpu
+        if name == MEMORY:
+            return self.memory
+        if name == EPHEMERAL_STORAGE:
+            return self.ephemeral_storage
+        if name == PODS:
+            return self.allowed_pod_number
+        return self.scalar.get(name, 0)
+
+    def is_zero(self) -> bool:
+        return (
+            self.milli_cpu == 0 and self.memory == 0 and self.ephemeral_storage == 0 and not any(self.scalar.values())
+        )
+
+    def copy(self) -> Resource:
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number, dict(self.scalar))
+
+
+HostPort = tuple[str, str, int]
+"""(hostIP, protocol, hostPort) of one container port with a host port."""
+
+ALL_IPS = "0.0.0.0"
+
+
+def pod_host_ports(pod: Pod) -> tuple[HostPort, ...]:
+    """The host ports a pod holds while it runs: app containers and restartable (sidecar) init containers.
+
+    A regular init container has finished by then, so its ports are free again.
+    """
+    ports: list[HostPort] = []
+    running = (*(c for c in pod.spec.init_containers if c.is_sidecar), *pod.spec.containers)
+    for container in running:
+        for port in container.ports:
+            if port.host_port > 0:
+                ports.append((port.host_ip or ALL_IPS, port.protocol or "TCP", port.host_port))
+    return tuple(ports)
+
+
+def ports_conflict(wanted: Iterable[HostPort], used: Mapping[str, set[tuple[str, int]]]) -> bool:
+    """Whether any wanted port is taken in ``used`` (hostIP → {(protocol, port)}); 0.0.0.0 clashes with all."""
+    for ip, protocol, port in wanted:
+        entry = (protocol, port)
+        if ip == ALL_IPS:
+            if any(entry in ports for ports in used.values()):
+                return True
+        elif entry in used.get(ip, ()) or entry in used.get(ALL_IPS, ()):
+            return True
+    return False
+
+
+class PodInfo:
+    """A pod plus everything the framework derives from it once: requests, priority, host ports."""
+
+    __slots__ = (
+        "host_ports",
+        "key",
+        "name",
+        "namespace",
+        "non_zero_memory",
+        "non_zero_milli_cpu",
+        "pod",
+        "priority",
+        "request",
+        "tolerations",
+        "uid",
+    )
+
+    def __init__(self, pod: Pod) -> None:
+        self.pod = pod
+        self.name = pod.metadata.name
+        self.namespace = pod.metadata.namespace
+        self.key = f"{self.namespace}/{self.name}"
+        self.uid = pod.metadata.uid
+        self.priority = pod.spec.priority if pod.spec.priority is not None else 0
+        self.request = Resource.from_mapping(pod_requests(pod))
+        non_zero = pod_requests(pod, non_zero=True)
+        self.non_zero_milli_cpu = non_zero.get(CPU, DEFAULT_MILLI_CPU_REQUEST)
+        self.non_zero_memory = non_zero.get(MEMORY, DEFAULT_MEMORY_REQUEST)
+        self.tolerations: tuple[Toleration, ...] = tuple(pod.spec.tolerations)
+        self.host_ports: tuple[HostPort, ...] = pod_host_ports(pod)
+
+    @property
+    def node_name(self) -> str:
+        return self.pod.spec.node_name
+
+    def with_node(self, node_name: str) -> PodInfo:
+        """A copy bound to ``node_name`` (the assumed pod); derived fields are shared, not recomputed."""
+        clone = object.__new__(PodInfo)
+        for slot in PodInfo.__slots__:
+            object.__setattr__(clone, slot, getattr(self, slot))
+        clone.pod = replace(self.pod, spec=replace(self.pod.spec, node_name=node_name))
+        return clone
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+@dataclass(slots=True)
+class ImageState:
+    size_bytes: int
+    num_nodes: int = 0
+
+
+def zone_key(labels: Mapping[str, str]) -> str:
+    """The node-tree zone key (region + zone, with the legacy label fallbacks)."""
+    region = labels.get(REGION_LABEL) or labels.get(_LEGACY_REGION_LABEL, "")
+    zone = labels.get(ZONE_LABEL) or labels.get(_LEGACY_ZONE_LABEL, "")
+    if not region and not zone:
+        return ""
+    return f"{region}:\x00:{zone}"
+
+
+class NodeInfo:
+    """A node and the aggregate of the pods on it (incl. assumed ones), kept by the scheduler cache."""
+
+    __slots__ = (
+        "allocatable",
+        "generation",
+        "image_sizes",
+        "name",
+        "node",
+        "non_zero_requested",
+        "pods",
+        "requested",
+        "slot",
+        "used_ports",
+    )
+
+    def __init__(self, node: Node, slot: int = -1) -> None:
+        self.name = node.metadata.name
+        self.node = node
+        self.slot = slot
+        self.pods: dict[str, PodInfo] = {}
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.used_ports: dict[str, set[tuple[str, int]]] = {}
+        self.generation = 0
+        self.allocatable = Resource.from_mapping(node.allocatable)
+        self.image_sizes: dict[str, int] = _image_sizes(node)
+
+    def set_node(self, node: Node) -> None:
+        self.node = node
+        self.allocatable = Resource.from_mapping(node.allocatable)
+        self.image_sizes = _image_sizes(node)
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.node.metadata.labels
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        return self.node.taints
+
+    @property
+    def unschedulable(self) -> bool:
+        return self.node.spec_unschedulable
+
+    def add_pod(self, pod_info: PodInfo) -> None:
+        self.pods[pod_info.uid] = pod_info
+        self.requested.add(pod_info.request)
+        self.non_zero_requested.milli_cpu += pod_info.non_zero_milli_cpu
+        self.non_zero_requested.memory += pod_info.non_zero_memory
+        for ip, protocol, port in pod_info.host_ports:
+            self.used_ports.setdefault(ip, set()).add((protocol, port))
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        pod_info = self.pods.pop(uid, None)
+        if pod_info is None:
+            return None
+        self.requested.subtract(pod_info.request)
+        self.non_zero_requested.milli_cpu -= pod_info.non_zero_milli_cpu
+        self.non_zero_requested.memory -= pod_info.non_zero_memory
+        if pod_info.host_ports:
+            self.used_ports = {}
+            for other in self.pods.values():
+                for ip, protocol, port in other.host_ports:
+                    self.used_ports.setdefault(ip, set()).add((protocol, port))
+        return pod_info
+
+    def clone(self) -> NodeInfo:
+        """A copy whose pod aggregates can be changed without touching the cache (nominated pods)."""
+        copy = NodeInfo.__new__(NodeInfo)
+        copy.name = self.name
+        copy.node = self.node
+        copy.slot = self.slot
+        copy.pods = dict(self.pods)
+        copy.requested = self.requested.copy()
+        copy.non_zero_requested = self.non_zero_requested.copy()
+        copy.used_ports = {ip: set(ports) for ip, ports in self.used_ports.items()}
+        copy.generation = self.generation
+        copy.allocatable = self.allocatable
+        copy.image_sizes = self.image_sizes
+        return copy
+
+    def ports_conflict(self, wanted: Iterable[HostPort]) -> bool:
+        return ports_conflict(wanted, self.used_ports)
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+def _image_sizes(node: Node) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for image in node.images:
+        for name in image.names:
+            sizes[name] = image.size_bytes
+    return sizes
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Node names a PreFilter plugin restricts the search to; ``None`` means all nodes."""
+
+    node_names: frozenset[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return other
+        return PreFilterResult(self.node_names & other.node_names)
+
+    def all_nodes(self) -> bool:
+        return self.node_names is None

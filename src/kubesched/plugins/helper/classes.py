@@ -1,0 +1,101 @@
+"""Batch helpers: evaluate a per-node rule once per equivalence class, and pack per-node statuses.
+
+Who calls it: the ``filter_batch``/``score_batch`` of plugins whose answer depends only on node-level
+properties (taints, labels, images, the unschedulable flag): NodeTable class columns give each node a
+class id, so the rule runs once per distinct class present in the batch and the answer is broadcast.
+
+A NodeTable keeps one column per *name* and ignores the key function of later requests for the same name,
+so every plugin must use the shared :class:`ClassSpec` constants below rather than naming its own column
+for the same property (two plugins keying "node-labels" differently would silently read wrong classes).
+Class columns are refreshed only when the node object changes, so keys must depend on the Node only,
+never on the pods placed on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
+
+import numpy as np
+
+from kubesched.api.objects import Taint
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.status import Status
+from kubesched.framework.types import NodeInfo
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassSpec(Generic[K]):
+    """A class column: its table-wide name and the node-level key it interns."""
+
+    name: str
+    key_fn: Callable[[NodeInfo], K]
+
+
+def _name(info: NodeInfo) -> str:
+    return info.name
+
+
+def _labels(info: NodeInfo) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(info.labels.items()))
+
+
+def _taints(info: NodeInfo) -> tuple[Taint, ...]:
+    return info.taints
+
+
+def _unschedulable(info: NodeInfo) -> bool:
+    return info.unschedulable
+
+
+def _images(info: NodeInfo) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(info.image_sizes.items()))
+
+
+NODE_NAME: ClassSpec[str] = ClassSpec("node-name", _name)
+NODE_LABELS: ClassSpec[tuple[tuple[str, str], ...]] = ClassSpec("node-labels", _labels)
+"""The node's labels as sorted (key, value) pairs."""
+NODE_TAINTS: ClassSpec[tuple[Taint, ...]] = ClassSpec("node-taints", _taints)
+"""The node's taints in node order (order matters: the first untolerated taint is reported)."""
+NODE_UNSCHEDULABLE: ClassSpec[bool] = ClassSpec("node-unschedulable", _unschedulable)
+NODE_IMAGES: ClassSpec[tuple[tuple[str, int], ...]] = ClassSpec("node-images", _images)
+"""The node's image names with sizes, sorted."""
+
+
+def per_class(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], T]) -> tuple[list[T], IntArray]:
+    """``(results, index)``: ``evaluate`` once per class present in ``batch``; node i's result is
+    ``results[index[i]]``."""
+    column = batch.table.class_column(spec.name, spec.key_fn)
+    ids = column.ids[batch.slots]
+    distinct, index = np.unique(ids, return_inverse=True)
+    results = [evaluate(cast(K, column.values[class_id])) for class_id in distinct.tolist()]
+    return results, index.astype(np.int64).reshape(-1)
+
+
+def batch_result(statuses: Sequence[Status | None], index: IntArray | None = None) -> BatchFilterResult | None:
+    """Pack per-class (with ``index``) or per-node (without) filter results; ``None`` when all pass."""
+    interned: dict[Status, int] = {}
+    unique: list[Status] = []
+    codes = np.zeros(len(statuses), dtype=np.int64)
+    for i, status in enumerate(statuses):
+        if status is None:
+            continue
+        code = interned.get(status)
+        if code is None:
+            unique.append(status)
+            code = interned[status] = len(unique)
+        codes[i] = code
+    if not unique:
+        return None
+    return BatchFilterResult(codes if index is None else codes[index], unique)
+
+
+def uniform_result(size: int, status: Status | None) -> BatchFilterResult | None:
+    """The same outcome for every node of a batch."""
+    if status is None:
+        return None
+    return BatchFilterResult(np.ones(size, dtype=np.int64), [status])

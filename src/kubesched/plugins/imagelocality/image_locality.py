@@ -1,0 +1,98 @@
+"""ImageLocality (Score): favors nodes that already have the pod's images, weighted by image size and by
+how widely the image has spread (to avoid piling pods onto the few nodes that have it).
+
+For every init and app container whose normalized image name (":latest" appended when the name has no
+tag after its last "/") is on the node, add int(size × (nodes with the image / all nodes)) — a float
+product, as upstream computes it. The sum is clamped to [23 MiB, 1000 MiB × containers] and scaled to
+0..100. There is no NormalizeScore. The node counts come from the cycle's Snapshot via the Handle.
+
+The batch form keys a class column by the node's image set, so nodes with the same images share a score.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import MAX_NODE_SCORE
+from kubesched.framework.node_table import IntArray, NodeBatch
+from kubesched.framework.types import NodeInfo, PodInfo
+from kubesched.plugins import names
+from kubesched.plugins.helper.classes import NODE_IMAGES, per_class
+from kubesched.plugins.helper.gomath import trunc_div
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import BatchScorePlugin, Handle
+
+MB = 1024 * 1024
+MIN_THRESHOLD = 23 * MB
+MAX_CONTAINER_THRESHOLD = 1000 * MB
+
+ImageSet = tuple[tuple[str, int], ...]
+
+
+def normalized_image_name(name: str) -> str:
+    """The CRI name of an image reference: ":latest" when no tag follows the last "/"."""
+    if name.rfind(":") <= name.rfind("/"):
+        return name + ":latest"
+    return name
+
+
+def calculate_priority(sum_scores: int, num_containers: int) -> int:
+    max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+    clamped = min(max(sum_scores, MIN_THRESHOLD), max_threshold)
+    return trunc_div(MAX_NODE_SCORE * (clamped - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD)
+
+
+class ImageLocality:
+    """Score: the larger and rarer the pod's images already on a node, the higher the node scores."""
+
+    def __init__(self, args: object, handle: Handle) -> None:
+        del args
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        return names.IMAGE_LOCALITY
+
+    def _pod_images(self, pod: PodInfo) -> tuple[list[str], int]:
+        spec = pod.pod.spec
+        containers = (*spec.init_containers, *spec.containers)
+        return [normalized_image_name(c.image) for c in containers], len(containers)
+
+    def _score(self, images: list[str], num_containers: int, sizes: dict[str, int], spread: dict[str, float]) -> int:
+        total = 0
+        for image in images:
+            size = sizes.get(image)
+            if size is not None:
+                total += int(float(size) * spread[image])
+        return calculate_priority(total, num_containers)
+
+    def _spread(self, images: list[str]) -> dict[str, float]:
+        snapshot = self._handle.snapshot()
+        total_nodes = len(snapshot)
+        if total_nodes == 0:
+            return dict.fromkeys(images, 0.0)
+        return {image: float(snapshot.num_nodes_with_image(image)) / float(total_nodes) for image in images}
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
+        images, num_containers = self._pod_images(pod)
+        return self._score(images, num_containers, node_info.image_sizes, self._spread(images))
+
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
+        images, num_containers = self._pod_images(pod)
+        spread = self._spread(images)
+
+        def evaluate(image_set: ImageSet) -> int:
+            return self._score(images, num_containers, dict(image_set), spread)
+
+        results, index = per_class(nodes, NODE_IMAGES, evaluate)
+        return np.asarray(results, dtype=np.int64)[index] if results else np.zeros(0, dtype=np.int64)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(plugin: ImageLocality) -> BatchScorePlugin:
+        return plugin

@@ -1,0 +1,53 @@
+"""The names of kube-scheduler's in-tree plugins, as config files spell them.
+
+Who reads it: every plugin's ``name`` property, :mod:`kubesched.plugins.registry`, and tests. These are
+the 18 plugins of kube-scheduler v1.33's default set plus ``DynamicResources`` (default in v1.34, not in
+our default set because kubesched does not model DRA objects): upstream's ``plugins/names/names.go``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PRIORITY_SORT: Final = "PrioritySort"
+DEFAULT_BINDER: Final = "DefaultBinder"
+DEFAULT_PREEMPTION: Final = "DefaultPreemption"
+DYNAMIC_RESOURCES: Final = "DynamicResources"
+IMAGE_LOCALITY: Final = "ImageLocality"
+INTER_POD_AFFINITY: Final = "InterPodAffinity"
+NODE_AFFINITY: Final = "NodeAffinity"
+NODE_NAME: Final = "NodeName"
+NODE_PORTS: Final = "NodePorts"
+NODE_RESOURCES_BALANCED_ALLOCATION: Final = "NodeResourcesBalancedAllocation"
+NODE_RESOURCES_FIT: Final = "NodeResourcesFit"
+NODE_UNSCHEDULABLE: Final = "NodeUnschedulable"
+NODE_VOLUME_LIMITS: Final = "NodeVolumeLimits"
+POD_TOPOLOGY_SPREAD: Final = "PodTopologySpread"
+SCHEDULING_GATES: Final = "SchedulingGates"
+TAINT_TOLERATION: Final = "TaintToleration"
+VOLUME_BINDING: Final = "VolumeBinding"
+VOLUME_RESTRICTIONS: Final = "VolumeRestrictions"
+VOLUME_ZONE: Final = "VolumeZone"
+
+ALL: Final = (
+    SCHEDULING_GATES,
+    PRIORITY_SORT,
+    NODE_UNSCHEDULABLE,
+    NODE_NAME,
+    TAINT_TOLERATION,
+    NODE_AFFINITY,
+    NODE_PORTS,
+    NODE_RESOURCES_FIT,
+    VOLUME_RESTRICTIONS,
+    NODE_VOLUME_LIMITS,
+    VOLUME_BINDING,
+    VOLUME_ZONE,
+    POD_TOPOLOGY_SPREAD,
+    INTER_POD_AFFINITY,
+    DYNAMIC_RESOURCES,
+    DEFAULT_PREEMPTION,
+    NODE_RESOURCES_BALANCED_ALLOCATION,
+    IMAGE_LOCALITY,
+    DEFAULT_BINDER,
+)
+"""Every in-tree name, in kube-scheduler's default ``multiPoint`` order (DynamicResources where v1.34 puts it)."""

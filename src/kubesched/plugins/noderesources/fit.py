@@ -1,0 +1,348 @@
+"""NodeResourcesFit (PreFilter, Filter, PreScore, Score), kube-scheduler v1.33 behaviour.
+
+- PreFilter computes the pod's effective request (component-helpers ``PodRequests``, no non-zero
+  defaults) into CycleState under ``PreFilterNodeResourcesFit``.
+- Filter collects every failing reason, in this order: "Too many pods" (pods on the node + 1 > allocatable
+  pods); then, for each of cpu, memory, ephemeral-storage the pod requests (> 0), "Insufficient <name>"
+  when the request exceeds allocatable − requested; then each non-zero scalar resource of the pod (in the
+  pod's order) the same way, except extended resources listed in ``ignoredResources`` or whose prefix is
+  in ``ignoredResourceGroups``. The status code is **Unschedulable** (kube-scheduler 1.34 returns
+  UnschedulableAndUnresolvable instead when a request exceeds the node's whole allocatable, PR #131345;
+  kubesched follows 1.33).
+- PreScore/Score: the configured scoring strategy (LeastAllocated by default, MostAllocated,
+  RequestedToCapacityRatio) over the configured resources, see :mod:`.resource_allocation`.
+
+Batch forms: the Filter compares the NodeTable columns for all candidates at once and interns one Status
+per distinct combination of failing reasons; Score runs the strategy over ``resources × nodes`` arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kubesched.api.objects import Node, Pod
+from kubesched.api.resources import pod_requests
+from kubesched.errors import ValidationFailed
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.events import (
+    ActionType,
+    AnyObject,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult, Resource
+from kubesched.plugins import names
+from kubesched.plugins.helper.classes import uniform_result
+from kubesched.plugins.helper.hints import as_nodes, as_pods
+from kubesched.plugins.helper.resources import is_extended_resource_name, is_scalar_resource_name
+from kubesched.plugins.noderesources.args import (
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    NodeResourcesFitArgs,
+    ScoringStrategy,
+)
+from kubesched.plugins.noderesources.resource_allocation import (
+    LeastAllocated,
+    MostAllocated,
+    RequestedToCapacityRatio,
+    ResourceAllocationScorer,
+    Strategy,
+)
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import (
+        BatchFilterPlugin,
+        BatchScorePlugin,
+        EnqueueExtensions,
+        Handle,
+        PreFilterExtensions,
+        PreFilterPlugin,
+        PreScorePlugin,
+    )
+
+PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_RESOURCES_FIT
+PRE_SCORE_STATE_KEY = "PreScore" + names.NODE_RESOURCES_FIT
+TOO_MANY_PODS = "Too many pods"
+
+
+def insufficient(resource: str) -> str:
+    return f"Insufficient {resource}"
+
+
+_INSUFFICIENT_CPU = insufficient("cpu")
+_INSUFFICIENT_MEMORY = insufficient("memory")
+_INSUFFICIENT_EPHEMERAL = insufficient("ephemeral-storage")
+
+
+@dataclass(frozen=True, slots=True)
+class FitRequest:
+    """What Filter checks for one pod: its cpu/memory/ephemeral request and the scalar requests to check
+    (non-zero, scalar names, not ignored), in the pod's order."""
+
+    milli_cpu: int
+    memory: int
+    ephemeral_storage: int
+    scalars: tuple[tuple[str, int], ...]
+
+    def clone(self) -> FitRequest:
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    pod_requests: tuple[int, ...]
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+def build_strategy(strategy: ScoringStrategy) -> Strategy:
+    weights = [r.weight for r in strategy.resources]
+    if strategy.type == LEAST_ALLOCATED:
+        return LeastAllocated(weights)
+    if strategy.type == MOST_ALLOCATED:
+        return MostAllocated(weights)
+    ratio = strategy.requested_to_capacity_ratio
+    return RequestedToCapacityRatio(weights, ratio.shape if ratio is not None else ())
+
+
+class Fit:
+    """PreFilter/Filter: the node has room for the pod's requests; Score: the configured strategy."""
+
+    def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:
+        del handle
+        args = args if args is not None else NodeResourcesFitArgs()
+        errors = args.validate("")
+        if errors:
+            raise ValidationFailed("NodeResourcesFitArgs", errors)
+        self.args = args
+        self._ignored_resources = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
+        strategy = args.scoring_strategy
+        self.scorer = ResourceAllocationScorer(strategy.resources, build_strategy(strategy), use_requested=False)
+
+    @property
+    def name(self) -> str:
+        return names.NODE_RESOURCES_FIT
+
+    # ---- PreFilter -----------------------------------------------------------------------------
+
+    def _ignored(self, resource: str) -> bool:
+        if not is_extended_resource_name(resource):
+            return False
+        if resource in self._ignored_resources:
+            return True
+        return bool(self._ignored_groups) and resource.split("/", 1)[0] in self._ignored_groups
+
+    def compute_request(self, request: Resource) -> FitRequest:
+        scalars = tuple(
+            (resource, amount)
+            for resource, amount in request.scalar.items()
+            if amount != 0 and is_scalar_resource_name(resource) and not self._ignored(resource)
+        )
+        return FitRequest(request.milli_cpu, request.memory, request.ephemeral_storage, scalars)
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
+        state.write(PRE_FILTER_STATE_KEY, self.compute_request(pod.request))
+        return None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    # ---- Filter --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _missing_state() -> Status:
+        return Status(Code.ERROR, f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found')
+
+    @staticmethod
+    def insufficient_resources(request: FitRequest, info: NodeInfo) -> list[str]:
+        """Every reason the node cannot hold the request, in kube-scheduler's order."""
+        reasons: list[str] = []
+        allocatable = info.allocatable
+        requested = info.requested
+        if len(info.pods) + 1 > allocatable.allowed_pod_number:
+            reasons.append(TOO_MANY_PODS)
+        if request.milli_cpu > 0 and request.milli_cpu > allocatable.milli_cpu - requested.milli_cpu:
+            reasons.append(_INSUFFICIENT_CPU)
+        if request.memory > 0 and request.memory > allocatable.memory - requested.memory:
+            reasons.append(_INSUFFICIENT_MEMORY)
+        if (
+            request.ephemeral_storage > 0
+            and request.ephemeral_storage > allocatable.ephemeral_storage - requested.ephemeral_storage
+        ):
+            reasons.append(_INSUFFICIENT_EPHEMERAL)
+        for resource, amount in request.scalars:
+            if amount > allocatable.scalar.get(resource, 0) - requested.scalar.get(resource, 0):
+                reasons.append(insufficient(resource))
+        return reasons
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        request = state.get(PRE_FILTER_STATE_KEY, FitRequest)
+        if request is None:
+            return self._missing_state()
+        reasons = self.insufficient_resources(request, node_info)
+        return Status(Code.UNSCHEDULABLE, *reasons) if reasons else None
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        request = state.get(PRE_FILTER_STATE_KEY, FitRequest)
+        if request is None:
+            return uniform_result(len(nodes), self._missing_state())
+        if len(nodes) == 0:
+            return None
+        table = nodes.table
+        slots = nodes.slots
+        reasons = [TOO_MANY_PODS]
+        checks = [table.pod_count[slots] + 1 > table.alloc_pods[slots]]
+        if request.milli_cpu > 0:
+            reasons.append(_INSUFFICIENT_CPU)
+            checks.append(request.milli_cpu > table.alloc_cpu[slots] - table.req_cpu[slots])
+        if request.memory > 0:
+            reasons.append(_INSUFFICIENT_MEMORY)
+            checks.append(request.memory > table.alloc_memory[slots] - table.req_memory[slots])
+        if request.ephemeral_storage > 0:
+            reasons.append(_INSUFFICIENT_EPHEMERAL)
+            checks.append(request.ephemeral_storage > table.alloc_ephemeral[slots] - table.req_ephemeral[slots])
+        for resource, amount in request.scalars:
+            alloc, used = table.scalar(resource)
+            reasons.append(insufficient(resource))
+            checks.append(amount > alloc[slots] - used[slots])
+        failed = np.vstack(checks)
+        if not failed.any():
+            return None
+        # One Status per distinct combination of failing checks, reasons kept in check order.
+        combos, index = np.unique(failed.T, axis=0, return_inverse=True)
+        statuses: list[Status] = []
+        combo_codes = np.zeros(len(combos), dtype=np.int64)
+        for j, combo in enumerate(combos.tolist()):
+            if not any(combo):
+                continue
+            statuses.append(Status(Code.UNSCHEDULABLE, *(r for r, bit in zip(reasons, combo, strict=True) if bit)))
+            combo_codes[j] = len(statuses)
+        return BatchFilterResult(combo_codes[index.reshape(-1)], statuses)
+
+    # ---- Score ---------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(self.scorer.pod_requests(pod)))
+        return None
+
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+        found = state.get(PRE_SCORE_STATE_KEY, _PreScoreState)
+        # Without PreScore (e.g. disabled in the profile) recompute, as upstream does.
+        return found.pod_requests if found is not None else self.scorer.pod_requests(pod)
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
+        return self.scorer.score_node(node_info, self._pod_requests(state, pod))
+
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
+        return self.scorer.score_batch(nodes, self._pod_requests(state, pod))
+
+    # ---- Queueing hints ------------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, "PodDelete|PodScaleDown"
+                ),
+                self.is_schedulable_after_pod_event,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE,
+                    "NodeAdd|NodeAllocatableChange",
+                ),
+                self.is_schedulable_after_node_change,
+            ),
+        ]
+
+    def is_schedulable_after_pod_event(self, pod: Pod, old: AnyObject, new: AnyObject) -> QueueingHint:
+        """A deleted assigned pod frees resources; a scale-down helps if it shrinks what this pod asks for."""
+        try:
+            original, modified = as_pods(old, new)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if modified is None:
+            if original is None or not original.spec.node_name:
+                return QueueingHint.SKIP
+            return QueueingHint.QUEUE
+        if original is None:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE if _scale_down_helps(pod, original, modified) else QueueingHint.SKIP
+
+    def is_schedulable_after_node_change(self, pod: Pod, old: AnyObject, new: AnyObject) -> QueueingHint:
+        """Queue for a new node the pod fits on, or a node whose allocatable grew for what the pod asks."""
+        try:
+            original, modified = as_nodes(old, new)
+        except TypeError:
+            return QueueingHint.QUEUE
+        if modified is None:
+            return QueueingHint.SKIP
+        request = _max_request(pod)
+        fit_request = FitRequest(
+            request.milli_cpu,
+            request.memory,
+            request.ephemeral_storage,
+            tuple((r, a) for r, a in request.scalar.items() if a != 0 and is_scalar_resource_name(r)),
+        )
+        if self.insufficient_resources(fit_request, NodeInfo(modified)):
+            return QueueingHint.SKIP
+        if original is None:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE if _requested_resources_increased(request, original, modified) else QueueingHint.SKIP
+
+
+def _max_request(pod: Pod) -> Resource:
+    return Resource.from_mapping(pod_requests(pod))
+
+
+def _scale_down_helps(target: Pod, original: Pod, modified: Pod) -> bool:
+    if modified.metadata.uid == target.metadata.uid:
+        return True
+    if not modified.spec.node_name:
+        return False
+    before = _max_request(original)
+    after = _max_request(modified)
+    for resource, amount in pod_requests(target).items():
+        if amount == 0:
+            continue
+        counted = resource in ("cpu", "memory", "ephemeral-storage") or is_scalar_resource_name(resource)
+        if counted and before.get(resource) > after.get(resource):
+            return True
+    return False
+
+
+def _requested_resources_increased(request: Resource, original: Node, modified: Node) -> bool:
+    before = Resource.from_mapping(original.allocatable)
+    after = Resource.from_mapping(modified.allocatable)
+    if after.allowed_pod_number > before.allowed_pod_number:
+        return True
+    if request.is_zero() and not request.scalar:
+        return False
+    for resource, amount in (
+        ("cpu", request.milli_cpu),
+        ("memory", request.memory),
+        ("ephemeral-storage", request.ephemeral_storage),
+        *request.scalar.items(),
+    ):
+        if amount > 0 and after.get(resource) > before.get(resource):
+            return True
+    return False
+
+
+if TYPE_CHECKING:
+
+    def _conforms(
+        plugin: Fit,
+    ) -> tuple[PreFilterPlugin, BatchFilterPlugin, PreScorePlugin, BatchScorePlugin, EnqueueExtensions]:
+        return plugin, plugin, plugin, plugin, plugin

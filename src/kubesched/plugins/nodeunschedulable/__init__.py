@@ -1,0 +1,5 @@
+"""NodeUnschedulable: cordoned nodes take only pods that tolerate the unschedulable taint."""
+
+from kubesched.plugins.nodeunschedulable.node_unschedulable import NodeUnschedulable
+
+__all__ = ["NodeUnschedulable"]

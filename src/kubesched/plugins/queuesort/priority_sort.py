@@ -1,0 +1,37 @@
+"""PrioritySort (QueueSort): higher ``spec.priority`` first; equal priorities in queue-timestamp order.
+
+The scheduling queue calls ``less`` to order activeQ; exactly one QueueSort plugin serves all profiles.
+A pod without ``spec.priority`` counts as priority 0 (PodInfo.priority already applies that).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubesched.framework.interface import QueuedPodInfo
+from kubesched.plugins import names
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import Handle, QueueSortPlugin
+
+
+class PrioritySort:
+    """QueueSort: higher priority first, then the pod that entered the queue earlier."""
+
+    def __init__(self, args: object, handle: Handle) -> None:
+        del args, handle
+
+    @property
+    def name(self) -> str:
+        return names.PRIORITY_SORT
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        pa = a.pod_info.priority
+        pb = b.pod_info.priority
+        return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(plugin: PrioritySort) -> QueueSortPlugin:
+        return plugin

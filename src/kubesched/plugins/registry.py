@@ -1,0 +1,86 @@
+"""The in-tree plugin registry: one explicit table of every plugin kubesched knows by name.
+
+Who calls it: the scheduler (to build one framework per profile), the config loader (as its plugin
+catalog: names, extension points, args types, which default plugins are not built yet) and the CLI's
+``plugins`` command. Nothing registers itself on import (DESIGN rule 2); out-of-tree plugins are merged in
+through the ``kubesched.plugins`` entry-point group by ``framework.runtime.registry.with_entry_points``.
+
+Built plugins are registered with their class (constructed as ``Cls(args, handle)``); plugins of
+kube-scheduler's default set that are not built yet are ``planned`` with the extension points they have
+upstream (v1.33, config spelling), so configs that merely inherit the defaults still load.
+"""
+
+from __future__ import annotations
+
+from kubesched.framework.runtime.registry import PluginRegistration, Registry
+from kubesched.plugins import names
+from kubesched.plugins.defaultbinder import DefaultBinder
+from kubesched.plugins.imagelocality import ImageLocality
+from kubesched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
+from kubesched.plugins.nodename import NodeName
+from kubesched.plugins.nodeports import NodePorts
+from kubesched.plugins.noderesources import (
+    BalancedAllocation,
+    Fit,
+    NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs,
+)
+from kubesched.plugins.nodeunschedulable import NodeUnschedulable
+from kubesched.plugins.queuesort import PrioritySort
+from kubesched.plugins.schedulinggates import SchedulingGates
+from kubesched.plugins.tainttoleration import TaintToleration
+
+
+def in_tree_registry() -> Registry:
+    """A fresh copy of the in-tree registry (callers may merge into it)."""
+    return {
+        names.SCHEDULING_GATES: PluginRegistration.of(names.SCHEDULING_GATES, SchedulingGates),
+        names.PRIORITY_SORT: PluginRegistration.of(names.PRIORITY_SORT, PrioritySort),
+        names.NODE_UNSCHEDULABLE: PluginRegistration.of(names.NODE_UNSCHEDULABLE, NodeUnschedulable),
+        names.NODE_NAME: PluginRegistration.of(names.NODE_NAME, NodeName),
+        names.TAINT_TOLERATION: PluginRegistration.of(names.TAINT_TOLERATION, TaintToleration),
+        names.NODE_AFFINITY: PluginRegistration.of(names.NODE_AFFINITY, NodeAffinity, args_type=NodeAffinityArgs),
+        names.NODE_PORTS: PluginRegistration.of(names.NODE_PORTS, NodePorts),
+        names.NODE_RESOURCES_FIT: PluginRegistration.of(names.NODE_RESOURCES_FIT, Fit, args_type=NodeResourcesFitArgs),
+        names.VOLUME_RESTRICTIONS: PluginRegistration.planned(
+            names.VOLUME_RESTRICTIONS, ("preFilter", "filter"), "Volumes that can be mounted by one pod only"
+        ),
+        names.NODE_VOLUME_LIMITS: PluginRegistration.planned(
+            names.NODE_VOLUME_LIMITS, ("preFilter", "filter"), "CSI volume limits per node"
+        ),
+        names.VOLUME_BINDING: PluginRegistration.planned(
+            names.VOLUME_BINDING,
+            ("preFilter", "filter", "reserve", "preBind", "preScore", "score"),
+            "Binds PersistentVolumeClaims to volumes the node can reach",
+        ),
+        names.VOLUME_ZONE: PluginRegistration.planned(
+            names.VOLUME_ZONE, ("preFilter", "filter"), "Volumes' zone labels must match the node's"
+        ),
+        names.POD_TOPOLOGY_SPREAD: PluginRegistration.planned(
+            names.POD_TOPOLOGY_SPREAD,
+            ("preFilter", "filter", "preScore", "score"),
+            "Spreads pods across topology domains",
+        ),
+        names.INTER_POD_AFFINITY: PluginRegistration.planned(
+            names.INTER_POD_AFFINITY,
+            ("preFilter", "filter", "preScore", "score"),
+            "Pod affinity and anti-affinity",
+        ),
+        names.DYNAMIC_RESOURCES: PluginRegistration.planned(
+            names.DYNAMIC_RESOURCES,
+            ("preEnqueue", "preFilter", "filter", "postFilter", "reserve", "preBind"),
+            "Dynamic resource allocation (ResourceClaims); not in kubesched's default set",
+        ),
+        names.DEFAULT_PREEMPTION: PluginRegistration.planned(
+            names.DEFAULT_PREEMPTION,
+            ("preEnqueue", "postFilter"),
+            "Preempts lower-priority pods when nothing fits",
+        ),
+        names.NODE_RESOURCES_BALANCED_ALLOCATION: PluginRegistration.of(
+            names.NODE_RESOURCES_BALANCED_ALLOCATION,
+            BalancedAllocation,
+            args_type=NodeResourcesBalancedAllocationArgs,
+        ),
+        names.IMAGE_LOCALITY: PluginRegistration.of(names.IMAGE_LOCALITY, ImageLocality),
+        names.DEFAULT_BINDER: PluginRegistration.of(names.DEFAULT_BINDER, DefaultBinder),
+    }

@@ -1,0 +1,390 @@
+"""The scheduling queue: activeQ, backoffQ, the unschedulable pool, gating and requeue by events.
+
+One queue serves all profiles (hence one QueueSort). The scheduler adds pending pods, pops the next
+one for a scheduling cycle, and hands failures back with the plugins that rejected them; cluster
+events move unschedulable pods back when a rejecting plugin's queueing hint says the event may help.
+Time comes from the injected clock; flushing is done lazily on every pop and by the scheduler's
+periodic loop in live mode.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from kubesched.api.objects import Node, Pod
+from kubesched.clock import Clock
+from kubesched.framework.events import (
+    FORCE_ACTIVATE,
+    UNSCHEDULABLE_TIMEOUT,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from kubesched.framework.interface import QueuedPodInfo
+from kubesched.framework.status import Status
+from kubesched.framework.types import PodInfo
+from kubesched.scheduler.queue.backoff import backoff_expiry
+
+log = logging.getLogger(__name__)
+
+POD_MAX_IN_UNSCHEDULABLE_SECONDS = 300.0
+
+LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+PreEnqueueFn = Callable[[PodInfo], Status | None]
+# plugin name -> registered events (None = every event), for the pod's profile
+HintTable = Mapping[str, list[ClusterEventWithHint] | None]
+
+
+class _ActiveEntry:
+    """Heap entry ordered by the QueueSort plugin; pods it cannot tell apart keep arrival order."""
+
+    __slots__ = ("less", "qpi", "sequence")
+
+    def __init__(self, qpi: QueuedPodInfo, less: LessFn, sequence: int) -> None:
+        self.qpi = qpi
+        self.less = less
+        self.sequence = sequence
+
+    def __lt__(self, other: _ActiveEntry) -> bool:
+        if self.less(self.qpi, other.qpi):
+            return True
+        if self.less(other.qpi, self.qpi):
+            return False
+        return self.sequence < other.sequence
+
+
+@dataclass(slots=True)
+class QueueCounts:
+    active: int
+    backoff: int
+    unschedulable: int
+    gated: int
+
+
+class SchedulingQueue:
+    """Priority queue of pending pods with backoff and event-driven requeueing."""
+
+    def __init__(
+        self,
+        less: LessFn,
+        clock: Clock,
+        *,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        pre_enqueue: Callable[[PodInfo], Status | None] | None = None,
+        hints_for: Callable[[Pod], HintTable] | None = None,
+    ) -> None:
+        self._less = less
+        self._clock = clock
+        self._initial_backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._pre_enqueue = pre_enqueue
+        self._hints_for = hints_for
+        self._active: list[_ActiveEntry] = []
+        self._active_uids: dict[str, QueuedPodInfo] = {}
+        self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
+        self._backoff_uids: dict[str, QueuedPodInfo] = {}
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._gated: set[str] = set()
+        self._in_flight: dict[str, int] = {}
+        self._events: list[tuple[int, ClusterEvent, object, object]] = []
+        self._sequence = itertools.count(1)
+        self._tiebreak = itertools.count()
+        self.scheduling_cycle = 0
+        self.incoming: dict[tuple[str, str], int] = {}
+
+    # ---- adding pods -------------------------------------------------------------------------
+
+    def add(self, pod_info: PodInfo) -> None:
+        """A new pending pod (informer add); gated pods wait in the unschedulable pool."""
+        qpi = QueuedPodInfo(pod_info, timestamp=self._clock.now())
+        self._enqueue_fresh(qpi, "PodAdd")
+
+    def _enqueue_fresh(self, qpi: QueuedPodInfo, event: str) -> None:
+        if self._run_pre_enqueue(qpi):
+            self._push_active(qpi, event)
+        else:
+            self._unschedulable[qpi.pod_info.uid] = qpi
+            self._gated.add(qpi.pod_info.uid)
+            self._count("unschedulable", event)
+
+    def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> bool:
+        if self._pre_enqueue is None:
+            return True
+        status = self._pre_enqueue(qpi.pod_info)
+        if status is None:
+            qpi.gating_plugin = ""
+            return True
+        qpi.gating_plugin = status.plugin
+        qpi.unschedulable_plugins = {status.plugin}
+        return False
+
+    def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
+        if qpi.initial_attempt_timestamp is None:
+            qpi.initial_attempt_timestamp = self._clock.now()
+        uid = qpi.pod_info.uid
+        self._active_uids[uid] = qpi
+        heapq.heappush(self._active, _ActiveEntry(qpi, self._less, next(self._tiebreak)))
+        self._count("active", event)
+
+    def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+        expiry = backoff_expiry(qpi, self._initial_backoff, self._max_backoff)
+        self._backoff_uids[qpi.pod_info.uid] = qpi
+        heapq.heappush(self._backoff, (expiry, next(self._tiebreak), qpi))
+        self._count("backoff", event)
+
+    def _count(self, queue: str, event: str) -> None:
+        key = (queue, event)
+        self.incoming[key] = self.incoming.get(key, 0) + 1
+
+    # ---- popping -----------------------------------------------------------------------------
+
+    def pop(self) -> QueuedPodInfo | None:
+        """The next pod to schedule, or None. Takes from backoffQ when activeQ is empty (1.33+)."""
+        self.flush_backoff_completed()
+        qpi = self._pop_active()
+        if qpi is None:
+            qpi = self._pop_backoff_head()
+        if qpi is None:
+            return None
+        qpi.attempts += 1
+        self.scheduling_cycle += 1
+        self._in_flight[qpi.pod_info.uid] = next(self._sequence)
+        return qpi
+
+    def _pop_active(self) -> QueuedPodInfo | None:
+        while self._active:
+            entry = heapq.heappop(self._active)
+            uid = entry.qpi.pod_info.uid
+            if self._active_uids.get(uid) is entry.qpi:
+                del self._active_uids[uid]
+                return entry.qpi
+        return None
+
+    def _pop_backoff_head(self) -> QueuedPodInfo | None:
+        """The pod with the earliest expiry among pods not backing off after an error."""
+        skipped: list[tuple[float, int, QueuedPodInfo]] = []
+        found: QueuedPodInfo | None = None
+        while self._backoff:
+            item = heapq.heappop(self._backoff)
+            qpi = item[2]
+            uid = qpi.pod_info.uid
+            if self._backoff_uids.get(uid) is not qpi:
+                continue
+            if qpi.consecutive_errors_count:
+                skipped.append(item)
+                continue
+            del self._backoff_uids[uid]
+            found = qpi
+            break
+        for item in skipped:
+            heapq.heappush(self._backoff, item)
+        return found
+
+    def flush_backoff_completed(self) -> None:
+        now = self._clock.now()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, qpi = heapq.heappop(self._backoff)
+            uid = qpi.pod_info.uid
+            if self._backoff_uids.get(uid) is qpi:
+                del self._backoff_uids[uid]
+                self._push_active(qpi, "BackoffComplete")
+
+    def flush_unschedulable_left_over(self) -> None:
+        """Move pods unschedulable for more than 5 minutes (the UnschedulableTimeout event)."""
+        now = self._clock.now()
+        stale = [
+            qpi
+            for uid, qpi in self._unschedulable.items()
+            if uid not in self._gated and now - qpi.timestamp > POD_MAX_IN_UNSCHEDULABLE_SECONDS
+        ]
+        for qpi in stale:
+            self._requeue(qpi, immediately=False, event=UNSCHEDULABLE_TIMEOUT.label)
+
+    def next_backoff_expiry(self) -> float | None:
+        live = [expiry for expiry, _, qpi in self._backoff if self._backoff_uids.get(qpi.pod_info.uid) is qpi]
+        return min(live) if live else None
+
+    # ---- failures and completion -------------------------------------------------------------
+
+    def add_unschedulable_if_not_present(
+        self, qpi: QueuedPodInfo, *, rejected_by: Iterable[str], pending: Iterable[str], error: bool
+    ) -> None:
+        """Requeue a pod whose attempt failed; events seen while it was in flight are replayed."""
+        uid = qpi.pod_info.uid
+        if uid in self._active_uids or uid in self._backoff_uids or uid in self._unschedulable:
+            return
+        qpi.timestamp = self._clock.now()
+        qpi.unschedulable_plugins = set(rejected_by)
+        qpi.pending_plugins = set(pending)
+        if error:
+            qpi.consecutive_errors_count += 1
+        else:
+            qpi.consecutive_errors_count = 0
+            qpi.unschedulable_count += 1
+        started = self._in_flight.pop(uid, None)
+        if error or not (qpi.unschedulable_plugins or qpi.pending_plugins):
+            self._push_backoff(qpi, "ScheduleAttemptFailure")
+            self._trim_events()
+            return
+        hint = QueueingHint.SKIP
+        immediately = False
+        if started is not None:
+            for sequence, event, old, new in self._events:
+                if sequence > started:
+                    decision, now = self._evaluate_hints(qpi, event, old, new)
+                    if decision is QueueingHint.QUEUE:
+                        hint = decision
+                        immediately = immediately or now
+        self._trim_events()
+        if hint is QueueingHint.QUEUE:
+            self._requeue(qpi, immediately=immediately, event="ScheduleAttemptFailure", fresh=True)
+        else:
+            self._unschedulable[uid] = qpi
+            self._count("unschedulable", "ScheduleAttemptFailure")
+
+    def done(self, uid: str) -> None:
+        """The pod's attempt ended (bound, or handed back through add_unschedulable_if_not_present)."""
+        self._in_flight.pop(uid, None)
+        self._trim_events()
+
+    def _trim_events(self) -> None:
+        if not self._in_flight:
+            self._events.clear()
+            return
+        oldest = min(self._in_flight.values())
+        if self._events and self._events[0][0] <= oldest:
+            self._events = [e for e in self._events if e[0] > oldest]
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def on_event(self, event: ClusterEvent, old: object = None, new: object = None) -> None:
+        """A cluster event: requeue unschedulable pods whose rejecting plugins' hints say QUEUE."""
+        if self._in_flight:
+            self._events.append((next(self._sequence), event, old, new))
+        for uid, qpi in list(self._unschedulable.items()):
+            if uid in self._gated:
+                continue
+            decision, immediately = self._evaluate_hints(qpi, event, old, new)
+            if decision is QueueingHint.QUEUE:
+                self._requeue(qpi, immediately=immediately, event=event.label)
+
+    def _evaluate_hints(
+        self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object
+    ) -> tuple[QueueingHint, bool]:
+        """(decision, immediately): Queue from a Pending plugin skips backoff."""
+        if event.resource is EventResource.WILDCARD:
+            return QueueingHint.QUEUE, False
+        rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
+        if not rejectors:
+            return QueueingHint.QUEUE, False
+        table = self._hints_for(qpi.pod) if self._hints_for is not None else {}
+        queue_after_backoff = False
+        for plugin in rejectors:
+            registrations = table.get(plugin)
+            if registrations is None:
+                if plugin in qpi.pending_plugins:
+                    return QueueingHint.QUEUE, True
+                queue_after_backoff = True
+                continue
+            for registration in registrations:
+                if not registration.event.matches(event):
+                    continue
+                hint = QueueingHint.QUEUE
+                if registration.hint is not None:
+                    try:
+                        hint = registration.hint(qpi.pod, _as_obj(old), _as_obj(new))
+                    except Exception:
+                        log.exception("queueing hint of %s failed; requeueing %s", plugin, qpi.pod_info.key)
+                        hint = QueueingHint.QUEUE
+                if hint is QueueingHint.QUEUE:
+                    if plugin in qpi.pending_plugins:
+                        return QueueingHint.QUEUE, True
+                    queue_after_backoff = True
+        return (QueueingHint.QUEUE, False) if queue_after_backoff else (QueueingHint.SKIP, False)
+
+    def _requeue(self, qpi: QueuedPodInfo, *, immediately: bool, event: str, fresh: bool = False) -> None:
+        uid = qpi.pod_info.uid
+        if not fresh:
+            self._unschedulable.pop(uid, None)
+        if immediately or backoff_expiry(qpi, self._initial_backoff, self._max_backoff) <= self._clock.now():
+            self._push_active(qpi, event)
+        else:
+            self._push_backoff(qpi, event)
+
+    def activate(self, uids: Iterable[str]) -> None:
+        """Move the named pods from the unschedulable pool or backoffQ straight to activeQ."""
+        for uid in uids:
+            qpi = self._unschedulable.pop(uid, None) or self._backoff_uids.pop(uid, None)
+            if qpi is None or uid in self._gated:
+                if qpi is not None:
+                    self._unschedulable[uid] = qpi
+                continue
+            self._push_active(qpi, FORCE_ACTIVATE.label)
+
+    # ---- pod updates and deletes -------------------------------------------------------------
+
+    def update(self, pod_info: PodInfo) -> None:
+        """A pending pod changed: refresh it where it waits; gated pods re-run PreEnqueue."""
+        uid = pod_info.uid
+        for store in (self._active_uids, self._backoff_uids):
+            if uid in store:
+                store[uid].pod_info = pod_info
+                return
+        qpi = self._unschedulable.get(uid)
+        if qpi is None:
+            if uid not in self._in_flight:
+                self.add(pod_info)
+            return
+        old_pod = qpi.pod
+        qpi.pod_info = pod_info
+        if uid in self._gated:
+            if self._run_pre_enqueue(qpi):
+                self._gated.discard(uid)
+                del self._unschedulable[uid]
+                self._push_active(qpi, "UnscheduledPodUpdate")
+            return
+        decision, immediately = self._evaluate_hints(
+            qpi,
+            ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"),
+            old_pod,
+            pod_info.pod,
+        )
+        if decision is QueueingHint.QUEUE:
+            self._requeue(qpi, immediately=immediately, event="UnscheduledPodUpdate")
+
+    def delete(self, uid: str) -> None:
+        self._active_uids.pop(uid, None)
+        self._backoff_uids.pop(uid, None)
+        self._unschedulable.pop(uid, None)
+        self._gated.discard(uid)
+        self._in_flight.pop(uid, None)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._active_uids or uid in self._backoff_uids or uid in self._unschedulable
+
+    def counts(self) -> QueueCounts:
+        gated = len(self._gated)
+        return QueueCounts(
+            active=len(self._active_uids),
+            backoff=len(self._backoff_uids),
+            unschedulable=len(self._unschedulable) - gated,
+            gated=gated,
+        )
+
+    def unschedulable_pods(self) -> list[QueuedPodInfo]:
+        return list(self._unschedulable.values())
+
+    def has_ready_work(self) -> bool:
+        """Pods that a pop would return right now."""
+        return bool(self._active_uids) or any(not qpi.consecutive_errors_count for qpi in self._backoff_uids.values())
+
+
+def _as_obj(value: object) -> Pod | Node | None:
+    return value if isinstance(value, Pod | Node) else None

@@ -1,0 +1,198 @@
+"""Test helpers for plugins: a real cache and snapshot, a minimal Handle, and runners for one plugin.
+
+Who calls it: plugin unit tests and property tests (and out-of-tree plugin authors testing theirs). The
+cluster is built with the real :class:`~kubesched.scheduler.cache.cache.Cache`, so NodeInfos and the
+columnar NodeTable are exactly what the scheduler would give a plugin; the runners call one plugin's
+per-node method for every node, or its batch method over all nodes, and return per-node results in
+snapshot order so the two can be compared directly.
+
+``RecordingClient`` stands in for the API server (the one thing a unit test cannot reach); it is not a
+mock of kubesched code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from kubesched.api.objects import Node, Pod
+from kubesched.clock import Clock, VirtualClock
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    ClusterClient,
+    EventRecorder,
+    FilterPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScoreNormalizer,
+    ScorePlugin,
+    WaitingPod,
+)
+from kubesched.framework.node_table import BatchFilterResult, NodeBatch
+from kubesched.framework.snapshot import Snapshot
+from kubesched.framework.status import Status
+from kubesched.framework.types import PodInfo, PreFilterResult
+from kubesched.scheduler.cache.cache import Cache
+
+__all__ = [
+    "PluginHandle",
+    "RecordingClient",
+    "RecordingEventRecorder",
+    "batch_of",
+    "expand_batch_result",
+    "filter_nodes",
+    "filter_nodes_batch",
+    "make_cluster",
+    "normalize",
+    "pre_filter",
+    "pre_score",
+    "score_nodes",
+    "score_nodes_batch",
+]
+
+
+def make_cluster(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> tuple[Cache, Snapshot]:
+    """A cache holding ``nodes`` and the assigned ``pods`` (each must name its node), and its snapshot."""
+    cache = Cache()
+    for node in nodes:
+        cache.add_node(node)
+    for pod in pods:
+        if not pod.spec.node_name:
+            raise ValueError(f"pod {pod.key} has no spec.nodeName; only assigned pods go into the cache")
+        cache.add_pod(pod)
+    return cache, cache.snapshot()
+
+
+class RecordingClient:
+    """A stand-in API server for binding: records every bind, or raises ``fail_with``."""
+
+    def __init__(self, fail_with: BaseException | None = None) -> None:
+        self.fail_with = fail_with
+        self.bindings: list[tuple[str, str]] = []
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.bindings.append((pod.key, node_name))
+
+
+class RecordingEventRecorder:
+    """Keeps every event a plugin emits as (pod key, type, reason, action, message)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str, str]] = []
+
+    def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
+        self.events.append((pod.key, event_type, reason, action, message))
+
+
+class PluginHandle:
+    """A Handle for one plugin under test: the cache's snapshot, a virtual clock, a recording client."""
+
+    def __init__(
+        self,
+        cache: Cache | None = None,
+        *,
+        client: ClusterClient | None = None,
+        clock: Clock | None = None,
+        profile_name: str = "default-scheduler",
+    ) -> None:
+        self.cache = cache if cache is not None else Cache()
+        self._client: ClusterClient = client if client is not None else RecordingClient()
+        self._clock: Clock = clock if clock is not None else VirtualClock()
+        self._profile_name = profile_name
+        self.recorder = RecordingEventRecorder()
+        self.activated: list[Pod] = []
+
+    @property
+    def profile_name(self) -> str:
+        return self._profile_name
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def client(self) -> ClusterClient:
+        return self._client
+
+    @property
+    def event_recorder(self) -> EventRecorder:
+        return self.recorder
+
+    def snapshot(self) -> Snapshot:
+        return self.cache.snapshot()
+
+    def iterate_waiting_pods(self) -> Iterable[WaitingPod]:
+        return ()
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return None
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        return False
+
+    def activate(self, pods: Iterable[Pod]) -> None:
+        self.activated.extend(pods)
+
+
+def batch_of(snapshot: Snapshot, names: Sequence[str] | None = None) -> NodeBatch:
+    """A NodeBatch over every node of ``snapshot`` (snapshot order) or over ``names`` in that order."""
+    if names is None:
+        return NodeBatch(snapshot.table, snapshot.slots.copy())
+    slots = [snapshot.by_name[name].slot for name in names]
+    return NodeBatch(snapshot.table, np.asarray(slots, dtype=np.int64))
+
+
+def expand_batch_result(result: BatchFilterResult | None, size: int) -> list[Status | None]:
+    """One entry per node: None where the node passed, else its Status."""
+    if result is None:
+        return [None] * size
+    assert result.codes.shape == (size,), f"batch result has {result.codes.shape} codes for {size} nodes"
+    return [None if code == 0 else result.statuses[code - 1] for code in result.codes.tolist()]
+
+
+def pre_filter(
+    plugin: PreFilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot
+) -> PreFilterResult | Status | None:
+    return plugin.pre_filter(state, pod, snapshot.node_infos)
+
+
+def pre_score(plugin: PreScorePlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> Status | None:
+    return plugin.pre_score(state, pod, snapshot.node_infos)
+
+
+def filter_nodes(plugin: FilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> list[Status | None]:
+    """The per-node Filter on every node, in snapshot order."""
+    return [plugin.filter(state, pod, info) for info in snapshot.node_infos]
+
+
+def filter_nodes_batch(
+    plugin: BatchFilterPlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot
+) -> list[Status | None]:
+    """The batch Filter over every node, expanded to one entry per node in snapshot order."""
+    batch = batch_of(snapshot)
+    return expand_batch_result(plugin.filter_batch(state, pod, batch), len(batch))
+
+
+def score_nodes(plugin: ScorePlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> list[int]:
+    return [plugin.score(state, pod, info) for info in snapshot.node_infos]
+
+
+def score_nodes_batch(plugin: BatchScorePlugin, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> list[int]:
+    batch = batch_of(snapshot)
+    scores = np.asarray(plugin.score_batch(state, pod, batch))
+    assert scores.shape == (len(batch),), f"score_batch returned shape {scores.shape} for {len(batch)} nodes"
+    return [int(s) for s in scores.tolist()]
+
+
+def normalize(plugin: ScoreNormalizer, state: CycleState, pod: PodInfo, scores: Sequence[int]) -> list[int]:
+    """Run NormalizeScore on a copy of ``scores`` and return the result (a failing status raises)."""
+    array = np.asarray(scores, dtype=np.int64).copy()
+    status = plugin.normalize_score(state, pod, array)
+    if status is not None:
+        raise AssertionError(f"normalize_score failed: {status}")
+    return [int(s) for s in array.tolist()]

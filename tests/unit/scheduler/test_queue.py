@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import pytest
+
+from kubesched.clock import VirtualClock
+from kubesched.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from kubesched.framework.interface import QueuedPodInfo
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import PodInfo
+from kubesched.scheduler.queue.backoff import backoff_duration
+from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
+from kubesched.testing.builders import make_pod
+
+
+def priority_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+    if a.pod_info.priority != b.pod_info.priority:
+        return a.pod_info.priority > b.pod_info.priority
+    return a.timestamp < b.timestamp
+
+
+def pod(name: str, priority: int = 0, gates: tuple[str, ...] = ()) -> PodInfo:
+    builder = make_pod(name).priority(priority)
+    if gates:
+        builder = builder.gates(*gates)
+    return PodInfo(builder.obj())
+
+
+def gate_check(pod_info: PodInfo) -> Status | None:
+    if pod_info.pod.spec.scheduling_gates:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated", plugin="SchedulingGates")
+    return None
+
+
+def new_queue(
+    clock: VirtualClock, hints: dict[str, list[ClusterEventWithHint] | None] | None = None
+) -> SchedulingQueue:
+    return SchedulingQueue(priority_less, clock, pre_enqueue=gate_check, hints_for=lambda _pod: hints or {})
+
+
+@pytest.mark.parametrize(
+    ("unschedulable", "errors", "expected"),
+    [
+        pytest.param(0, 0, 0.0, id="never-failed-no-backoff"),
+        pytest.param(1, 0, 1.0, id="first-failure-initial"),
+        pytest.param(2, 0, 2.0, id="second-doubles"),
+        pytest.param(4, 0, 8.0, id="fourth-eight"),
+        pytest.param(5, 0, 10.0, id="capped-at-max"),
+        pytest.param(30, 0, 10.0, id="large-count-capped"),
+        pytest.param(3, 1, 1.0, id="errors-count-separately"),
+    ],
+)
+def test_backoff_duration(unschedulable: int, errors: int, expected: float) -> None:
+    qpi = QueuedPodInfo(pod("p"), timestamp=0.0, unschedulable_count=unschedulable, consecutive_errors_count=errors)
+    assert backoff_duration(qpi, 1.0, 10.0) == expected
+
+
+def test_pop_orders_by_priority_then_arrival() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock)
+    queue.add(pod("low", 1))
+    clock.advance(1)
+    queue.add(pod("high-late", 10))
+    queue.add(pod("low-late", 1))
+    popped = []
+    while (qpi := queue.pop()) is not None:
+        popped.append(qpi.pod_info.name)
+    assert popped == ["high-late", "low", "low-late"]
+
+
+def test_gated_pod_waits_until_gates_removed() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock)
+    queue.add(pod("g", gates=("x",)))
+    assert queue.pop() is None
+    assert queue.counts().gated == 1
+    queue.update(pod("g"))
+    qpi = queue.pop()
+    assert qpi is not None and qpi.pod_info.name == "g"
+
+
+def test_unschedulable_pod_moves_only_on_registered_event_with_queue_hint() -> None:
+    clock = VirtualClock()
+
+    def only_node_add(_pod: object, _old: object, new: object) -> QueueingHint:
+        return QueueingHint.QUEUE
+
+    hints: dict[str, list[ClusterEventWithHint] | None] = {
+        "NodeResourcesFit": [ClusterEventWithHint(NODE_ADD, only_node_add)]
+    }
+    queue = new_queue(clock, hints)
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"NodeResourcesFit"}, pending=(), error=False)
+    assert queue.counts().unschedulable == 1
+    queue.on_event(ASSIGNED_POD_ADD)
+    assert queue.counts().unschedulable == 1, "an event the plugin did not register must not move the pod"
+    queue.on_event(NODE_ADD)
+    assert queue.counts().unschedulable == 0
+    assert queue.counts().backoff == 1
+    # Pops from backoffQ when activeQ is empty (kube-scheduler 1.33+ SchedulerPopFromBackoffQ).
+    again = queue.pop()
+    assert again is not None and again.attempts == 2
+
+
+def test_skip_hint_keeps_pod_in_unschedulable_pool() -> None:
+    clock = VirtualClock()
+    hints: dict[str, list[ClusterEventWithHint] | None] = {
+        "P": [ClusterEventWithHint(NODE_ADD, lambda *_: QueueingHint.SKIP)]
+    }
+    queue = new_queue(clock, hints)
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"P"}, pending=(), error=False)
+    queue.on_event(NODE_ADD)
+    assert queue.counts().unschedulable == 1
+
+
+def test_plugin_without_registration_requeues_on_any_event() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock, {"P": None})
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"P"}, pending=(), error=False)
+    queue.on_event(ASSIGNED_POD_DELETE)
+    assert queue.counts().unschedulable == 0
+
+
+def test_pending_plugin_queue_goes_straight_to_active() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(NODE_ADD)]})
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.add_unschedulable_if_not_present(qpi, rejected_by=(), pending={"P"}, error=False)
+    queue.on_event(NODE_ADD)
+    assert queue.counts().active == 1
+
+
+def test_event_during_attempt_is_replayed_on_failure() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(NODE_ADD)]})
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.on_event(NODE_ADD)  # happens while p is in flight
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"P"}, pending=(), error=False)
+    assert queue.counts().unschedulable == 0
+    assert queue.counts().backoff == 1
+
+
+def test_error_backoff_not_popped_early_and_released_after_expiry() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock)
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.add_unschedulable_if_not_present(qpi, rejected_by=(), pending=(), error=True)
+    assert queue.pop() is None
+    assert queue.next_backoff_expiry() == pytest.approx(clock.now() + 1.0)
+    clock.advance(1.0)
+    again = queue.pop()
+    assert again is not None and again.consecutive_errors_count == 1
+
+
+def test_unschedulable_timeout_flush_after_five_minutes() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(NODE_ADD)]})
+    queue.add(pod("p"))
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"P"}, pending=(), error=False)
+    clock.advance(299)
+    queue.flush_unschedulable_left_over()
+    assert queue.counts().unschedulable == 1
+    clock.advance(2)
+    queue.flush_unschedulable_left_over()
+    assert queue.counts().unschedulable == 0
+
+
+def test_activate_moves_to_active_and_delete_forgets() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(ClusterEvent(EventResource.NODE, NODE_ADD.action))]})
+    info = pod("p")
+    queue.add(info)
+    qpi = queue.pop()
+    assert qpi is not None
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"P"}, pending=(), error=False)
+    queue.activate([info.uid])
+    assert queue.counts().active == 1
+    queue.delete(info.uid)
+    assert queue.pop() is None
