@@ -178,7 +178,7 @@ def main(args: argparse.Namespace) -> int:
     workloads = _select(list(args.workloads), directory)
     results = []
     for workload in workloads:
-        runs = [run_workload(workload, use_batch=not args.reference) for _ in range(max(1, args.repeat))]
+        runs = [run_workload(workload, use_batch=not args.reference) for _ in range(args.repeat)]
         results.append(median_result(runs))
     if args.output == "json":
         json.dump({"machine": machine_description(), "results": [asdict(r) for r in results]}, sys.stdout, indent=2)
@@ -202,5 +202,5 @@ def main(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     for row in (header, *rows):
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    print(f"machine: {machine_description()}; medians of {max(1, args.repeat)} run(s)")
+    print(f"machine: {machine_description()}; medians of {args.repeat} run(s)")
     return 0

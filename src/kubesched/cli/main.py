@@ -55,7 +55,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     manifests = load_manifests(args.filename)
     _warn(manifests.warnings)
     _warn(config.warnings)
-    report = simulate(manifests, config, registry, seed=args.seed, use_batch=not args.reference)
+    report = simulate(
+        manifests, config, registry, seed=args.seed, use_batch=not args.reference, max_attempts=args.max_attempts
+    )
     if report.ignored_pods:
         _warn(
             [
@@ -120,6 +122,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubesched", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -131,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--output", "-o", choices=("table", "json"), default="table")
     simulate.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
     simulate.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
+    simulate.add_argument(
+        "--max-attempts", type=positive_int, default=10, help="stop retrying a pod after this many attempts (default 10)"
+    )
     simulate.set_defaults(func=cmd_simulate)
 
     config = commands.add_parser("config", help="work with KubeSchedulerConfiguration files")
@@ -150,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("workloads", nargs="*", help="workload names or YAML files (default: all bundled)")
     bench.add_argument("--output", "-o", choices=("table", "json"), default="table")
     bench.add_argument("--workload-dir", help="directory of workload YAML files")
-    bench.add_argument("--repeat", type=int, default=1, help="runs per workload; medians are reported")
+    bench.add_argument("--repeat", type=positive_int, default=1, help="runs per workload; medians are reported")
     bench.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
     bench.set_defaults(func=cmd_bench)
     return parser

@@ -90,6 +90,8 @@ class Scheduler:
         self._binding_tasks: set[asyncio.Task[None]] = set()
         self._attempt_cycle: dict[str, int] = {}
         self.attempt_latencies: list[float] = []
+        # A simulation has to end: after this many attempts a pod is left where it is (None = never give up).
+        self.max_attempts: int | None = None
         self.record_latencies = False
 
     # ---- informer callbacks ------------------------------------------------------------------
@@ -306,7 +308,8 @@ class Scheduler:
         self.backend.set_pod_condition(pod, reason, message, nominated_node)
         if nominated_node:
             self._nominate(pod_info, nominated_node)
-        if pod_info.uid in self._pending:
+        gave_up = self.max_attempts is not None and qpi.attempts >= self.max_attempts
+        if pod_info.uid in self._pending and not gave_up:
             self.queue.add_unschedulable_if_not_present(
                 qpi,
                 rejected_by=diagnosis.unschedulable_plugins,

@@ -19,6 +19,10 @@ from kubesched.framework.types import PodInfo
 from kubesched.scheduler.results import UNSCHEDULABLE, AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 
+# Pods failing with errors are retried with backoff forever in a live scheduler; a simulation stops
+# retrying a pod after this many attempts so that it ends.
+DEFAULT_MAX_ATTEMPTS = 10
+
 
 @dataclass(slots=True)
 class SimulationReport:
@@ -44,8 +48,11 @@ def simulate(
     *,
     seed: int | None = 0,
     use_batch: bool = True,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> SimulationReport:
-    return asyncio.run(simulate_async(manifests, config, registry, seed=seed, use_batch=use_batch))
+    return asyncio.run(
+        simulate_async(manifests, config, registry, seed=seed, use_batch=use_batch, max_attempts=max_attempts)
+    )
 
 
 async def simulate_async(
@@ -55,11 +62,13 @@ async def simulate_async(
     *,
     seed: int | None = 0,
     use_batch: bool = True,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> SimulationReport:
     clock = VirtualClock()
     cluster = SimulatedCluster(clock, manifests.nodes, manifests.pods)
     collector = _LastAttempts()
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=seed, use_batch=use_batch, observer=collector)
+    scheduler.max_attempts = max_attempts
     cluster.subscribe(scheduler)
     try:
         await scheduler.run_until_idle(clock)

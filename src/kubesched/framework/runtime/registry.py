@@ -60,7 +60,7 @@ class PluginRegistration:
             factory=plugin_type,
             args_type=args_type,
             extension_points=extension_points_of(plugin_type),
-            description=description or (plugin_type.__doc__ or "").strip().splitlines()[0],
+            description=description or next(iter((plugin_type.__doc__ or "").strip().splitlines()), ""),
         )
 
     @classmethod

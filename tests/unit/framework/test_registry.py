@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from kubesched.framework.runtime.registry import (
+    PluginRegistration,
+    RegistryError,
+    extension_points_of,
+    merge,
+    with_entry_points,
+)
+from kubesched.plugins.registry import in_tree_registry
+
+PLUGIN_MODULE = '''
+class Audit:
+    """Rejects nodes without a compliance label."""
+
+    name = "ThirdPartyAudit"
+
+    def __init__(self, args, handle):
+        pass
+
+    def filter(self, state, pod, node_info):
+        return None
+
+    def reserve(self, state, pod, node_name):
+        return None
+
+    def unreserve(self, state, pod, node_name):
+        pass
+
+
+def registry():
+    from kubesched.framework.runtime.registry import PluginRegistration
+    return {"ThirdPartyAudit": PluginRegistration.of("ThirdPartyAudit", Audit)}
+
+
+def broken():
+    raise RuntimeError("cannot load")
+'''
+
+
+def test_extension_points_derived_from_methods() -> None:
+    registration = in_tree_registry()["NodeResourcesFit"]
+    assert registration.extension_points == frozenset({"preFilter", "filter", "preScore", "score"})
+    assert extension_points_of(object) == frozenset()
+
+
+def test_merge_refuses_to_replace_a_built_plugin_but_may_fill_a_planned_one() -> None:
+    base = in_tree_registry()
+    with pytest.raises(RegistryError, match="NodeResourcesFit"):
+        merge(base, {"NodeResourcesFit": base["NodeResourcesFit"]})
+    planned = base["PodTopologySpread"]
+    assert not planned.implemented
+    replacement = PluginRegistration.of("PodTopologySpread", type("Spread", (), {"filter": lambda *a: None}))
+    assert merge(base, {"PodTopologySpread": replacement})["PodTopologySpread"].implemented
+
+
+def test_entry_point_plugins_join_and_broken_ones_are_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "thirdparty_audit.py").write_text(PLUGIN_MODULE)
+    dist = tmp_path / "thirdparty_audit-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty-audit\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[kubesched.plugins]\naudit = thirdparty_audit:registry\nbroken = thirdparty_audit:broken\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        registry = with_entry_points(in_tree_registry())
+    finally:
+        sys.modules.pop("thirdparty_audit", None)
+    assert registry["ThirdPartyAudit"].extension_points == frozenset({"filter", "reserve"})
+    assert registry["ThirdPartyAudit"].description == "Rejects nodes without a compliance label."
+    assert "skipping plugin entry point broken: cannot load" in caplog.text
