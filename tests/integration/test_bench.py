@@ -47,7 +47,9 @@ def test_shipped_performance_workload_parses() -> None:
     ("document", "message"),
     [
         pytest.param({"ops": []}, "name: Required value", id="no-name"),
-        pytest.param({"name": "x", "ops": [{"opcode": "explode"}]}, "ops[0].opcode: Unsupported value", id="bad-opcode"),
+        pytest.param(
+            {"name": "x", "ops": [{"opcode": "explode"}]}, "ops[0].opcode: Unsupported value", id="bad-opcode"
+        ),
         pytest.param(
             {"name": "x", "nodeTemplate": {}, "ops": [{"opcode": "createNodes", "count": "$missing"}]},
             "unknown param '$missing'",
@@ -57,7 +59,7 @@ def test_shipped_performance_workload_parses() -> None:
     ],
 )
 def test_bad_workloads_are_named_errors(document: dict[str, object], message: str) -> None:
-    with pytest.raises(WorkloadError, match="w.yaml") as exc:
+    with pytest.raises(WorkloadError, match=r"w\.yaml") as exc:
         parse_workload(document, "w.yaml")
     assert message in str(exc.value)
 

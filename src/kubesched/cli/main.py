@@ -144,7 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
     simulate.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
     simulate.add_argument(
-        "--max-attempts", type=positive_int, default=10, help="stop retrying a pod after this many attempts (default 10)"
+        "--max-attempts",
+        type=positive_int,
+        default=10,
+        help="stop retrying a pod after this many attempts (default 10)",
     )
     simulate.set_defaults(func=cmd_simulate)
 
