@@ -4,9 +4,9 @@ Who calls it: the ``filter_batch``/``score_batch`` of plugins whose answer depen
 properties (taints, labels, images, the unschedulable flag): NodeTable class columns give each node a
 class id, so the rule runs once per distinct class present in the batch and the answer is broadcast.
 
-A NodeTable keeps one column per *name* and ignores the key function of later requests for the same name,
-so every plugin must use the shared :class:`ClassSpec` constants below rather than naming its own column
-for the same property (two plugins keying "node-labels" differently would silently read wrong classes).
+A NodeTable keeps one column per *name* and refuses a second key function for the same name, so every
+plugin uses the shared :class:`ClassSpec` constants below rather than naming its own column for the same
+property.
 Class columns are refreshed only when the node object changes, so keys must depend on the Node only,
 never on the pods placed on it.
 """
@@ -71,9 +71,20 @@ def per_class(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], T]) 
     ``results[index[i]]``."""
     column = batch.table.class_column(spec.name, spec.key_fn)
     ids = column.ids[batch.slots]
-    distinct, index = np.unique(ids, return_inverse=True)
+    if len(ids) == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    # Class ids are small dense integers: a counting pass finds the distinct ones in O(n), no sort.
+    distinct = np.flatnonzero(np.bincount(ids))
+    lookup = np.zeros(int(distinct[-1]) + 1, dtype=np.int64)
+    lookup[distinct] = np.arange(len(distinct), dtype=np.int64)
     results = [evaluate(cast(K, column.values[class_id])) for class_id in distinct.tolist()]
-    return results, index.astype(np.int64).reshape(-1)
+    return results, lookup[ids]
+
+
+def per_class_scores(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], int]) -> IntArray:
+    """Per-node scores of a rule that depends only on the node's class."""
+    results, index = per_class(batch, spec, evaluate)
+    return np.asarray(results, dtype=np.int64)[index] if results else np.zeros(0, dtype=np.int64)
 
 
 def batch_result(statuses: Sequence[Status | None], index: IntArray | None = None) -> BatchFilterResult | None:

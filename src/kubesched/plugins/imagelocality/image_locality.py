@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import IntArray, NodeBatch
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
-from kubesched.plugins.helper.classes import NODE_IMAGES, per_class
+from kubesched.plugins.helper.classes import NODE_IMAGES, per_class_scores
 from kubesched.plugins.helper.gomath import trunc_div
 
 if TYPE_CHECKING:
@@ -88,8 +86,7 @@ class ImageLocality:
         def evaluate(image_set: ImageSet) -> int:
             return self._score(images, num_containers, dict(image_set), spread)
 
-        results, index = per_class(nodes, NODE_IMAGES, evaluate)
-        return np.asarray(results, dtype=np.int64)[index] if results else np.zeros(0, dtype=np.int64)
+        return per_class_scores(nodes, NODE_IMAGES, evaluate)
 
 
 if TYPE_CHECKING:

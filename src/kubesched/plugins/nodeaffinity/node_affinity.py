@@ -38,7 +38,7 @@ from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatc
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.plugins import names
-from kubesched.plugins.helper.classes import NODE_LABELS, batch_result, per_class
+from kubesched.plugins.helper.classes import NODE_LABELS, batch_result, per_class, per_class_scores
 from kubesched.plugins.helper.hints import as_nodes
 from kubesched.plugins.helper.node_selector import (
     IN,
@@ -262,8 +262,7 @@ class NodeAffinity:
         def evaluate(labels: LabelSet) -> int:
             return self._score(preferred, dict(labels), "")
 
-        results, index = per_class(nodes, NODE_LABELS, evaluate)
-        return np.asarray(results, dtype=np.int64)[index] if results else np.zeros(0, dtype=np.int64)
+        return per_class_scores(nodes, NODE_LABELS, evaluate)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)

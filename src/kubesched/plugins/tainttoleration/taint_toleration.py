@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from kubesched.api.objects import Pod, Taint, Toleration
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import (
@@ -33,7 +31,7 @@ from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatc
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
-from kubesched.plugins.helper.classes import NODE_TAINTS, batch_result, per_class
+from kubesched.plugins.helper.classes import NODE_TAINTS, batch_result, per_class, per_class_scores
 from kubesched.plugins.helper.hints import as_nodes, as_pods
 from kubesched.plugins.helper.normalize_score import default_normalize_score
 from kubesched.plugins.helper.taints import (
@@ -129,8 +127,7 @@ class TaintToleration:
         def evaluate(taints: tuple[Taint, ...]) -> int:
             return _count_intolerable_prefer_no_schedule(taints, tolerations)
 
-        results, index = per_class(nodes, NODE_TAINTS, evaluate)
-        return np.asarray(results, dtype=np.int64)[index] if results else np.zeros(0, dtype=np.int64)
+        return per_class_scores(nodes, NODE_TAINTS, evaluate)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, True, scores)
