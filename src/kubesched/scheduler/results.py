@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import IntArray
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
@@ -37,6 +38,10 @@ class AttemptRecord:
     feasible_nodes: int = 0
     queued_at: float | None = None
     finished_at: float = 0.0
+    # When each phase of the attempt ended (clock time): filtered, scored, reserved, permitted, bound.
+    phases: dict[str, float] = field(default_factory=dict)
+    # The attempt's cycle state, for observers that read what plugins recorded (policy verdicts).
+    state: CycleState | None = None
 
 
 class AttemptObserver(Protocol):

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 import time
+from dataclasses import dataclass
 
 from kubesched.api.objects import Node, Pod
 from kubesched.backends.base import Backend
@@ -45,6 +46,15 @@ log = logging.getLogger(__name__)
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """Bookkeeping of a pod's current attempt, for the observer's record."""
+
+    cycle: int
+    state: CycleState
+    phases: dict[str, float]
 
 
 class Scheduler:
@@ -88,7 +98,7 @@ class Scheduler:
         self._nominated: dict[str, dict[str, PodInfo]] = {}
         self._nominated_node_of: dict[str, str] = {}
         self._binding_tasks: set[asyncio.Task[None]] = set()
-        self._attempt_cycle: dict[str, int] = {}
+        self._attempts: dict[str, _Attempt] = {}
         self.attempt_latencies: list[float] = []
         # A simulation has to end: after this many attempts a pod is left where it is (None = never give up).
         self.max_attempts: int | None = None
@@ -203,7 +213,8 @@ class Scheduler:
             self.queue.done(pod_info.uid)
             return
         state = CycleState()
-        self._attempt_cycle[pod_info.uid] = self.queue.scheduling_cycle
+        attempt = _Attempt(self.queue.scheduling_cycle, state, {"queued": qpi.timestamp})
+        self._attempts[pod_info.uid] = attempt
         try:
             result = self.algorithm.schedule_pod(
                 fwk,
@@ -225,10 +236,12 @@ class Scheduler:
             return
 
         node = result.node
+        attempt.phases["filtered"] = self.clock.now()
         assumed = self.cache.assume_pod(pod_info, node)
         self._unnominate(pod_info.uid)
         status = fwk.run_reserve(state, assumed, node)
         if status is None:
+            attempt.phases["reserved"] = self.clock.now()
             status = fwk.run_permit(state, assumed, node)
         if status is not None and status.code is not Code.WAIT:
             fwk.run_unreserve(state, assumed, node)
@@ -318,6 +331,7 @@ class Scheduler:
             )
         else:
             self.queue.done(pod_info.uid)
+        attempt = self._attempts.pop(pod_info.uid, None)
         if self.observer is not None:
             self.observer.on_attempt(
                 AttemptRecord(
@@ -325,7 +339,9 @@ class Scheduler:
                     profile=fwk.profile_name,
                     result=ERROR if is_error else UNSCHEDULABLE,
                     attempts=qpi.attempts,
-                    cycle=self._attempt_cycle.pop(pod_info.uid, 0),
+                    cycle=attempt.cycle if attempt else 0,
+                    phases=attempt.phases if attempt else {},
+                    state=attempt.state if attempt else None,
                     message=message,
                     node_to_status=diagnosis.node_to_status,
                     queued_at=qpi.initial_attempt_timestamp,
@@ -340,13 +356,18 @@ class Scheduler:
     ) -> None:
         node = result.node
         uid = assumed.uid
+        attempt = self._attempts.get(uid)
+        phases = attempt.phases if attempt is not None else {}
         status = await fwk.wait_on_permit(assumed)
         if status is None:
+            phases["permitted"] = self.clock.now()
             status = await fwk.run_pre_bind(state, assumed, node)
         if status is None:
             status = await fwk.run_bind(state, assumed, node)
         self.cache.finish_binding(uid)
         if status is None:
+            phases["bound"] = self.clock.now()
+            self._attempts.pop(uid, None)
             self.queue.done(uid)
             self.backend.event(
                 assumed.pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {node}"
@@ -359,7 +380,9 @@ class Scheduler:
                         profile=fwk.profile_name,
                         result=SCHEDULED,
                         attempts=qpi.attempts,
-                        cycle=self._attempt_cycle.pop(uid, 0),
+                        cycle=attempt.cycle if attempt else 0,
+                        phases=phases,
+                        state=state,
                         node=node,
                         node_to_status=result.node_to_status,
                         scored_nodes=result.scored_nodes,
