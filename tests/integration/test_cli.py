@@ -190,10 +190,10 @@ def test_config_view_round_trips(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert code == 0 and again == out
 
 
-def test_seed_configuration_names_its_missing_plugins(capsys: pytest.CaptureFixture[str]) -> None:
+def test_seed_configuration_loads_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
     seed = ROOT / "tests" / "unit" / "config" / "testdata" / "seed-config.yaml"
-    code, _, err = run_cli(capsys, "config", "validate", str(seed))
-    assert code == 1
-    filter_path = "profiles[0].plugins.filter.enabled[0].name"
-    assert f'{filter_path}: Invalid value: "SecurityAuditFilter": plugin does not exist' in err
-    assert 'profiles[0].plugins.score.enabled[0].name: Invalid value: "ComplianceScore": plugin does not exist' in err
+    code, out, _ = run_cli(capsys, "config", "validate", str(seed))
+    assert code == 0 and "security-aware-scheduler" in out
+    code, view, _ = run_cli(capsys, "config", "view", str(seed))
+    assert code == 0
+    assert "- name: ComplianceScore\n        weight: 30" in view, "the seed's args weight becomes the score weight"

@@ -10,23 +10,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import gc
 import json
+import multiprocessing
 import platform
 import statistics
+import string
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kubesched.api.objects import Node, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
-from kubesched.bench.workload import Op, Workload, WorkloadError, find_workloads, load_workload
+from kubesched.bench.workload import Op, OpaServerSpec, Workload, WorkloadError, find_workloads, load_workload
 from kubesched.clock import VirtualClock
-from kubesched.config.loader import default_config, load_config_file
+from kubesched.config.loader import default_config, load_config_dict, load_config_file
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.runtime.registry import Registry, with_entry_points
 from kubesched.plugins.registry import in_tree_registry
@@ -46,6 +52,7 @@ class BenchResult:
     p50_ms: float
     p99_ms: float
     mode: str
+    policy_calls: int = 0  # policy engine evaluations (batch or per node) during the measured pods
 
 
 def _instantiate(template: Mapping[str, Any], index: int, namespace: str | None) -> dict[str, Any]:
@@ -67,7 +74,7 @@ async def _run_async(
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=0, use_batch=use_batch)
     cluster.subscribe(scheduler)
     nodes = 0
-    measured = scheduled = 0
+    measured = scheduled = policy_calls = 0
     seconds = 0.0
     try:
         for op_index, op in enumerate(workload.ops):
@@ -80,6 +87,7 @@ async def _run_async(
             pods = _make_pods(workload, op, op_index)
             bound_before = _bound(cluster)
             if op.collect_metrics:
+                calls_before = _policy_calls(scheduler)
                 scheduler.attempt_latencies.clear()
                 scheduler.record_latencies = True
                 gc.collect()
@@ -92,6 +100,7 @@ async def _run_async(
                 scheduler.record_latencies = False
                 measured += op.count
                 scheduled += _bound(cluster) - bound_before
+                policy_calls += _policy_calls(scheduler) - calls_before
     finally:
         await scheduler.close()
     latencies = sorted(scheduler.attempt_latencies)
@@ -105,14 +114,25 @@ async def _run_async(
         p50_ms=_percentile(latencies, 0.50) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000,
         mode="batch" if use_batch else "per-node",
+        policy_calls=policy_calls,
+    )
+
+
+def _policy_calls(scheduler: Scheduler) -> int:
+    """Evaluations counted by policy plugins (their ``calls`` attribute)."""
+    return sum(
+        int(getattr(plugin, "calls", 0)) for fwk in scheduler.frameworks.values() for plugin in fwk.plugins.values()
     )
 
 
 def _make_pods(workload: Workload, op: Op, op_index: int) -> list[Pod]:
-    return [
-        Pod.from_dict(_instantiate(op.template, i, op.namespace), f"{workload.source}: ops[{op_index}] pod {i}")
-        for i in range(op.count)
-    ]
+    pods = []
+    for i in range(op.count):
+        raw = _instantiate(op.template, i, op.namespace)
+        if op.unique_labels:
+            raw["metadata"].setdefault("labels", {})["kubesched.io/bench-index"] = str(i)
+        pods.append(Pod.from_dict(raw, f"{workload.source}: ops[{op_index}] pod {i}"))
+    return pods
 
 
 def _bound(cluster: SimulatedCluster) -> int:
@@ -128,8 +148,57 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
 
 def run_workload(workload: Workload, *, use_batch: bool = True, registry: Registry | None = None) -> BenchResult:
     registry = registry if registry is not None else with_entry_points(in_tree_registry())
-    config = load_config_file(workload.config, registry) if workload.config else default_config(registry)
-    return asyncio.run(_run_async(workload, registry, config, use_batch))
+    with contextlib.ExitStack() as stack:
+        substitutions: dict[str, str] = {}
+        if workload.opa_server is not None:
+            substitutions["OPA_URL"] = stack.enter_context(opa_server_process(workload.opa_server))
+        config = _load_config(workload, registry, substitutions)
+        return asyncio.run(_run_async(workload, registry, config, use_batch))
+
+
+def _load_config(workload: Workload, registry: Registry, substitutions: Mapping[str, str]) -> SchedulerConfiguration:
+    if not workload.config:
+        return default_config(registry)
+    if not substitutions:
+        return load_config_file(workload.config, registry)
+    try:
+        text = Path(workload.config).read_text()
+    except OSError as exc:
+        raise WorkloadError(f"{workload.config}: {exc.strerror}") from exc
+    text = string.Template(text).safe_substitute(substitutions)
+    return load_config_dict(yaml.safe_load(text), workload.config, registry)
+
+
+def _serve(spec: OpaServerSpec, port_out: Connection, stop_in: Connection) -> None:
+    """Child process: an OPA-compatible server with the workload's policy and data (its own core and GIL)."""
+    from kubesched.testing.opa_server import OpaTestServer
+
+    policies = {path: Path(path).read_text() for path in spec.policies}
+    data: dict[str, Any] = {}
+    for path in spec.data:
+        data.update(json.loads(Path(path).read_text()))
+    with OpaTestServer(policies, data) as server:
+        port_out.send(server.port)
+        stop_in.recv()
+
+
+@contextlib.contextmanager
+def opa_server_process(spec: OpaServerSpec) -> Iterator[str]:
+    """Start the loopback OPA-compatible server in another process; yields its URL."""
+    context = multiprocessing.get_context("spawn")
+    port_parent, port_child = context.Pipe()
+    stop_parent, stop_child = context.Pipe()
+    process = context.Process(target=_serve, args=(spec, port_child, stop_child), daemon=True)
+    process.start()
+    try:
+        if not port_parent.poll(60):
+            raise WorkloadError("the OPA test server did not start within 60 s")
+        yield f"http://127.0.0.1:{port_parent.recv()}"
+    finally:
+        stop_parent.send(True)
+        process.join(timeout=30)
+        if process.is_alive():
+            process.kill()
 
 
 def median_result(results: list[BenchResult]) -> BenchResult:
@@ -144,6 +213,7 @@ def median_result(results: list[BenchResult]) -> BenchResult:
         p50_ms=statistics.median(r.p50_ms for r in results),
         p99_ms=statistics.median(r.p99_ms for r in results),
         mode=first.mode,
+        policy_calls=int(statistics.median(r.policy_calls for r in results)),
     )
 
 

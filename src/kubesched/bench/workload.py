@@ -30,6 +30,15 @@ class Op:
     namespace: str = "default"
     collect_metrics: bool = False
     template: Mapping[str, Any] = field(default_factory=dict)
+    unique_labels: bool = False  # give every pod its own label value, so no two share a policy decision
+
+
+@dataclass(frozen=True, slots=True)
+class OpaServerSpec:
+    """An OPA-compatible server the runner starts on loopback; its URL replaces ``${OPA_URL}`` in the config."""
+
+    policies: tuple[str, ...]
+    data: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +49,7 @@ class Workload:
     ops: tuple[Op, ...]
     source: str
     config: str | None = None
+    opa_server: OpaServerSpec | None = None
 
 
 def _count(value: object, params: Mapping[str, Any], where: str) -> int:
@@ -86,10 +96,19 @@ def parse_workload(document: object, source: str) -> Workload:
                 namespace=str(raw.get("namespace", "default")),
                 collect_metrics=bool(raw.get("collectMetrics", False)),
                 template=template,
+                unique_labels=bool(raw.get("uniqueLabels", False)),
             )
         )
     labels = document.get("labels") or []
     config = document.get("config")
+    server = document.get("opaServer")
+    opa_server = None
+    if server is not None:
+        if not isinstance(server, Mapping) or not isinstance(server.get("policies"), list):
+            raise WorkloadError(f"{source}: opaServer.policies: Required value (a list of .rego files)")
+        opa_server = OpaServerSpec(
+            tuple(str(p) for p in server["policies"]), tuple(str(d) for d in server.get("data") or [])
+        )
     return Workload(
         name=name,
         description=str(document.get("description", "")),
@@ -97,6 +116,7 @@ def parse_workload(document: object, source: str) -> Workload:
         ops=tuple(ops),
         source=source,
         config=str(Path(source).parent / config) if isinstance(config, str) else None,
+        opa_server=opa_server,
     )
 
 

@@ -1,7 +1,8 @@
 """The ``kubesched`` command: thin argument handling over the library.
 
 Subcommands: ``simulate`` (schedule manifests in memory), ``config validate`` / ``config view``,
-``plugins`` (what is registered, at which points) and ``bench`` (scheduler_perf-style workloads).
+``plugins`` (what is registered, at which points), ``bench`` (scheduler_perf-style workloads) and
+``audit verify`` / ``audit query`` (decision audit logs, :mod:`kubesched.cli.audit`).
 Every user error is one line on stderr and exit code 1; wrong usage exits 2 (argparse); no tracebacks.
 """
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
 from kubesched.errors import KubeschedError
 
 if TYPE_CHECKING:
@@ -48,6 +50,7 @@ def _warn(messages: Sequence[str]) -> None:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from kubesched.api.manifests import load_manifests
     from kubesched.backends.simulated.run import simulate
+    from kubesched.cli.audit import simulation_audit
     from kubesched.cli.report import report_json, report_table
 
     registry = _registry()
@@ -55,9 +58,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     manifests = load_manifests(args.filename)
     _warn(manifests.warnings)
     _warn(config.warnings)
-    report = simulate(
-        manifests, config, registry, seed=args.seed, use_batch=not args.reference, max_attempts=args.max_attempts
-    )
+    with simulation_audit(args.audit_log, args.audit_durability, args.seed) as observers:
+        report = simulate(
+            manifests,
+            config,
+            registry,
+            seed=args.seed,
+            use_batch=not args.reference,
+            max_attempts=args.max_attempts,
+            observers=observers,
+        )
     if report.ignored_pods:
         _warn(
             [
@@ -116,6 +126,18 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_policy_test(args: argparse.Namespace) -> int:
+    from kubesched.policy.rego_tests import run_rego_tests
+
+    results = run_rego_tests(args.paths, args.data or [])
+    for result in results:
+        line = f"{'PASS' if result.passed else 'FAIL'} {result.name}"
+        print(f"{line}: {result.detail}" if result.detail else line)
+    passed = sum(1 for r in results if r.passed)
+    print(f"{passed}/{len(results)} passed")
+    return 0 if results and passed == len(results) else 1
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from kubesched.bench.runner import main as bench_main
 
@@ -149,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=10,
         help="stop retrying a pod after this many attempts (default 10)",
     )
+    add_simulate_arguments(simulate)
     simulate.set_defaults(func=cmd_simulate)
 
     config = commands.add_parser("config", help="work with KubeSchedulerConfiguration files")
@@ -163,6 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     plugins = commands.add_parser("plugins", help="list registered plugins and their extension points")
     plugins.add_argument("--output", "-o", choices=("table", "json"), default="table")
     plugins.set_defaults(func=cmd_plugins)
+
+    policy = commands.add_parser("policy", help="work with Rego policies")
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
+    policy_test = policy_commands.add_parser("test", help="run the test_* rules of *_test.rego files, like opa test")
+    policy_test.add_argument("paths", nargs="+", help=".rego files or directories")
+    policy_test.add_argument("--data", action="append", help="data file (JSON or YAML), repeatable")
+    policy_test.set_defaults(func=cmd_policy_test)
+
+    add_audit_commands(commands)
 
     bench = commands.add_parser("bench", help="run scheduler_perf-style benchmark workloads")
     bench.add_argument("workloads", nargs="*", help="workload names or YAML files (default: all bundled)")

@@ -169,14 +169,20 @@ def resolve_score_weights(
     merged: Mapping[str, RawPluginSet],
     implements: Mapping[str, frozenset[str]],
     plugins_path: str,
+    args_weights: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], list[FieldError]]:
-    """``getScoreWeights``: score-point weight beats the multiPoint one, 0 -> 1, overflow check."""
+    """``getScoreWeights``: score-point weight beats the multiPoint one, 0 -> 1, overflow check.
+
+    ``args_weights`` replaces the 1 for plugins whose args carry their own ``weight`` (the seed's
+    ComplianceScore ``weight: 30``): a weight written in the profile's plugin list still wins.
+    """
     weights: dict[str, int] = {}
     total = 0
+    fallback = args_weights or {}
     for plugin in [*merged["score"].enabled, *merged[MULTI_POINT].enabled]:
         if "score" not in implements[plugin.name] or plugin.name in weights:
             continue
-        weight = plugin.weight or 1
+        weight = plugin.weight or fallback.get(plugin.name, 1)
         weights[plugin.name] = weight
         if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
             where = join(plugin.path, "weight") if plugin.path else join(plugins_path, "score")
@@ -351,6 +357,14 @@ def build_profile(raw: RawProfile, scheduler_name: str, catalog: PluginCatalog) 
     for name, entry_path in explicit_paths.items():
         if name in explicit_args and name not in plugin_args:
             warnings.append(f"{label}: {entry_path} configures plugin {_quote(name)}, which is not enabled; ignored")
+    args_weights: dict[str, int] = {}
+    for name, args in plugin_args.items():
+        weight = getattr(args, "weight", None)
+        if isinstance(weight, int) and not isinstance(weight, bool) and weight > 0:
+            args_weights[name] = weight
+    if args_weights and not errors:
+        weights, _ = resolve_score_weights(merged, implements, plugins_path, args_weights)
+        final["score"] = tuple(PluginRef(p.name, weights.get(p.name, p.weight or 1)) for p in final["score"])
 
     profile = None
     if not errors:

@@ -9,7 +9,7 @@ PreBind, Bind and PostBind are ``async`` because they talk to the API server or 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -219,6 +219,18 @@ class Handle(Protocol):
     def reject_waiting_pod(self, uid: str) -> bool: ...
 
     def activate(self, pods: Iterable[Pod]) -> None: ...
+
+    def get_pod(self, uid: str) -> Pod | None:
+        """The latest version of a pod this scheduler is placing (pending or waiting at Permit)."""
+        ...
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run background work (e.g. an approval check) tracked by the scheduler, never blocking a cycle."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep on the scheduler's clock (virtual in simulation), from spawned work."""
+        ...
 
 
 PluginFactory = Callable[[Any, Handle], Plugin]

@@ -191,8 +191,13 @@ class NodeBatch:
     def infos(self) -> list[NodeInfo]:
         if self._infos is None:
             by_slot = self.table.infos
-            self._infos = [cast(NodeInfo, by_slot[slot]) for slot in self.slots.tolist()]
+            # Every slot of a batch holds a live node, so no None can come out here.
+            self._infos = [by_slot[slot] for slot in self.slots.tolist()]
         return self._infos
+
+    def info(self, index: int) -> NodeInfo:
+        """One node of the batch, without materializing the whole list."""
+        return cast(NodeInfo, self.table.infos[int(self.slots[index])])
 
     def __len__(self) -> int:
         return int(self.slots.shape[0])

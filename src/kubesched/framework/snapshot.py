@@ -17,7 +17,7 @@ from kubesched.framework.types import NodeInfo
 class Snapshot:
     """Ordered NodeInfos (zone-interleaved), lookup by name, and the columnar table."""
 
-    __slots__ = ("by_name", "image_node_counts", "node_infos", "slots", "table")
+    __slots__ = ("by_name", "image_node_counts", "node_infos", "nodes_version", "slots", "table")
 
     def __init__(
         self,
@@ -25,12 +25,16 @@ class Snapshot:
         table: NodeTable,
         slots: IntArray,
         image_node_counts: Mapping[str, int],
+        nodes_version: int = 0,
     ) -> None:
         self.node_infos = node_infos
         self.by_name: dict[str, NodeInfo] = {info.name: info for info in node_infos}
         self.table = table
         self.slots = slots
         self.image_node_counts = image_node_counts
+        # Changes whenever a node is added, updated or removed (not when pods move): the "node facts
+        # version" that policy decision caches are keyed by.
+        self.nodes_version = nodes_version
 
     def get(self, name: str) -> NodeInfo | None:
         return self.by_name.get(name)

@@ -1,14 +1,17 @@
 """Policy verdicts plugins leave in the CycleState for the audit trail.
 
-A policy plugin (SecurityAuditFilter, SecurityAuditPermit, a multi-cluster policy) appends one
-:class:`PolicyVerdict` per decision it made about the chosen target under :data:`POLICY_VERDICTS_KEY`;
-the scheduler hands the cycle state to its observers with the attempt record, and the audit observer
-copies the verdicts into the decision record. Plugins see only this module, not the audit package.
+A policy plugin (SecurityAuditFilter, SecurityAuditPermit, a multi-cluster policy) records what it
+decided under :data:`POLICY_VERDICTS_KEY`: either a concrete :class:`PolicyVerdict`, or a
+:class:`VerdictSource` that can produce the verdict for any target it evaluated (a Filter plugin
+evaluates every node but only the chosen one matters to the audit record). The scheduler hands the
+cycle state to its observers with the attempt record, and the audit observer asks for the verdicts
+about the chosen node (or the rejected ones). Plugins see only this module, not the audit package.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from kubesched.framework.cycle_state import CycleState
 
@@ -32,15 +35,22 @@ class PolicyVerdict:
     exempt: str = ""  # why the pod was exempt, when it was
 
 
+@runtime_checkable
+class VerdictSource(Protocol):
+    def verdict_for(self, target: str) -> PolicyVerdict | None:
+        """The verdict about ``target`` (a node or cluster name), if this source decided it."""
+        ...
+
+
 @dataclass(slots=True)
 class _Verdicts:
-    items: list[PolicyVerdict] = field(default_factory=list)
+    items: list[PolicyVerdict | VerdictSource] = field(default_factory=list)
 
     def clone(self) -> _Verdicts:
         return _Verdicts(list(self.items))
 
 
-def add_verdict(state: CycleState, verdict: PolicyVerdict) -> None:
+def add_verdict(state: CycleState, verdict: PolicyVerdict | VerdictSource) -> None:
     verdicts = state.get(POLICY_VERDICTS_KEY, _Verdicts)
     if verdicts is None:
         verdicts = _Verdicts()
@@ -48,8 +58,20 @@ def add_verdict(state: CycleState, verdict: PolicyVerdict) -> None:
     verdicts.items.append(verdict)
 
 
-def verdicts_of(state: CycleState | None) -> list[PolicyVerdict]:
+def verdicts_of(state: CycleState | None, target: str | None = None) -> list[PolicyVerdict]:
+    """Concrete verdicts recorded this cycle, plus, with ``target``, each source's verdict about it."""
     if state is None:
         return []
     verdicts = state.get(POLICY_VERDICTS_KEY, _Verdicts)
-    return list(verdicts.items) if verdicts is not None else []
+    if verdicts is None:
+        return []
+    found: list[PolicyVerdict] = []
+    for item in verdicts.items:
+        if isinstance(item, PolicyVerdict):
+            if target is None or item.target in ("", target):
+                found.append(item)
+        elif target is not None:
+            verdict = item.verdict_for(target)
+            if verdict is not None:
+                found.append(verdict)
+    return found

@@ -29,6 +29,11 @@ VOLUME_BINDING: Final = "VolumeBinding"
 VOLUME_RESTRICTIONS: Final = "VolumeRestrictions"
 VOLUME_ZONE: Final = "VolumeZone"
 
+# kubesched's own plugins (not in kube-scheduler's default set).
+SECURITY_AUDIT_FILTER: Final = "SecurityAuditFilter"
+SECURITY_AUDIT_PERMIT: Final = "SecurityAuditPermit"
+COMPLIANCE_SCORE: Final = "ComplianceScore"
+
 ALL: Final = (
     SCHEDULING_GATES,
     PRIORITY_SORT,
@@ -51,3 +56,6 @@ ALL: Final = (
     DEFAULT_BINDER,
 )
 """Every in-tree name, in kube-scheduler's default ``multiPoint`` order (DynamicResources where v1.34 puts it)."""
+
+KUBESCHED: Final = (SECURITY_AUDIT_FILTER, COMPLIANCE_SCORE, SECURITY_AUDIT_PERMIT)
+"""kubesched's own plugins, in registry order; enabled only where a profile names them."""

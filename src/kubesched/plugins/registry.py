@@ -12,7 +12,7 @@ upstream (v1.33, config spelling), so configs that merely inherit the defaults s
 
 from __future__ import annotations
 
-from kubesched.framework.runtime.registry import PluginRegistration, Registry
+from kubesched.framework.runtime.registry import PluginRegistration, Registry, extension_points_of
 from kubesched.plugins import names
 from kubesched.plugins.defaultbinder import DefaultBinder
 from kubesched.plugins.imagelocality import ImageLocality
@@ -28,6 +28,10 @@ from kubesched.plugins.noderesources import (
 from kubesched.plugins.nodeunschedulable import NodeUnschedulable
 from kubesched.plugins.queuesort import PrioritySort
 from kubesched.plugins.schedulinggates import SchedulingGates
+from kubesched.plugins.security.args import SecurityAuditFilterArgs, SecurityAuditPermitArgs
+from kubesched.plugins.security.compliance_score import ComplianceScore, ComplianceScoreArgs
+from kubesched.plugins.security.security_audit_filter import BatchedSecurityAuditFilter, new_security_audit_filter
+from kubesched.plugins.security.security_audit_permit import SecurityAuditPermit
 from kubesched.plugins.tainttoleration import TaintToleration
 
 
@@ -83,4 +87,17 @@ def in_tree_registry() -> Registry:
         ),
         names.IMAGE_LOCALITY: PluginRegistration.of(names.IMAGE_LOCALITY, ImageLocality),
         names.DEFAULT_BINDER: PluginRegistration.of(names.DEFAULT_BINDER, DefaultBinder),
+        names.SECURITY_AUDIT_FILTER: PluginRegistration(
+            name=names.SECURITY_AUDIT_FILTER,
+            factory=new_security_audit_filter,
+            args_type=SecurityAuditFilterArgs,
+            extension_points=extension_points_of(BatchedSecurityAuditFilter),
+            description="Filter: nodes the security policy (OPA or embedded Rego) denies for the pod",
+        ),
+        names.COMPLIANCE_SCORE: PluginRegistration.of(
+            names.COMPLIANCE_SCORE, ComplianceScore, args_type=ComplianceScoreArgs
+        ),
+        names.SECURITY_AUDIT_PERMIT: PluginRegistration.of(
+            names.SECURITY_AUDIT_PERMIT, SecurityAuditPermit, args_type=SecurityAuditPermitArgs
+        ),
     }

@@ -5,9 +5,10 @@ Input document (one decision)::
     {"pod": <pod>, "node": <node>, "operation": "schedule", "time": "2026-11-30T16:00:00Z"}
 
 ``cluster`` replaces ``node`` when a member cluster is the target. ``pod`` is the pod manifest without
-``status``; ``node`` is ``metadata`` (name, labels, annotations) and ``spec`` (taints, unschedulable) of
-the node. ``time`` is passed in (rounded to the engine's time granularity) instead of read with
-``time.now_ns()`` in the policy, so that equal inputs give equal, cacheable decisions.
+``status`` and without per-instance identity (name, uid, ...: see :func:`pod_document`), so replicas share
+decisions; ``node`` is ``metadata`` (name, labels, annotations) and ``spec`` (taints, unschedulable).
+``time`` is passed in (rounded to the engine's time granularity) instead of read with ``time.now_ns()``
+in the policy, so that equal inputs give equal, cacheable decisions.
 
 Batch: one evaluation decides a pod for many targets. The batch input is
 ``{"pod", "nodes": [...], "operation", "time"}`` and the generated module :func:`batch_module` evaluates
@@ -16,7 +17,8 @@ one call per pod.
 
 Accepted results (the decision document): ``true``/``false``; or an object with ``allow`` or
 ``allowed`` (a boolean) and optional ``reason`` (string), ``reasons`` or ``deny`` (strings, list or
-set); an object with only ``deny`` allows exactly when ``deny`` is empty. An undefined result is a
+set); an object with only ``deny`` allows exactly when ``deny`` is empty; ``pending: true`` (with
+``allow: false``) means "not decided yet", which SecurityAuditPermit waits on. An undefined result is a
 deny ("policy decision is undefined"). Anything else is a :class:`PolicyError`.
 Called by the SecurityAudit plugins and implemented by :mod:`kubesched.policy.embedded` and
 :mod:`kubesched.policy.remote`.
@@ -50,6 +52,7 @@ class Decision:
     allowed: bool
     reasons: tuple[str, ...] = ()
     decision_id: str | None = None
+    pending: bool = False  # not decided yet (e.g. a change ticket awaiting approval); only Permit waits on it
 
 
 UNDEFINED = Decision(False, (UNDEFINED_REASON,))
@@ -62,15 +65,22 @@ def interpret_result(result: object, *, defined: bool = True, decision_id: str |
     if isinstance(result, bool):
         return Decision(result, (), decision_id)
     if isinstance(result, Mapping):
-        allowed: object = result.get("allow", result.get("allowed"))
         reasons = _reasons(result)
-        if allowed is None:
-            if "deny" not in result:
-                raise PolicyError("policy result has neither allow, allowed nor deny")
+        if "allow" in result or "allowed" in result:
+            # Present means it decides: a null allow is a shape error, never a fall-back to ``deny``.
+            allowed: object = result["allow"] if "allow" in result else result["allowed"]
+        elif "deny" not in result:
+            raise PolicyError("policy result has neither allow, allowed nor deny")
+        elif not isinstance(result["deny"], list | set | tuple | frozenset):
+            raise PolicyError(f"policy result deny is {type_name(result['deny'])}, not a list or a set")
+        else:
             allowed = not reasons
         if not isinstance(allowed, bool):
             raise PolicyError(f"policy result allow is {type_name(allowed)}, not a boolean")
-        return Decision(allowed, reasons, decision_id)
+        pending = result.get("pending", False)
+        if not isinstance(pending, bool):
+            raise PolicyError(f"policy result pending is {type_name(pending)}, not a boolean")
+        return Decision(allowed, reasons, decision_id, pending=pending and not allowed)
     raise PolicyError(f"policy result is {type_name(result)}, not a boolean or an object")
 
 
@@ -105,9 +115,23 @@ def type_name(value: object) -> str:
     return type(value).__name__
 
 
+# Per-instance metadata: left out of the policy input so that replicas of one template (a ReplicaSet's
+# pods differ only in these) share one decision; a policy names a pod by generateName, labels or owner.
+_INSTANCE_METADATA = frozenset(
+    {"name", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"}
+)
+
+
 def pod_document(pod: Pod) -> dict[str, Any]:
-    """The pod as the policy sees it: its manifest without ``status``."""
-    return {key: value for key, value in pod.raw.items() if key != "status"}
+    """The pod as the policy sees it: its manifest without ``status``, ``spec.nodeName`` and the
+    per-instance metadata (name, uid, resourceVersion, creationTimestamp, generation, managedFields)."""
+    document = {key: value for key, value in pod.raw.items() if key not in ("status", "metadata", "spec")}
+    metadata = pod.raw.get("metadata") or {}
+    document["metadata"] = {key: value for key, value in metadata.items() if key not in _INSTANCE_METADATA}
+    document["metadata"].setdefault("namespace", pod.metadata.namespace)
+    spec = pod.raw.get("spec") or {}
+    document["spec"] = {key: value for key, value in spec.items() if key != "nodeName"}
+    return document
 
 
 def node_document(node: Node) -> dict[str, Any]:

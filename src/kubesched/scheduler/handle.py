@@ -6,8 +6,8 @@ waiting pods, activation, events, the API client and the clock through this obje
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Iterable
+from typing import TYPE_CHECKING, Any
 
 from kubesched.api.objects import Pod
 from kubesched.clock import Clock
@@ -57,3 +57,12 @@ class ProfileHandle:
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self._scheduler.queue.activate(pod.metadata.uid for pod in pods)
+
+    def get_pod(self, uid: str) -> Pod | None:
+        return self._scheduler.pending_pod(uid)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        self._scheduler.spawn(work)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._scheduler.sleep(seconds)

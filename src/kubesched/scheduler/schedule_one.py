@@ -219,11 +219,11 @@ class ScheduleAlgorithm:
             feasible.extend((position + passing).tolist())
             failing = np.flatnonzero(status_ids[:cut] != 0)
             if len(failing):
-                infos = batch.infos
                 statuses = outcome.statuses
-                for index in failing.tolist():
-                    status = statuses[int(status_ids[index]) - 1]
-                    diagnosis.node_to_status[infos[index].name] = status
+                by_slot = table.infos
+                for slot, status_id in zip(chunk_slots[failing].tolist(), status_ids[failing].tolist(), strict=True):
+                    status = statuses[status_id - 1]
+                    diagnosis.node_to_status[by_slot[slot].name] = status
                     if status.code is Code.PENDING:
                         diagnosis.pending_plugins.add(status.plugin)
                     else:

@@ -13,7 +13,9 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from kubesched.api.objects import Node, Pod
 from kubesched.backends.base import Backend
@@ -98,6 +100,8 @@ class Scheduler:
         self._nominated: dict[str, dict[str, PodInfo]] = {}
         self._nominated_node_of: dict[str, str] = {}
         self._binding_tasks: set[asyncio.Task[None]] = set()
+        self._background_tasks: set[asyncio.Task[None]] = set()
+        self._sleeping: set[asyncio.Task[Any]] = set()
         self._attempts: dict[str, _Attempt] = {}
         self.attempt_latencies: list[float] = []
         # A simulation has to end: after this many attempts a pod is left where it is (None = never give up).
@@ -411,9 +415,48 @@ class Scheduler:
         return entry is None or entry.done
 
     async def _settle_bindings(self) -> None:
-        """Let binding tasks run until each has finished or is parked at Permit."""
-        while any(self._binding_runnable(task) for task in self._binding_tasks):
+        """Let binding and background tasks run until each has finished or waits on the clock/Permit."""
+        while any(self._binding_runnable(task) for task in self._binding_tasks) or any(
+            not task.done() and task not in self._sleeping for task in self._background_tasks
+        ):
             await asyncio.sleep(0)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Background work for plugins; a failure is logged, never raised into the scheduler."""
+        task = asyncio.get_running_loop().create_task(self._guarded(work))
+        self._background_tasks.add(task)
+        task.add_done_callback(self._background_tasks.discard)
+
+    @staticmethod
+    async def _guarded(work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background work of a plugin failed")
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep on the injected clock; with a virtual clock the simulation jumps to the wake-up time."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        handle = self.clock.call_later(seconds, wake)
+        task = asyncio.current_task()
+        if task is not None:
+            self._sleeping.add(task)
+        try:
+            await woken
+        finally:
+            handle.cancel()
+            if task is not None:
+                self._sleeping.discard(task)
+
+    def pending_pod(self, uid: str) -> Pod | None:
+        return self._pending.get(uid)
 
     async def run_until_idle(self, clock: VirtualClock, *, yield_every: int = 64) -> None:
         """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer."""
@@ -448,8 +491,10 @@ class Scheduler:
         await self.close()
 
     async def close(self) -> None:
-        for task in list(self._binding_tasks):
+        tasks = [*self._binding_tasks, *self._background_tasks]
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for fwk in self.frameworks.values():
             await fwk.close()
 

@@ -12,7 +12,8 @@ mock of kubesched code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +107,8 @@ class PluginHandle:
         self._profile_name = profile_name
         self.recorder = RecordingEventRecorder()
         self.activated: list[Pod] = []
+        self.pods: dict[str, Pod] = {}
+        self.spawned: list[Coroutine[Any, Any, None]] = []
 
     @property
     def profile_name(self) -> str:
@@ -137,6 +140,17 @@ class PluginHandle:
 
     def activate(self, pods: Iterable[Pod]) -> None:
         self.activated.extend(pods)
+
+    def get_pod(self, uid: str) -> Pod | None:
+        return self.pods.get(uid)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Unit tests run spawned work themselves: it is kept in ``spawned``."""
+        self.spawned.append(work)
+
+    async def sleep(self, seconds: float) -> None:
+        if isinstance(self._clock, VirtualClock):
+            self._clock.advance(seconds)
 
 
 def batch_of(snapshot: Snapshot, names: Sequence[str] | None = None) -> NodeBatch:

@@ -218,7 +218,8 @@ DEFAULT_SCORE = [
         pytest.param({"score": pset(disabled=["*"])}, [], id="disable-star-at-score-removes-all-defaults"),
         pytest.param(
             {"score": pset(["ComplianceScore", ("ImageLocality", 4)], ["*"])},
-            [("ComplianceScore", 1), ("ImageLocality", 4)],
+            # No weight in the list: the weight in ComplianceScoreArgs (10 in the test catalog) applies.
+            [("ComplianceScore", 10), ("ImageLocality", 4)],
             id="disable-star-then-enable-explicitly-in-order",
         ),
         pytest.param(
@@ -304,7 +305,7 @@ def test_multiple_profiles_are_independent() -> None:
     assert weighted(a.plugins["score"]) == DEFAULT_SCORE
     assert names(b.plugins["filter"])[-1] == "SecurityAuditFilter"
     assert names(b.plugins["preFilter"])[-1] == "SecurityAuditFilter"
-    assert weighted(b.plugins["score"])[-1] == ("ComplianceScore", 1)
+    assert weighted(b.plugins["score"])[-1] == ("ComplianceScore", 10), "the args weight, as the seed intends"
     assert c.plugins["score"] == () and c.plugins["preScore"] == ()
     assert names(c.plugins["filter"]) == names(a.plugins["filter"])
     assert "SecurityAuditFilter" in b.plugin_args and "SecurityAuditFilter" not in a.plugin_args

@@ -54,7 +54,7 @@ def test_seed_loads_when_plugins_are_present() -> None:
     assert weighted(p.plugins["score"]) == [
         ("NodeResourcesBalancedAllocation", 1), ("TaintToleration", 3), ("NodeAffinity", 2),
         ("NodeResourcesFit", 1), ("VolumeBinding", 1), ("PodTopologySpread", 2), ("InterPodAffinity", 2),
-        ("ImageLocality", 1), ("ComplianceScore", 1),
+        ("ImageLocality", 1), ("ComplianceScore", 30),  # the seed's args weight: 30
     ]  # fmt: skip
     assert "SecurityAuditFilter" not in names(p.plugins["preFilter"])
     assert p.plugin_args["SecurityAuditFilter"] == SecurityAuditFilterArgs(

@@ -4,10 +4,13 @@ loader accepts the default configuration with them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kubesched.config.defaults import DEFAULT_PLUGINS
 from kubesched.config.loader import default_config
+from kubesched.errors import ValidationFailed
 from kubesched.framework.runtime.registry import PluginRegistration
 from kubesched.plugins import names
 from kubesched.plugins.registry import in_tree_registry
@@ -43,7 +46,7 @@ def test_names_cover_the_default_set_plus_dynamic_resources() -> None:
 
 def test_registry_keys_are_the_names() -> None:
     registry = in_tree_registry()
-    assert list(registry) == list(names.ALL)
+    assert list(registry) == [*names.ALL, *names.KUBESCHED]
     assert all(registration.name == name for name, registration in registry.items())
 
 
@@ -53,7 +56,8 @@ def test_extension_points_are_upstreams(name: str, points: set[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "registration", [pytest.param(r, id=r.name) for r in in_tree_registry().values() if r.implemented]
+    "registration",
+    [pytest.param(r, id=r.name) for r in in_tree_registry().values() if r.implemented and r.name in names.ALL],
 )
 def test_built_plugins_construct_with_default_args(registration: PluginRegistration) -> None:
     assert registration.factory is not None
@@ -80,3 +84,21 @@ def test_default_config_loads_with_the_in_tree_registry() -> None:
         names.NODE_RESOURCES_BALANCED_ALLOCATION: 1,
         names.IMAGE_LOCALITY: 1,
     }
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+KUBESCHED_ARGS: dict[str, dict[str, object]] = {
+    names.SECURITY_AUDIT_FILTER: {"policies": (str(EXAMPLES / "policies"),)},
+    names.SECURITY_AUDIT_PERMIT: {"policies": (str(EXAMPLES / "policies"),)},
+    names.COMPLIANCE_SCORE: {"compliance_data_path": str(EXAMPLES / "compliance.json")},
+}
+
+
+@pytest.mark.parametrize("name", names.KUBESCHED)
+def test_kubesched_plugins_need_their_files_and_construct_with_them(name: str) -> None:
+    registration = in_tree_registry()[name]
+    assert registration.factory is not None and registration.args_type is not None
+    with pytest.raises(ValidationFailed):
+        registration.factory(registration.args_type(), PluginHandle())
+    plugin = registration.factory(registration.args_type(**KUBESCHED_ARGS[name]), PluginHandle())
+    assert plugin.name == name

@@ -8,15 +8,17 @@ the configuration's profiles are responsible for.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kubesched.api.manifests import LoadedManifests
+from kubesched.audit.builder import FanOut
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.types import PodInfo
-from kubesched.scheduler.results import UNSCHEDULABLE, AttemptRecord
+from kubesched.scheduler.results import UNSCHEDULABLE, AttemptObserver, AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 
 # Pods failing with errors are retried with backoff forever in a live scheduler; a simulation stops
@@ -49,9 +51,18 @@ def simulate(
     seed: int | None = 0,
     use_batch: bool = True,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    observers: Sequence[AttemptObserver] = (),
 ) -> SimulationReport:
     return asyncio.run(
-        simulate_async(manifests, config, registry, seed=seed, use_batch=use_batch, max_attempts=max_attempts)
+        simulate_async(
+            manifests,
+            config,
+            registry,
+            seed=seed,
+            use_batch=use_batch,
+            max_attempts=max_attempts,
+            observers=observers,
+        )
     )
 
 
@@ -63,11 +74,14 @@ async def simulate_async(
     seed: int | None = 0,
     use_batch: bool = True,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    observers: Sequence[AttemptObserver] = (),
 ) -> SimulationReport:
+    """``observers`` (the audit trail) see every attempt too, after the report's own collector."""
     clock = VirtualClock()
     cluster = SimulatedCluster(clock, manifests.nodes, manifests.pods)
     collector = _LastAttempts()
-    scheduler = Scheduler(config, registry, cluster, clock=clock, seed=seed, use_batch=use_batch, observer=collector)
+    observer: AttemptObserver = FanOut(collector, *observers) if observers else collector
+    scheduler = Scheduler(config, registry, cluster, clock=clock, seed=seed, use_batch=use_batch, observer=observer)
     scheduler.max_attempts = max_attempts
     cluster.subscribe(scheduler)
     try:

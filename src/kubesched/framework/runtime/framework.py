@@ -295,20 +295,22 @@ class Framework:
                 newly = (status_ids == 0) & (result.codes > 0)
                 if not newly.any():
                     continue
-                offset = len(statuses)
-                # Only statuses that reach a still-feasible node count: the per-node path never asks
-                # this plugin about nodes an earlier filter rejected.
-                for code in np.unique(result.codes[newly]).tolist():
+                # Only statuses that reach a still-feasible node count (the per-node path never asks this
+                # plugin about nodes an earlier filter rejected), and only those are copied.
+                codes = result.codes[newly]
+                remap = np.zeros(len(result.statuses) + 1, dtype=np.int64)
+                for code in np.unique(codes).tolist():
                     status = result.statuses[code - 1]
                     if status.code not in REJECTED_CODES:
                         return _error_outcome(len(batch), f'running "{name}" filter plugin: {status.message}', name)
-                statuses.extend(status.with_plugin(name) for status in result.statuses)
-                status_ids[newly] = result.codes[newly] + offset
+                    statuses.append(status.with_plugin(name))
+                    remap[code] = len(statuses)
+                status_ids[newly] = remap[codes]
                 continue
             interned: dict[Status, int] = {}
-            for index in np.flatnonzero(status_ids == 0):
+            for index in np.flatnonzero(status_ids == 0).tolist():
                 try:
-                    status = plugin.filter(state, pod, batch.infos[index])
+                    status = plugin.filter(state, pod, batch.info(index))
                 except Exception as exc:
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
                 if status is None or status.code is Code.SUCCESS:

@@ -38,6 +38,7 @@ class Cache:
         self._zones: dict[str, list[str]] = {}
         self._image_nodes: dict[str, int] = {}
         self._snapshot: Snapshot | None = None
+        self._nodes_version = 0
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -52,7 +53,7 @@ class Cache:
         for pod_info in self._orphans.pop(info.name, {}).values():
             info.add_pod(pod_info)
         self.table.sync(info, node_changed=True)
-        self._snapshot = None
+        self._invalidate()
         return info
 
     def update_node(self, node: Node) -> NodeInfo:
@@ -70,7 +71,7 @@ class Cache:
                 del self._zones[old_zone]
             self._zones.setdefault(new_zone, []).append(info.name)
         self.table.sync(info, node_changed=True)
-        self._snapshot = None
+        self._invalidate()
         return info
 
     def remove_node(self, name: str) -> NodeInfo | None:
@@ -86,7 +87,7 @@ class Cache:
         if info.pods:
             self._orphans[name] = dict(info.pods)
         self.table.release_slot(info.slot)
-        self._snapshot = None
+        self._invalidate()
         return info
 
     def _count_images(self, info: NodeInfo, delta: int) -> None:
@@ -103,6 +104,10 @@ class Cache:
     @property
     def node_count(self) -> int:
         return len(self._nodes)
+
+    def _invalidate(self) -> None:
+        self._snapshot = None
+        self._nodes_version += 1
 
     # ---- pods --------------------------------------------------------------------------------
 
@@ -190,5 +195,5 @@ class Cache:
         if self._snapshot is None:
             infos = [self._nodes[name] for name in self.node_order()]
             slots = np.fromiter((info.slot for info in infos), dtype=np.int64, count=len(infos))
-            self._snapshot = Snapshot(infos, self.table, slots, self._image_nodes)
+            self._snapshot = Snapshot(infos, self.table, slots, self._image_nodes, self._nodes_version)
         return self._snapshot

@@ -1,0 +1,318 @@
+"""The audit record: one scheduling decision, as it is written to every audit sink.
+
+Built by :mod:`kubesched.audit.builder` from the scheduler's attempt records, written by the sinks
+(:mod:`kubesched.audit.sinks`), read back by :mod:`kubesched.audit.verify` and :mod:`kubesched.audit.query`.
+The field names follow OPA's decision log where the two overlap (``decision_id``, ``timestamp``,
+``labels``, ``bundles.*.revision`` becomes each verdict's ``revision``); the scheduler adds the pod, the
+phases of the attempt, the chosen target, the policy verdicts and the top scores.
+
+JSON form (one object; more keys may be added in later schema versions, none removed)::
+
+    {"schema": "kubesched.io/audit/v1", "decision_id": "…", "timestamp": "2024-05-01T12:00:00.000000Z",
+     "pod": {"namespace": "default", "name": "web-1", "uid": "…", "owner": {"kind": "ReplicaSet", "name": "web"}},
+     "profile": "default-scheduler", "result": "Scheduled", "attempts": 1,
+     "target": {"kind": "node", "name": "node-a"}, "message": "",
+     "phases": {"queued": "…", "filtered": "…", "reserved": "…", "permitted": "…", "bound": "…"},
+     "verdict": "allow", "verdicts": [{"plugin": "SecurityAuditFilter", "stage": "filter", …}],
+     "verdicts_omitted": 0,
+     "top_scores": [{"node": "node-a", "total": 387, "scores": {"NodeResourcesFit": 87, …}}],
+     "labels": {"version": "0.1.0"}}
+
+Records hold no floating-point numbers (times are RFC 3339 strings, scores integers), so their
+canonical JSON, which the hash chain signs, is the same in every language and on every platform.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesched.errors import KubeschedError
+from kubesched.framework.verdict import PolicyVerdict
+
+SCHEMA = "kubesched.io/audit/v1"
+
+TARGET_NODE = "node"
+TARGET_CLUSTER = "cluster"
+TARGET_KINDS = (TARGET_NODE, TARGET_CLUSTER)
+
+VERDICT_ALLOW = "allow"
+VERDICT_DENY = "deny"
+
+# The phases of an attempt in the order they happen; a record lists the ones the attempt reached.
+PHASE_ORDER = ("queued", "filtered", "scored", "reserved", "permitted", "bound")
+
+
+class AuditRecordError(KubeschedError):
+    """A JSON object is not an audit record: names the field that is wrong."""
+
+
+def rfc3339(seconds: float) -> str:
+    """Clock seconds as an RFC 3339 UTC timestamp with microseconds (``2024-05-01T12:00:00.000000Z``)."""
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def parse_rfc3339(text: str) -> datetime.datetime:
+    """An RFC 3339 timestamp (a zone is required); raises ValueError otherwise."""
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an RFC 3339 timestamp") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone (write e.g. {text}Z)")
+    return moment
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+    owner: OwnerRef | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    kind: str  # "node" | "cluster"
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredNode:
+    """One of the best-scored nodes: its total (the weighted sum) and each score plugin's normalized score
+    (0–100, before its weight is applied; the same numbers as ``kubesched simulate -o json``)."""
+
+    node: str
+    total: int
+    scores: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One scheduling decision: an attempt that scheduled the pod, or one that failed (denials included)."""
+
+    decision_id: str
+    timestamp: str
+    pod: PodRef
+    profile: str
+    result: str  # Scheduled | Unschedulable | Error
+    attempts: int
+    target: Target | None = None
+    message: str = ""
+    phases: Mapping[str, str] = field(default_factory=dict)
+    verdicts: tuple[PolicyVerdict, ...] = ()
+    # Verdicts left out of a failure's record (one per rejected node can be thousands).
+    verdicts_omitted: int = 0
+    top_scores: tuple[ScoredNode, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str | None:
+        """``deny`` when any policy verdict did not allow (enforced or not: a dryrun/warn denial is still
+        a violation to audit, as in Gatekeeper), ``allow`` when every verdict allowed, None without any."""
+        if not self.verdicts:
+            return None
+        return VERDICT_ALLOW if all(v.allowed for v in self.verdicts) else VERDICT_DENY
+
+    @property
+    def time(self) -> datetime.datetime:
+        return parse_rfc3339(self.timestamp)
+
+    def to_json(self) -> dict[str, Any]:
+        pod: dict[str, Any] = {"namespace": self.pod.namespace, "name": self.pod.name, "uid": self.pod.uid}
+        pod["owner"] = None if self.pod.owner is None else {"kind": self.pod.owner.kind, "name": self.pod.owner.name}
+        return {
+            "schema": SCHEMA,
+            "decision_id": self.decision_id,
+            "timestamp": self.timestamp,
+            "pod": pod,
+            "profile": self.profile,
+            "result": self.result,
+            "attempts": self.attempts,
+            "target": None if self.target is None else {"kind": self.target.kind, "name": self.target.name},
+            "message": self.message,
+            "phases": dict(self.phases),
+            "verdict": self.verdict,
+            "verdicts": [verdict_to_json(v) for v in self.verdicts],
+            "verdicts_omitted": self.verdicts_omitted,
+            "top_scores": [{"node": s.node, "total": s.total, "scores": dict(s.scores)} for s in self.top_scores],
+            "labels": dict(self.labels),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> AuditRecord:
+        """Read a record back; unknown keys (the chain's ``hash``, later schema additions) are ignored."""
+        doc = _Reader(obj, "")
+        schema = doc.string("schema")
+        if schema != SCHEMA:
+            raise AuditRecordError(f"schema: unsupported value {schema!r} (supported: {SCHEMA!r})")
+        pod = doc.mapping("pod")
+        owner = pod.optional_mapping("owner")
+        target = doc.optional_mapping("target")
+        target_kind = target.string("kind") if target is not None else None
+        if target is not None and target_kind not in TARGET_KINDS:
+            raise AuditRecordError(f"target.kind: unsupported value {target_kind!r} (supported: node, cluster)")
+        phases = doc.mapping("phases")
+        labels = doc.mapping("labels")
+        return cls(
+            decision_id=doc.string("decision_id"),
+            timestamp=doc.timestamp("timestamp"),
+            pod=PodRef(
+                namespace=pod.string("namespace"),
+                name=pod.string("name"),
+                uid=pod.string("uid"),
+                owner=None if owner is None else OwnerRef(owner.string("kind"), owner.string("name")),
+            ),
+            profile=doc.string("profile"),
+            result=doc.string("result"),
+            attempts=doc.integer("attempts"),
+            target=None if target is None else Target(target.string("kind"), target.string("name")),
+            message=doc.string("message"),
+            phases={key: phases.timestamp(key) for key in phases},
+            verdicts=tuple(verdict_from_json(item) for item in doc.items("verdicts")),
+            verdicts_omitted=doc.integer("verdicts_omitted"),
+            top_scores=tuple(
+                ScoredNode(
+                    node=item.string("node"),
+                    total=item.integer("total"),
+                    scores={key: item.mapping("scores").integer(key) for key in item.mapping("scores")},
+                )
+                for item in doc.items("top_scores")
+            ),
+            labels={key: labels.string(key) for key in labels},
+        )
+
+
+_VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(PolicyVerdict))
+
+
+def verdict_to_json(verdict: PolicyVerdict) -> dict[str, Any]:
+    """Every field of the framework's PolicyVerdict under its own name (reasons as a list)."""
+    out: dict[str, Any] = {}
+    for name in _VERDICT_FIELDS:
+        value = getattr(verdict, name)
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def verdict_from_json(item: _Reader) -> PolicyVerdict:
+    values: dict[str, Any] = {}
+    defaults = {f.name: f for f in dataclasses.fields(PolicyVerdict)}
+    for name in _VERDICT_FIELDS:
+        if name not in item.obj:
+            if defaults[name].default is dataclasses.MISSING:
+                raise AuditRecordError(f"{item.path_of(name)}: required field is missing")
+            continue
+        value = item.obj[name]
+        if name == "reasons":
+            values[name] = tuple(item.strings(name))
+        elif value is not None and not isinstance(value, str | bool | int):
+            raise AuditRecordError(f"{item.path_of(name)}: expected a string, boolean or integer, got {_kind(value)}")
+        else:
+            values[name] = value
+    try:
+        return PolicyVerdict(**values)
+    except TypeError as exc:
+        raise AuditRecordError(f"{item.path}: {exc}") from None
+
+
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Reader:
+    """Typed access to a decoded JSON object that reports the field path of what is wrong."""
+
+    __slots__ = ("obj", "path")
+
+    def __init__(self, obj: object, path: str) -> None:
+        if not isinstance(obj, Mapping):
+            raise AuditRecordError(f"{path or 'record'}: expected an object, got {_kind(obj)}")
+        self.obj: Mapping[str, Any] = obj
+        self.path = path
+
+    def path_of(self, key: str) -> str:
+        if _KEY.match(key):
+            return f"{self.path}.{key}" if self.path else key
+        return f"{self.path}[{key!r}]"
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(key) for key in self.obj)
+
+    def _get(self, key: str) -> object:
+        if key not in self.obj:
+            raise AuditRecordError(f"{self.path_of(key)}: required field is missing")
+        return self.obj[key]
+
+    def string(self, key: str) -> str:
+        value = self._get(key)
+        if not isinstance(value, str):
+            raise AuditRecordError(f"{self.path_of(key)}: expected a string, got {_kind(value)}")
+        return value
+
+    def timestamp(self, key: str) -> str:
+        value = self.string(key)
+        try:
+            parse_rfc3339(value)
+        except ValueError as exc:
+            raise AuditRecordError(f"{self.path_of(key)}: {exc}") from None
+        return value
+
+    def integer(self, key: str) -> int:
+        value = self._get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise AuditRecordError(f"{self.path_of(key)}: expected an integer, got {_kind(value)}")
+        return value
+
+    def mapping(self, key: str) -> _Reader:
+        return _Reader(self._get(key), self.path_of(key))
+
+    def optional_mapping(self, key: str) -> _Reader | None:
+        value = self._get(key)
+        return None if value is None else _Reader(value, self.path_of(key))
+
+    def _list(self, key: str) -> Sequence[object]:
+        value = self._get(key)
+        if not isinstance(value, list):
+            raise AuditRecordError(f"{self.path_of(key)}: expected a list, got {_kind(value)}")
+        return value
+
+    def items(self, key: str) -> list[_Reader]:
+        return [_Reader(item, f"{self.path_of(key)}[{i}]") for i, item in enumerate(self._list(key))]
+
+    def strings(self, key: str) -> list[str]:
+        values = self._list(key)
+        for i, value in enumerate(values):
+            if not isinstance(value, str):
+                raise AuditRecordError(f"{self.path_of(key)}[{i}]: expected a string, got {_kind(value)}")
+        return [str(value) for value in values]
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__

@@ -1,0 +1,1 @@
+"""Security-audit plugins: the OPA policy gate at Filter and Permit, and ComplianceScore."""

@@ -1,0 +1,342 @@
+"""SecurityAuditFilter: the seed's policy gate at Filter — a pod may not go where policy says no.
+
+Never one policy call per node: the pod is decided for every node of the snapshot in one batch
+evaluation, in PreFilter (or, when the plugin is enabled only at ``filter`` as in the seed's
+configuration, at the first Filter call of the cycle), and the result is cached by (policy revision,
+pod input digest, node-facts version, time bucket). Filter then only reads. ``evaluationMode:
+per-node`` reproduces the seed's one-call-per-node pattern, as an option and as the benchmark baseline.
+
+Statuses, as in the seed: a deny is Unschedulable ``Denied by security policy: <reason>``; an engine
+failure is Error ``OPA evaluation failed: <error>`` (retried with backoff) unless ``failurePolicy:
+Ignore``, which lets the pod through and records that the policy was skipped. ``enforcementAction``
+``warn`` and ``dryrun`` evaluate and record but never reject (Gatekeeper's modes). Every decision is
+left in the cycle state for the audit trail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kubesched.errors import ValidationFailed
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
+from kubesched.framework.interface import Handle, PreFilterExtensions
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.verdict import PolicyVerdict, add_verdict
+from kubesched.plugins import names
+from kubesched.plugins.security.args import (
+    ENFORCE_DENY,
+    ENFORCE_WARN,
+    FAILURE_IGNORE,
+    MODE_PER_NODE,
+    SecurityAuditFilterArgs,
+)
+from kubesched.plugins.security.engines import build_engine, exemption
+from kubesched.policy.cache import CacheKey, DecisionCache, digest
+from kubesched.policy.contract import (
+    OPERATION_SCHEDULE,
+    Decision,
+    PolicyError,
+    decision_input,
+    node_document,
+    pod_document,
+    rounded_time,
+)
+
+STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
+DENIED_PREFIX = "Denied by security policy: "
+ENGINE_FAILED_PREFIX = "OPA evaluation failed: "
+
+
+def denial_status(decision: Decision) -> Status:
+    reason = "; ".join(decision.reasons) if decision.reasons else "not allowed"
+    return Status(Code.UNSCHEDULABLE, DENIED_PREFIX + reason)
+
+
+@dataclass(slots=True)
+class PodEvaluation:
+    """The policy's answer for one pod over every node of one node-facts version (a VerdictSource)."""
+
+    plugin: str
+    engine: str
+    revision: str
+    pod_digest: str
+    enforcement: str
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    statuses: list[Status] = field(default_factory=list)
+    status_by_slot: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    exempt: str = ""
+    error: str = ""
+    skipped: bool = False
+
+    def clone(self) -> PodEvaluation:
+        return self
+
+    def rejects(self) -> bool:
+        return self.enforcement == ENFORCE_DENY and not self.exempt and not self.skipped
+
+    def status_for(self, node_name: str) -> Status | None:
+        if not self.rejects():
+            return None
+        decision = self.decisions.get(node_name)
+        if decision is None or decision.allowed:
+            return None
+        return denial_status(decision)
+
+    def verdict_for(self, target: str) -> PolicyVerdict | None:
+        decision = self.decisions.get(target)
+        common = {
+            "plugin": self.plugin,
+            "stage": "filter",
+            "target": target,
+            "engine": self.engine,
+            "revision": self.revision,
+            "input_digest": self.pod_digest,
+            "enforcement": self.enforcement,
+        }
+        if self.exempt or self.skipped or self.error:
+            return PolicyVerdict(
+                allowed=bool(self.exempt or self.skipped),
+                skipped=self.skipped,
+                error=self.error,
+                exempt=self.exempt,
+                **common,  # type: ignore[arg-type]
+            )
+        if decision is None:
+            return None
+        return PolicyVerdict(
+            allowed=decision.allowed,
+            reasons=decision.reasons,
+            decision_id=decision.decision_id,
+            **common,  # type: ignore[arg-type]
+        )
+
+
+class SecurityAuditFilter:
+    """PreFilter/Filter: reject nodes the security policy denies for this pod (OPA or embedded Rego).
+
+    This class answers per node only; :func:`new_security_audit_filter` builds the batched variant
+    unless ``evaluationMode: per-node`` asks for the seed's call pattern.
+    """
+
+    def __init__(self, args: SecurityAuditFilterArgs | None, handle: Handle) -> None:
+        args = args if args is not None else SecurityAuditFilterArgs()
+        errors = args.validate("")
+        if errors:
+            raise ValidationFailed("SecurityAuditFilterArgs", errors)
+        self.args = args
+        self.handle = handle
+        self.engine = build_engine(args, handle.clock)
+        self.cache: DecisionCache[PodEvaluation] = DecisionCache(args.cache_size)
+        self._node_docs: tuple[int, list[dict[str, Any]]] = (-1, [])
+        self.calls = 0  # policy evaluations made (batch or per node), for benchmarks and tests
+
+    @property
+    def name(self) -> str:
+        return names.SECURITY_AUDIT_FILTER
+
+    # ---- evaluation ----------------------------------------------------------------------------
+
+    def _time(self) -> str:
+        return rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
+
+    def _base(self, pod_digest: str) -> PodEvaluation:
+        return PodEvaluation(
+            plugin=self.name,
+            engine=self.engine.kind,
+            revision="",
+            pod_digest=pod_digest,
+            enforcement=self.args.enforcement_action,
+        )
+
+    def evaluate(self, pod: PodInfo) -> PodEvaluation:
+        """Decide ``pod`` for every node of the current snapshot (cached)."""
+        pod_doc = pod_document(pod.pod)
+        time = self._time()
+        pod_digest = digest({"pod": pod_doc, "operation": OPERATION_SCHEDULE, "time": time})
+        reason = exemption(self.args, pod.pod)
+        if reason:
+            evaluation = self._base(pod_digest)
+            evaluation.exempt = reason
+            return evaluation
+        snapshot = self.handle.snapshot()
+        try:
+            revision = self.engine.revision()
+        except PolicyError as exc:
+            return self._failed(pod_digest, exc)
+        key = CacheKey(revision, pod_digest, snapshot.nodes_version, time, OPERATION_SCHEDULE)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        node_docs = self._node_documents(snapshot.nodes_version, snapshot.node_infos)
+        try:
+            self.calls += 1
+            decisions = self.engine.decide_batch(
+                pod_doc, node_docs, target_kind="node", operation=OPERATION_SCHEDULE, time=time
+            )
+        except PolicyError as exc:
+            return self._failed(pod_digest, exc)
+        evaluation = self._base(pod_digest)
+        evaluation.revision = revision
+        evaluation.decisions = decisions
+        self._index(evaluation, snapshot.node_infos, snapshot.table.capacity)
+        self.cache.put(key, evaluation)
+        self._warn(pod, evaluation)
+        return evaluation
+
+    def _failed(self, pod_digest: str, exc: PolicyError) -> PodEvaluation:
+        evaluation = self._base(pod_digest)
+        evaluation.error = str(exc)
+        evaluation.skipped = self.args.failure_policy == FAILURE_IGNORE
+        return evaluation
+
+    def _node_documents(self, version: int, infos: Sequence[NodeInfo]) -> list[dict[str, Any]]:
+        if self._node_docs[0] != version:
+            self._node_docs = (version, [node_document(info.node) for info in infos])
+        return self._node_docs[1]
+
+    @staticmethod
+    def _index(evaluation: PodEvaluation, infos: Sequence[NodeInfo], capacity: int) -> None:
+        """Per-slot status ids, so the batch Filter is one gather."""
+        by_slot = np.zeros(capacity, dtype=np.int64)
+        interned: dict[tuple[str, ...], int] = {}
+        for info in infos:
+            decision = evaluation.decisions.get(info.name)
+            if decision is None or decision.allowed:
+                continue
+            status_id = interned.get(decision.reasons)
+            if status_id is None:
+                evaluation.statuses.append(denial_status(decision))
+                status_id = interned[decision.reasons] = len(evaluation.statuses)
+            by_slot[info.slot] = status_id
+        evaluation.status_by_slot = by_slot
+
+    def _warn(self, pod: PodInfo, evaluation: PodEvaluation) -> None:
+        if evaluation.enforcement != ENFORCE_WARN:
+            return
+        denied = [name for name, d in evaluation.decisions.items() if not d.allowed]
+        if denied:
+            first = evaluation.decisions[denied[0]]
+            self.handle.event_recorder.event(
+                pod.pod,
+                "Warning",
+                "PolicyViolation",
+                "Scheduling",
+                f"warn: security policy would deny {len(denied)} of {len(evaluation.decisions)} nodes: "
+                + ("; ".join(first.reasons) or "not allowed"),
+            )
+
+    def _state(self, state: CycleState, pod: PodInfo) -> PodEvaluation:
+        evaluation = state.get(STATE_KEY, PodEvaluation)
+        if evaluation is None:
+            # Enabled only at Filter (the seed's configuration): evaluate once, at the first node.
+            evaluation = self.evaluate(pod)
+            state.write(STATE_KEY, evaluation)
+            add_verdict(state, evaluation)
+        return evaluation
+
+    @staticmethod
+    def _engine_failure(evaluation: PodEvaluation) -> Status | None:
+        if evaluation.error and not evaluation.skipped:
+            return Status(Code.ERROR, ENGINE_FAILED_PREFIX + evaluation.error)
+        return None
+
+    # ---- extension points ----------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
+        if self.args.evaluation_mode == MODE_PER_NODE:
+            return None
+        evaluation = self._state(state, pod)
+        failure = self._engine_failure(evaluation)
+        if failure is not None:
+            return failure
+        return None if evaluation.rejects() else Status(Code.SKIP)
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        if self.args.evaluation_mode == MODE_PER_NODE:
+            return self._filter_one_call(state, pod, node_info)
+        evaluation = self._state(state, pod)
+        return self._engine_failure(evaluation) or evaluation.status_for(node_info.name)
+
+    def _filter_one_call(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        """The seed's pattern: one engine call per (pod, node), no batching, no cache."""
+        reason = exemption(self.args, pod.pod)
+        if reason:
+            return None
+        document = decision_input(
+            pod_document(pod.pod),
+            node_document(node_info.node),
+            target_kind="node",
+            operation=OPERATION_SCHEDULE,
+            time=self._time(),
+        )
+        try:
+            self.calls += 1
+            decision = self.engine.decide(document)
+        except PolicyError as exc:
+            if self.args.failure_policy == FAILURE_IGNORE:
+                return None
+            return Status(Code.ERROR, ENGINE_FAILED_PREFIX + str(exc))
+        if decision.allowed or self.args.enforcement_action != ENFORCE_DENY:
+            return None
+        return denial_status(decision)
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        # A denial can change when a node's facts change or the pod itself changes (labels, images).
+        # Policy and data reloads are not cluster events; the unschedulable-pool flush retries those pods.
+        return [
+            ClusterEventWithHint(NODE_ADD),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT | ActionType.UPDATE_NODE_ANNOTATION,
+                    "NodeUpdate",
+                )
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate")
+            ),
+        ]
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class BatchedSecurityAuditFilter(SecurityAuditFilter):
+    """The default: Filter over every candidate node is one gather from the pod's evaluation."""
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        evaluation = self._state(state, pod)
+        failure = self._engine_failure(evaluation)
+        if failure is not None:
+            return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [failure])
+        if not evaluation.rejects() or not evaluation.statuses:
+            return None
+        return BatchFilterResult(evaluation.status_by_slot[nodes.slots], evaluation.statuses)
+
+
+def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Handle) -> SecurityAuditFilter:
+    """The registry's factory: without a batch method in per-node mode, so the framework asks node by node
+    and stops once enough feasible nodes are found, exactly as kube-scheduler calls the seed's plugin."""
+    if args is not None and args.evaluation_mode == MODE_PER_NODE:
+        return SecurityAuditFilter(args, handle)
+    return BatchedSecurityAuditFilter(args, handle)
+
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import BatchFilterPlugin, PreFilterPlugin
+    from kubesched.framework.verdict import VerdictSource
+
+    def _conforms(
+        plugin: BatchedSecurityAuditFilter, evaluation: PodEvaluation
+    ) -> tuple[PreFilterPlugin, BatchFilterPlugin, VerdictSource]:
+        return plugin, plugin, evaluation

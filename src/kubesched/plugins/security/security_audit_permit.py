@@ -1,0 +1,151 @@
+"""SecurityAuditPermit: asynchronous approval at Permit (seed §4.5) — hold the chosen node, decide later.
+
+Permit returns Wait, which keeps the node reserved (the pod is assumed in the cache) while the decision
+is made in background work spawned through the Handle, so other pods keep being scheduled. The policy
+is evaluated with ``operation: "permit"`` for the chosen node; it may answer allow, deny, or
+``pending`` (e.g. a change ticket in a pod annotation not approved yet), in which case the check is
+repeated every ``recheckIntervalSeconds`` with the latest version of the pod, until allowed, denied or
+the Permit timeout (≤ 15 minutes) rejects the pod. A rejection goes through the framework: Unreserve,
+requeue with backoff, and a FailedScheduling event carrying the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from kubesched.errors import ValidationFailed
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import Handle
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import PodInfo
+from kubesched.framework.verdict import PolicyVerdict, add_verdict
+from kubesched.plugins import names
+from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
+from kubesched.plugins.security.engines import build_engine, exemption
+from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
+from kubesched.policy.cache import digest
+from kubesched.policy.contract import (
+    OPERATION_PERMIT,
+    Decision,
+    PolicyError,
+    decision_input,
+    node_document,
+    pod_document,
+    rounded_time,
+)
+
+WAITING_MESSAGE = "waiting for security approval"
+
+
+class SecurityAuditPermit:
+    """Permit: Wait, evaluate policy (or wait for an approval) in the background, then Allow or Reject."""
+
+    def __init__(self, args: SecurityAuditPermitArgs | None, handle: Handle) -> None:
+        args = args if args is not None else SecurityAuditPermitArgs()
+        errors = args.validate("")
+        if errors:
+            raise ValidationFailed("SecurityAuditPermitArgs", errors)
+        self.args = args
+        self.handle = handle
+        self.engine = build_engine(args, handle.clock)
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return names.SECURITY_AUDIT_PERMIT
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
+        reason = exemption(self.args, pod.pod)
+        if reason:
+            add_verdict(state, self._verdict(node_name, True, exempt=reason))
+            return None, 0.0
+        self.handle.spawn(self._decide(state, pod, node_name))
+        return Status(Code.WAIT, WAITING_MESSAGE), self.args.permit_timeout_seconds
+
+    async def _decide(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        # Let the binding cycle register the waiting pod first (it is added at the end of Permit).
+        await asyncio.sleep(0)
+        while True:
+            waiting = self.handle.get_waiting_pod(pod.uid)
+            if waiting is None:
+                return  # allowed by someone else, rejected, timed out or deleted
+            latest = self.handle.get_pod(pod.uid) or pod.pod
+            node_info = self.handle.snapshot().get(node_name)
+            if node_info is None:
+                waiting.reject(self.name, f"node {node_name} is gone")
+                return
+            document = decision_input(
+                pod_document(latest),
+                node_document(node_info.node),
+                target_kind="node",
+                operation=OPERATION_PERMIT,
+                time=rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds),
+            )
+            try:
+                self.calls += 1
+                decision = await self._evaluate(document)
+            except PolicyError as exc:
+                skipped = self.args.failure_policy == FAILURE_IGNORE
+                add_verdict(state, self._verdict(node_name, skipped, skipped=skipped, error=str(exc)))
+                if skipped:
+                    waiting.allow(self.name)
+                else:
+                    waiting.reject(self.name, ENGINE_FAILED_PREFIX + str(exc))
+                return
+            if decision.pending:
+                await self.handle.sleep(self.args.recheck_interval_seconds)
+                continue
+            add_verdict(
+                state, self._verdict(node_name, decision.allowed, decision=decision, input_digest=digest(document))
+            )
+            if decision.allowed or self.args.enforcement_action != ENFORCE_DENY:
+                waiting.allow(self.name)
+            else:
+                waiting.reject(self.name, DENIED_PREFIX + ("; ".join(decision.reasons) or "not allowed"))
+            return
+
+    async def _evaluate(self, document: dict[str, object]) -> Decision:
+        decide_async = getattr(self.engine, "decide_async", None)
+        if decide_async is not None:
+            # Remote engines answer from a worker thread, so the event loop keeps scheduling.
+            result: Decision = await decide_async(document)
+            return result
+        return self.engine.decide(document)
+
+    def _verdict(
+        self,
+        node_name: str,
+        allowed: bool,
+        *,
+        decision: Decision | None = None,
+        exempt: str = "",
+        skipped: bool = False,
+        error: str = "",
+        input_digest: str = "",
+    ) -> PolicyVerdict:
+        return PolicyVerdict(
+            plugin=self.name,
+            stage="permit",
+            target=node_name,
+            allowed=allowed,
+            reasons=decision.reasons if decision else (),
+            engine=self.engine.kind,
+            revision=self.engine.revision() if not error else "",
+            decision_id=decision.decision_id if decision else None,
+            input_digest=input_digest,
+            enforcement=self.args.enforcement_action,
+            skipped=skipped,
+            error=error,
+            exempt=exempt,
+        )
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import PermitPlugin
+
+    def _conforms(plugin: SecurityAuditPermit) -> PermitPlugin:
+        return plugin

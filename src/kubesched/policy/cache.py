@@ -1,0 +1,72 @@
+"""Decision cache: one policy evaluation per (policy revision, pod projection, node facts, time bucket).
+
+OPA keeps no decisions between queries, so the scheduler keeps them: a pod retried after backoff, or a
+replica whose policy input equals another's, reuses the evaluation. The key holds everything the
+decision depends on, so an entry can never answer for another policy revision or another version of
+the node facts; entries of an older revision are dropped as soon as a newer revision is seen.
+Used by the SecurityAudit plugins.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+V = TypeVar("V")
+
+
+def digest(document: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of a policy input (sorted keys, no spaces)."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKey:
+    revision: str
+    pod_digest: str
+    facts_version: int
+    time: str
+    operation: str
+
+
+class DecisionCache(Generic[V]):
+    """A bounded LRU map from CacheKey to an evaluation result."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._max = max_entries
+        self._entries: OrderedDict[CacheKey, V] = OrderedDict()
+        self._revision: str | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def _observe_revision(self, revision: str) -> None:
+        if revision != self._revision:
+            self._entries.clear()
+            self._revision = revision
+
+    def get(self, key: CacheKey) -> V | None:
+        self._observe_revision(key.revision)
+        value = self._entries.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: CacheKey, value: V) -> None:
+        self._observe_revision(key.revision)
+        if self._max <= 0:
+            return
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

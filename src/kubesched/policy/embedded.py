@@ -1,0 +1,252 @@
+"""Embedded Rego: evaluate policies in-process with regorus (Rego v1), no OPA server needed.
+
+Loads ``.rego`` files (or every ``.rego`` file in a directory, ``*_test.rego`` excluded) and data files
+(JSON or YAML, merged into ``data`` at the root), adds the generated batch module, and smoke-evaluates
+every entry point, because regorus compiles lazily and would otherwise report an unknown function only
+at the first decision. The revision is a digest of every policy and data byte, so a decision cache
+keyed by it can never serve a decision made under other policy or data.
+
+Files are re-read when they change (checked at most every ``reload_interval`` seconds of the injected
+clock); a change that does not compile keeps the last good engine and is reported through
+``last_reload_error``. regorus engines are bound to the thread that made them, so one engine serves the
+scheduler's event-loop thread only. Used by the SecurityAudit plugins and by the OPA test server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import regorus
+import yaml
+
+from kubesched.clock import Clock
+from kubesched.policy.contract import (
+    UNDEFINED,
+    Decision,
+    PolicyError,
+    batch_input,
+    batch_module,
+    batch_rule,
+    data_reference,
+    interpret_result,
+)
+
+log = logging.getLogger(__name__)
+
+SINGLE_PACKAGE = "kubesched.single"
+DATA_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+@dataclass(frozen=True, slots=True)
+class _Sources:
+    policies: tuple[tuple[str, str], ...]  # (path, text)
+    data: Mapping[str, Any]
+    revision: str
+    stamp: tuple[tuple[str, int, int, int], ...]  # (path, mtime_ns, size, inode) per file
+
+
+def _expand(paths: Sequence[str], suffixes: tuple[str, ...], *, skip_tests: bool) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.suffix in suffixes and not (skip_tests and child.stem.endswith("_test")):
+                    files.append(child)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise PolicyError(f"{raw}: no such file or directory")
+    return files
+
+
+def _stamp(files: Sequence[Path]) -> tuple[tuple[str, int, int, int], ...]:
+    stamps = []
+    for file in files:
+        info = file.stat()  # follows symlinks: a ConfigMap update swaps the link target
+        stamps.append((str(file), info.st_mtime_ns, info.st_size, info.st_ino))
+    return tuple(stamps)
+
+
+def _merge(into: dict[str, Any], addition: Mapping[str, Any], source: str, path: str = "") -> None:
+    for key, value in addition.items():
+        where = f"{path}.{key}" if path else key
+        existing = into.get(key)
+        if isinstance(existing, dict) and isinstance(value, Mapping):
+            _merge(existing, value, source, where)
+        elif key in into:
+            raise PolicyError(f"{source}: data.{where} is also defined by another data file")
+        else:
+            into[key] = value
+
+
+def _read_sources(policy_paths: Sequence[str], data_paths: Sequence[str]) -> _Sources:
+    policy_files = _expand(policy_paths, (".rego",), skip_tests=True)
+    if not policy_files:
+        raise PolicyError(f"no .rego files found in {', '.join(policy_paths) or '(no paths)'}")
+    data_files = _expand(data_paths, DATA_SUFFIXES, skip_tests=False)
+    policies = []
+    digest = hashlib.sha256()
+    for file in policy_files:
+        try:
+            text = file.read_text()
+        except OSError as exc:
+            raise PolicyError(f"{file}: {exc.strerror}") from exc
+        policies.append((str(file), text))
+        digest.update(text.encode())
+    data: dict[str, Any] = {}
+    for file in data_files:
+        try:
+            text = file.read_text()
+            loaded = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+        except OSError as exc:
+            raise PolicyError(f"{file}: {exc.strerror}") from exc
+        except (ValueError, yaml.YAMLError) as exc:
+            raise PolicyError(f"{file}: not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {exc}") from exc
+        if loaded is None:
+            continue
+        if not isinstance(loaded, Mapping):
+            raise PolicyError(f"{file}: a data file must hold an object at the top level")
+        _merge(data, loaded, str(file))
+    digest.update(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode())
+    return _Sources(tuple(policies), data, digest.hexdigest()[:16], _stamp([*policy_files, *data_files]))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    # regorus errors carry a source excerpt and, with RUST_BACKTRACE set, a backtrace: keep the gist.
+    lines = [line for line in text.splitlines() if line.strip() and not line.strip().startswith(("|", "Stack"))]
+    located = next((line.strip() for line in lines if line.strip().startswith("-->")), "")
+    error = next((line.strip() for line in lines if line.strip().startswith("error:")), lines[0] if lines else "")
+    return f"{located.removeprefix('--> ')}: {error.removeprefix('error: ')}" if located else error
+
+
+class EmbeddedRegoEngine:
+    """A PolicyEngine evaluating Rego v1 in-process."""
+
+    def __init__(
+        self,
+        policies: Sequence[str],
+        data: Sequence[str] = (),
+        *,
+        decision_path: str = "kubernetes/authz",
+        clock: Clock | None = None,
+        reload_interval: float = 5.0,
+    ) -> None:
+        self._policy_paths = list(policies)
+        self._data_paths = list(data)
+        self._decision_path = decision_path
+        self._reference = data_reference(decision_path)
+        self._clock = clock
+        self._reload_interval = reload_interval
+        self._last_check = clock.now() if clock is not None else 0.0
+        self.last_reload_error = ""
+        self._sources = _read_sources(self._policy_paths, self._data_paths)
+        self._engine = self._build(self._sources)
+
+    @property
+    def kind(self) -> str:
+        return "embedded"
+
+    @property
+    def decision_path(self) -> str:
+        return self._decision_path
+
+    def _build(self, sources: _Sources) -> Any:
+        engine = regorus.Engine()
+        for path, text in sources.policies:
+            try:
+                engine.add_policy(path, text)
+            except RuntimeError as exc:
+                raise PolicyError(f"policy does not compile: {_first_line(exc)}") from exc
+        generated = {
+            "kubesched-single.rego": (f"package {SINGLE_PACKAGE}\n\nimport rego.v1\n\ndecision := {self._reference}\n"),
+            "kubesched-batch-node.rego": batch_module(self._decision_path, "node"),
+            "kubesched-batch-cluster.rego": batch_module(self._decision_path, "cluster"),
+        }
+        for name, text in generated.items():
+            engine.add_policy(name, text)
+        engine.add_data(dict(sources.data))
+        # regorus compiles on first use: evaluate every entry point once so errors surface now.
+        for rule in (f"data.{SINGLE_PACKAGE}.decision", batch_rule("node"), batch_rule("cluster")):
+            try:
+                engine.set_input({"pod": {}, "nodes": [], "clusters": [], "operation": "", "time": ""})
+                engine.eval_rule(rule)
+            except RuntimeError as exc:
+                raise PolicyError(f"policy does not compile: {_first_line(exc)}") from exc
+        return engine
+
+    def revision(self) -> str:
+        self._maybe_reload()
+        return self._sources.revision
+
+    def _maybe_reload(self) -> None:
+        if self._clock is None or self._reload_interval <= 0:
+            return
+        now = self._clock.now()
+        if now - self._last_check < self._reload_interval:
+            return
+        self._last_check = now
+        try:
+            files = [Path(entry[0]) for entry in self._sources.stamp]
+            if _stamp(files) == self._sources.stamp and not self._new_files():
+                return
+            sources = _read_sources(self._policy_paths, self._data_paths)
+            if sources.revision == self._sources.revision:
+                self._sources = sources
+                return
+            engine = self._build(sources)
+        except (PolicyError, OSError) as exc:
+            self.last_reload_error = str(exc)
+            log.error("keeping the last good policy (revision %s): %s", self._sources.revision, exc)
+            return
+        self._sources, self._engine = sources, engine
+        self.last_reload_error = ""
+        log.info("policy reloaded: revision %s", sources.revision)
+
+    def _new_files(self) -> bool:
+        known = {entry[0] for entry in self._sources.stamp}
+        current = _expand(self._policy_paths, (".rego",), skip_tests=True)
+        current += _expand(self._data_paths, DATA_SUFFIXES, skip_tests=False)
+        return {str(path) for path in current} != known
+
+    def _eval(self, rule: str, input_doc: Mapping[str, Any]) -> Any:
+        try:
+            self._engine.set_input(dict(input_doc))
+            return self._engine.eval_rule(rule)
+        except RuntimeError as exc:
+            raise PolicyError(f"evaluation failed: {_first_line(exc)}") from exc
+
+    def decide(self, input_doc: Mapping[str, Any]) -> Decision:
+        self._maybe_reload()
+        result = self._eval(f"data.{SINGLE_PACKAGE}.decision", input_doc)
+        return interpret_result(result, defined=result is not None)
+
+    def decide_batch(
+        self,
+        pod: Mapping[str, Any],
+        targets: Sequence[Mapping[str, Any]],
+        *,
+        target_kind: str,
+        operation: str,
+        time: str,
+    ) -> dict[str, Decision]:
+        self._maybe_reload()
+        document = batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time)
+        answers = self._eval(batch_rule(target_kind), document) or {}
+        if not isinstance(answers, Mapping):
+            raise PolicyError(f"batch rule returned {type(answers).__name__}, not an object")
+        decisions: dict[str, Decision] = {}
+        for target in targets:
+            name = target["metadata"]["name"]
+            decisions[name] = interpret_result(answers[name]) if name in answers else UNDEFINED
+        return decisions
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,393 @@
+"""SecurityAuditFilter and SecurityAuditPermit with the embedded Rego engine, in real schedulers."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubesched.api.objects import Pod
+from kubesched.backends.simulated.cluster import SimulatedCluster
+from kubesched.clock import VirtualClock
+from kubesched.config.loader import load_config_dict
+from kubesched.framework.verdict import verdicts_of
+from kubesched.plugins.registry import in_tree_registry
+from kubesched.plugins.security.security_audit_filter import SecurityAuditFilter
+from kubesched.plugins.security.security_audit_permit import SecurityAuditPermit
+from kubesched.scheduler.results import AttemptRecord
+from kubesched.scheduler.scheduler import Scheduler
+from kubesched.testing.builders import make_node, make_pod
+
+Runner = Callable[[Coroutine[Any, Any, Any]], Any]
+ROOT = Path(__file__).resolve().parents[4]
+POLICIES = ROOT / "examples" / "policies"
+
+PERMIT_POLICY = """package kubernetes.approval
+
+import rego.v1
+
+ticket := object.get(input.pod.metadata, ["annotations", "example.com/change-ticket"], "")
+
+default decision := {"allow": false, "reason": "no change ticket"}
+
+decision := {"allow": true} if {
+    ticket != ""
+    data.tickets[ticket] == "approved"
+}
+
+decision := {"allow": false, "pending": true, "reason": sprintf("ticket %s awaits approval", [ticket])} if {
+    ticket != ""
+    object.get(data.tickets, ticket, "") == "open"
+}
+
+decision := {"allow": false, "reason": sprintf("ticket %s was rejected", [ticket])} if {
+    ticket != ""
+    object.get(data.tickets, ticket, "") == "rejected"
+}
+"""
+
+
+class Records:
+    def __init__(self) -> None:
+        self.all: list[AttemptRecord] = []
+
+    def on_attempt(self, record: AttemptRecord) -> None:
+        self.all.append(record)
+
+    def last(self, name: str) -> AttemptRecord:
+        return [r for r in self.all if r.pod.name == name][-1]
+
+
+def nodes() -> list[Any]:
+    return [
+        make_node(name).capacity(cpu="4", memory="8Gi", pods=20).obj()
+        for name in ("node-a", "node-b", "node-c", "node-x")
+    ]
+
+
+def config(points: dict[str, list[str]], args: dict[str, dict[str, Any]]) -> Any:
+    document = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {p: {"enabled": [{"name": n} for n in names]} for p, names in points.items()},
+                "pluginConfig": [{"name": name, "args": value} for name, value in args.items()],
+            }
+        ],
+    }
+    return load_config_dict(document, "test", in_tree_registry())
+
+
+def filter_config(**extra: Any) -> Any:
+    args = {"policies": [str(POLICIES)], "data": [str(POLICIES / "data.json")], **extra}
+    return config({"multiPoint": ["SecurityAuditFilter"]}, {"SecurityAuditFilter": args})
+
+
+async def run(
+    cfg: Any, pods: list[Pod], node_objs: list[Any] | None = None
+) -> tuple[Scheduler, SimulatedCluster, Records]:
+    clock = VirtualClock()
+    cluster = SimulatedCluster(clock, node_objs if node_objs is not None else nodes(), pods)
+    records = Records()
+    scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+    scheduler.max_attempts = 3
+    cluster.subscribe(scheduler)
+    await scheduler.run_until_idle(clock)
+    await scheduler.close()
+    return scheduler, cluster, records
+
+
+def plugin(scheduler: Scheduler, name: str) -> Any:
+    return scheduler.frameworks["default-scheduler"].plugins[name]
+
+
+def pod(name: str, *, namespace: str = "default", image: str = "nginx:1.27") -> Any:
+    builder = make_pod(name).namespace(namespace).req(cpu="100m")
+    raw = builder.raw()
+    raw["spec"]["containers"][0]["image"] = image
+    return Pod.from_dict(raw, "test")
+
+
+def test_denied_nodes_are_filtered_with_the_seed_message(run_async: Runner) -> None:
+    async def scenario() -> None:
+        _, _, records = await run(filter_config(), [pod("web"), pod("pay", namespace="prod")])
+        web = records.last("web")
+        assert web.result == "Scheduled" and web.node in {"node-a", "node-b", "node-c"}
+        denial = "Denied by security policy: no compliance record for the node"
+        assert web.node_to_status["node-x"].reasons == (denial,)
+        assert web.node_to_status["node-x"].plugin == "SecurityAuditFilter"
+        pay = records.last("pay")
+        assert pay.node == "node-a", "prod needs a pci node; only node-a is pci"
+        [verdict] = verdicts_of(pay.state, "node-a")
+        assert verdict.allowed and verdict.engine == "embedded" and verdict.revision and verdict.input_digest
+
+    run_async(scenario())
+
+
+def test_all_nodes_denied_gives_fit_error(run_async: Runner) -> None:
+    async def scenario() -> None:
+        _, cluster, records = await run(filter_config(), [pod("miner", image="evil.example.com/miner:1")])
+        record = records.last("miner")
+        assert record.result == "Unschedulable"
+        assert record.message == (
+            "0/4 nodes are available: 1 Denied by security policy: image evil.example.com/miner:1 is not from a "
+            "trusted registry; no compliance record for the node, 3 Denied by security policy: image "
+            "evil.example.com/miner:1 is not from a trusted registry."
+        )
+        assert cluster.conditions[record.pod.uid]["reason"] == "Unschedulable"
+
+    run_async(scenario())
+
+
+def labelled(name: str, value: str) -> Pod:
+    built = pod(name)
+    built.raw["metadata"]["labels"] = {"app": value}
+    return built
+
+
+def test_one_policy_evaluation_per_pod_not_per_node(run_async: Runner) -> None:
+    async def scenario() -> None:
+        distinct = [labelled(f"p{i}", f"app-{i}") for i in range(5)]
+        scheduler, _, records = await run(filter_config(), distinct)
+        assert all(records.last(f"p{i}").result == "Scheduled" for i in range(5))
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == 5, "one batch evaluation per distinct pod, over all four nodes"
+
+        per_node_config = filter_config(evaluationMode="per-node")
+        per_node, _, per_node_records = await run(per_node_config, [labelled(f"p{i}", f"app-{i}") for i in range(5)])
+        assert plugin(per_node, "SecurityAuditFilter").calls == 5 * 4, "the seed's pattern: one call per node"
+        assert [r.node for r in per_node_records.all] == [r.node for r in records.all]
+
+    run_async(scenario())
+
+
+def test_replicas_share_one_evaluation(run_async: Runner) -> None:
+    async def scenario() -> None:
+        replicas = [labelled(f"web-{i}", "web") for i in range(5)]
+        scheduler, _, records = await run(filter_config(), replicas)
+        assert all(records.last(f"web-{i}").result == "Scheduled" for i in range(5))
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == 1 and audit.cache.hits == 4
+
+    run_async(scenario())
+
+
+def test_cache_reuses_decisions_for_a_retried_pod(run_async: Runner) -> None:
+    async def scenario() -> None:
+        # Too big for any node: NodeResourcesFit rejects after the policy ran; each retry hits the cache.
+        big = make_pod("big").req(cpu="64").obj()
+        scheduler, _, records = await run(filter_config(), [big])
+        assert records.last("big").attempts == 1  # nothing can help; the pod waits for an event
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == 1
+        assert audit.cache.misses == 1
+
+    run_async(scenario())
+
+
+@pytest.mark.parametrize(
+    ("namespace", "labels", "exempt"),
+    [
+        pytest.param("kube-system", {}, "namespace kube-system is exempt", id="exempt-namespace"),
+        pytest.param("default", {"kubesched.io/break-glass": "true"}, "break-glass label kubesched.io/break-glass=true",
+                     id="break-glass-label"),
+        pytest.param("opa", {"app": "opa"}, "pod matches exemptPodLabels", id="policy-engine-pods"),
+    ],
+)
+def test_exempt_pods_skip_the_policy(run_async: Runner, namespace: str, labels: dict[str, str], exempt: str) -> None:
+    async def scenario() -> None:
+        raw = pod("x", namespace=namespace, image="evil.example.com/miner:1")
+        raw.metadata.labels.update(labels)
+        _, _, records = await run(filter_config(exemptPodLabels={"app": "opa"}), [raw])
+        record = records.last("x")
+        assert record.result == "Scheduled"
+        [verdict] = verdicts_of(record.state, record.node)
+        assert verdict.exempt == exempt and verdict.allowed
+
+    run_async(scenario())
+
+
+@pytest.mark.parametrize(
+    ("action", "events"),
+    [pytest.param("warn", ["PolicyViolation"], id="warn-schedules-with-event"),
+     pytest.param("dryrun", [], id="dryrun-schedules-silently")],
+)
+def test_warn_and_dryrun_never_reject(run_async: Runner, action: str, events: list[str]) -> None:
+    async def scenario() -> None:
+        untrusted = pod("m", image="evil.example.com/m:1")
+        _, cluster, records = await run(filter_config(enforcementAction=action), [untrusted])
+        record = records.last("m")
+        assert record.result == "Scheduled"
+        assert [v.allowed for v in verdicts_of(record.state, record.node)] == [False]
+        assert [e.reason for e in cluster.events_for("default", "m") if e.reason != "Scheduled"] == events
+
+    run_async(scenario())
+
+
+def broken_policy(tmp_path: Path) -> Path:
+    shutil.copytree(POLICIES, tmp_path / "policies")
+    (tmp_path / "policies" / "boom.rego").write_text(
+        "package kubernetes.authz\n\nimport rego.v1\n\ndeny contains msg if {\n"
+        '\tto_number(input.pod.metadata.namespace) > 0\n\tmsg := "never"\n}\n'
+    )
+    return tmp_path / "policies"
+
+
+@pytest.mark.parametrize(
+    ("failure_policy", "result"),
+    [pytest.param("Fail", "Error", id="fail-closed-error-and-retry"),
+     pytest.param("Ignore", "Scheduled", id="ignore-schedules-and-records-skip")],
+)
+def test_engine_failure_follows_failure_policy(run_async: Runner, tmp_path: Path, failure_policy: str,
+                                               result: str) -> None:
+    async def scenario() -> None:
+        policies = broken_policy(tmp_path)
+        cfg = config(
+            {"multiPoint": ["SecurityAuditFilter"]},
+            {"SecurityAuditFilter": {"policies": [str(policies)], "data": [str(policies / "data.json")],
+                                     "failurePolicy": failure_policy}},
+        )
+        _, _, records = await run(cfg, [pod("web")])
+        record = records.last("web")
+        assert record.result == result
+        if result == "Error":
+            assert record.message.startswith(
+                'running PreFilter plugin "SecurityAuditFilter": OPA evaluation failed: evaluation failed:'
+            )
+            assert record.attempts == 3, "retried with backoff"
+        else:
+            [verdict] = verdicts_of(record.state, record.node)
+            assert verdict.skipped and "evaluation failed" in verdict.error
+
+    run_async(scenario())
+
+
+def test_policy_reload_changes_decisions(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        shutil.copytree(POLICIES, tmp_path / "policies")
+        data = tmp_path / "policies" / "data.json"
+        cfg = config(
+            {"multiPoint": ["SecurityAuditFilter"]},
+            {"SecurityAuditFilter": {"policies": [str(tmp_path / "policies")], "data": [str(data)]}},
+        )
+        clock = VirtualClock()
+        cluster = SimulatedCluster(clock, nodes(), [pod("first", namespace="prod")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        cluster.subscribe(scheduler)
+        await scheduler.run_until_idle(clock)
+        assert records.last("first").node == "node-a"
+        data.write_text(data.read_text().replace('"node-b": {"level": "standard"', '"node-b": {"level": "pci"'))
+        clock.advance(10)
+        cluster.add_pod(make_pod("second").namespace("prod").req(cpu="3500m").obj())
+        await scheduler.run_until_idle(clock)
+        assert records.last("second").node == "node-b", "node-a is full; node-b became pci after the reload"
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        revisions = {v.revision for r in records.all for v in verdicts_of(r.state, r.node)}
+        assert len(revisions) == 2 and audit.calls == 2
+        await scheduler.close()
+
+    run_async(scenario())
+
+
+def permit_config(tmp_path: Path, tickets: dict[str, str], timeout: float = 120) -> tuple[Any, Path]:
+    (tmp_path / "approval.rego").write_text(PERMIT_POLICY)
+    data = tmp_path / "tickets.json"
+    data.write_text('{"tickets": ' + str(tickets).replace("'", '"') + "}")
+    args = {"policies": [str(tmp_path / "approval.rego")], "data": [str(data)],
+            "decisionPath": "kubernetes/approval/decision", "permitTimeoutSeconds": timeout,
+            "recheckIntervalSeconds": 5}
+    return config({"multiPoint": ["SecurityAuditPermit"]}, {"SecurityAuditPermit": args}), data
+
+
+def ticket_pod(name: str, ticket: str) -> Pod:
+    raw = make_pod(name).req(cpu="100m").raw()
+    raw["metadata"]["annotations"] = {"example.com/change-ticket": ticket}
+    return Pod.from_dict(raw, "test")
+
+
+def test_permit_allows_approved_and_rejects_denied(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cfg, _ = permit_config(tmp_path, {"CHG-1": "approved", "CHG-2": "rejected"})
+        scheduler, _, records = await run(cfg, [ticket_pod("ok", "CHG-1"), ticket_pod("no", "CHG-2")])
+        assert records.last("ok").result == "Scheduled"
+        [verdict] = verdicts_of(records.last("ok").state, records.last("ok").node)
+        assert verdict.stage == "permit" and verdict.allowed
+        rejected = records.last("no")
+        assert rejected.result == "Unschedulable"
+        assert rejected.message == "0/1 nodes are available: 1 Denied by security policy: ticket CHG-2 was rejected."
+        placed = {pod.name for info in scheduler.cache.snapshot().node_infos for pod in info.pods.values()}
+        assert placed == {"ok"}, "the rejected pod was forgotten: its node is free again"
+
+    run_async(scenario())
+
+
+def test_permit_waits_for_pending_approval_without_blocking_others(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cfg, data = permit_config(tmp_path, {"CHG-3": "open", "CHG-1": "approved"})
+        clock = VirtualClock()
+        cluster = SimulatedCluster(clock, nodes(), [ticket_pod("waits", "CHG-3"), ticket_pod("quick", "CHG-1")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        cluster.subscribe(scheduler)
+        while scheduler.schedule_next():
+            pass
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert records.last("quick").result == "Scheduled", "the waiting pod does not hold up the next one"
+        assert [w.pod.name for w in scheduler.waiting_pods] == ["waits"]
+        clock.advance(30)  # still open after several rechecks
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [w.pod.name for w in scheduler.waiting_pods] == ["waits"]
+        data.write_text('{"tickets": {"CHG-3": "approved", "CHG-1": "approved"}}')
+        await scheduler.run_until_idle(clock)
+        assert records.last("waits").result == "Scheduled"
+        plugin_calls = plugin(scheduler, "SecurityAuditPermit").calls
+        assert plugin_calls >= 3
+        await scheduler.close()
+
+    run_async(scenario())
+
+
+def test_permit_timeout_rejects(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cfg, _ = permit_config(tmp_path, {"CHG-9": "open"}, timeout=60)
+        _, _, records = await run(cfg, [ticket_pod("stuck", "CHG-9")])
+        record = records.last("stuck")
+        assert record.result == "Unschedulable"
+        assert "rejected due to timeout after waiting 1m0s at plugin SecurityAuditPermit" in record.message
+
+    run_async(scenario())
+
+
+def test_args_validation_lists_every_error() -> None:
+    from kubesched.errors import ValidationFailed
+
+    document = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "s", "plugins": {"multiPoint": {"enabled": [{"name": "SecurityAuditFilter"}]}},
+                      "pluginConfig": [{"name": "SecurityAuditFilter", "args": {
+                          "opaEndpoint": "ftp://x", "timeoutSeconds": 0, "failurePolicy": "Maybe",
+                          "enforcementAction": "block"}}]}],
+    }
+    with pytest.raises(ValidationFailed) as exc:
+        load_config_dict(document, "t.yaml", in_tree_registry())
+    text = str(exc.value)
+    base = "profiles[0].pluginConfig[0].args"
+    assert f'{base}.opaEndpoint: Invalid value: "ftp://x": must be an http(s) URL' in text
+    assert f"{base}.timeoutSeconds: Invalid value: 0" in text
+    assert f'{base}.failurePolicy: Unsupported value: "Maybe"' in text
+    assert f'{base}.enforcementAction: Unsupported value: "block"' in text
+
+
+def test_permit_plugin_is_registered() -> None:
+    assert in_tree_registry()["SecurityAuditPermit"].extension_points == frozenset({"permit"})
+    assert SecurityAuditPermit.__doc__
