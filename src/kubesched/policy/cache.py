@@ -68,5 +68,10 @@ class DecisionCache(Generic[V]):
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
 
+    def discard(self, revision: str) -> None:
+        """Forget everything decided under ``revision`` (after an engine failure)."""
+        if revision == self._revision:
+            self._entries.clear()
+
     def __len__(self) -> int:
         return len(self._entries)

@@ -196,9 +196,14 @@ class ScheduleAlgorithm:
         feasible: list[int] = []
         processed = 0
         position = 0
+        chunk_size = 0
         while position < n and len(feasible) < to_find:
             # All-batch filters cost about the same for 5000 nodes as for 500: take everything at once.
-            chunk = n - position if fwk.all_filters_batch else min(n - position, max(2 * (to_find - len(feasible)), 32))
+            # A little more than is still needed (most nodes usually pass), doubling when many fail: few
+            # chunks, and filters that call out (a policy engine) are asked about few nodes past the cut.
+            needed = to_find - len(feasible)
+            chunk_size = max(needed + needed // 4 + 32, 2 * chunk_size)
+            chunk = min(n - position, chunk_size)
             chunk_slots = candidate_slots[(start + position + np.arange(chunk)) % n]
             batch = NodeBatch(table, chunk_slots)
             outcome = fwk.run_filter_batch(state, pod, batch)

@@ -58,7 +58,6 @@ def test_default_profile_batch_and_reference_paths_agree() -> None:
     outcomes = []
     for use_batch in (True, False):
         fwk = _framework(handle, use_batch=use_batch)
-        assert fwk.all_filters_batch is use_batch
         state = CycleState()
         pre = fwk.run_pre_filter(state, pod, snapshot.node_infos)
         assert pre.status is None

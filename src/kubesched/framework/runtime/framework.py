@@ -158,7 +158,6 @@ class Framework:
                 f'at least one bind plugin is needed for profile with scheduler name "{self.profile_name}"'
             )
         self._batch_filter = {name for name, plugin in self.filter_plugins if hasattr(plugin, "filter_batch")}
-        self.all_filters_batch = use_batch and len(self._batch_filter) == len(self.filter_plugins)
         rejecting: dict[str, Plugin] = {}
         for point in _REJECTING_POINTS:
             for name, plugin in at(point):

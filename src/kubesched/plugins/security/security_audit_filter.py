@@ -25,7 +25,7 @@ from kubesched.errors import ValidationFailed
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kubesched.framework.interface import Handle, PreFilterExtensions
-from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.node_table import BatchFilterResult, BoolArray, IntArray, NodeBatch
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
@@ -50,6 +50,7 @@ from kubesched.policy.contract import (
 )
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
+_WARNED_KEY = "kubesched.io/security-audit-warned"
 DENIED_PREFIX = "Denied by security policy: "
 ENGINE_FAILED_PREFIX = "OPA evaluation failed: "
 
@@ -61,19 +62,42 @@ def denial_status(decision: Decision) -> Status:
 
 @dataclass(slots=True)
 class PodEvaluation:
-    """The policy's answer for one pod over every node of one node-facts version (a VerdictSource)."""
+    """The policy's answers for one pod input under one policy revision and node-facts version.
+
+    Filled incrementally: nodes are decided (in one engine call per batch of undecided nodes) when the
+    node search first reaches them, so a pod costs one call over the ~10 % of nodes kube-scheduler
+    examines, and replicas sharing this evaluation from the cache pay only for nodes not yet decided.
+    Also the VerdictSource the audit trail reads.
+    """
 
     plugin: str
     engine: str
     revision: str
     pod_digest: str
     enforcement: str
+    pod_doc: dict[str, Any] = field(default_factory=dict)
+    time: str = ""
     decisions: dict[str, Decision] = field(default_factory=dict)
     statuses: list[Status] = field(default_factory=list)
     status_by_slot: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    decided_by_slot: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    interned: dict[tuple[str, ...], int] = field(default_factory=dict)
     exempt: str = ""
     error: str = ""
     skipped: bool = False
+
+    def record(self, infos: Sequence[NodeInfo], decisions: dict[str, Decision]) -> None:
+        for info in infos:
+            decision = decisions[info.name]
+            self.decisions[info.name] = decision
+            self.decided_by_slot[info.slot] = True
+            if decision.allowed:
+                continue
+            status_id = self.interned.get(decision.reasons)
+            if status_id is None:
+                self.statuses.append(denial_status(decision))
+                status_id = self.interned[decision.reasons] = len(self.statuses)
+            self.status_by_slot[info.slot] = status_id
 
     def clone(self) -> PodEvaluation:
         return self
@@ -134,7 +158,7 @@ class SecurityAuditFilter:
         self.handle = handle
         self.engine = build_engine(args, handle.clock)
         self.cache: DecisionCache[PodEvaluation] = DecisionCache(args.cache_size)
-        self._node_docs: tuple[int, list[dict[str, Any]]] = (-1, [])
+        self._node_docs: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
         self.calls = 0  # policy evaluations made (batch or per node), for benchmarks and tests
 
     @property
@@ -155,88 +179,100 @@ class SecurityAuditFilter:
             enforcement=self.args.enforcement_action,
         )
 
-    def evaluate(self, pod: PodInfo) -> PodEvaluation:
-        """Decide ``pod`` for every node of the current snapshot (cached)."""
+    def evaluation(self, pod: PodInfo) -> PodEvaluation:
+        """This pod's evaluation for the current policy revision and node facts (cached; nothing decided
+        yet when new)."""
         pod_doc = pod_document(pod.pod)
         time = self._time()
         pod_digest = digest({"pod": pod_doc, "operation": OPERATION_SCHEDULE, "time": time})
+        evaluation = self._base(pod_digest)
         reason = exemption(self.args, pod.pod)
         if reason:
-            evaluation = self._base(pod_digest)
             evaluation.exempt = reason
             return evaluation
         snapshot = self.handle.snapshot()
         try:
             revision = self.engine.revision()
         except PolicyError as exc:
-            return self._failed(pod_digest, exc)
+            return self._failed(evaluation, exc)
         key = CacheKey(revision, pod_digest, snapshot.nodes_version, time, OPERATION_SCHEDULE)
         cached = self.cache.get(key)
         if cached is not None:
             return cached
-        node_docs = self._node_documents(snapshot.nodes_version, snapshot.node_infos)
+        capacity = snapshot.table.capacity
+        evaluation.revision = revision
+        evaluation.pod_doc = pod_doc
+        evaluation.time = time
+        evaluation.status_by_slot = np.zeros(capacity, dtype=np.int64)
+        evaluation.decided_by_slot = np.zeros(capacity, dtype=np.bool_)
+        self.cache.put(key, evaluation)
+        return evaluation
+
+    def decide(self, evaluation: PodEvaluation, slots: IntArray) -> None:
+        """Decide, in one engine call, every node of ``slots`` the evaluation has not decided yet."""
+        if evaluation.exempt or evaluation.error:
+            return
+        undecided = slots[~evaluation.decided_by_slot[slots]]
+        if len(undecided) == 0:
+            return
+        snapshot = self.handle.snapshot()
+        infos: list[NodeInfo] = [snapshot.table.infos[slot] for slot in undecided.tolist()]
         try:
             self.calls += 1
             decisions = self.engine.decide_batch(
-                pod_doc, node_docs, target_kind="node", operation=OPERATION_SCHEDULE, time=time
+                evaluation.pod_doc,
+                self._node_documents(snapshot.nodes_version, infos),
+                target_kind="node",
+                operation=OPERATION_SCHEDULE,
+                time=evaluation.time,
             )
         except PolicyError as exc:
-            return self._failed(pod_digest, exc)
-        evaluation = self._base(pod_digest)
-        evaluation.revision = revision
-        evaluation.decisions = decisions
-        self._index(evaluation, snapshot.node_infos, snapshot.table.capacity)
-        self.cache.put(key, evaluation)
-        self._warn(pod, evaluation)
-        return evaluation
+            self._failed(evaluation, exc)
+            # A failed evaluation must not answer later pods: the next cycle asks the engine again.
+            self.cache.discard(evaluation.revision)
+            return
+        evaluation.record(infos, decisions)
 
-    def _failed(self, pod_digest: str, exc: PolicyError) -> PodEvaluation:
-        evaluation = self._base(pod_digest)
+    def _failed(self, evaluation: PodEvaluation, exc: PolicyError) -> PodEvaluation:
         evaluation.error = str(exc)
         evaluation.skipped = self.args.failure_policy == FAILURE_IGNORE
         return evaluation
 
     def _node_documents(self, version: int, infos: Sequence[NodeInfo]) -> list[dict[str, Any]]:
+        """Node documents are built once per node-facts version, then reused by every pod."""
         if self._node_docs[0] != version:
-            self._node_docs = (version, [node_document(info.node) for info in infos])
-        return self._node_docs[1]
-
-    @staticmethod
-    def _index(evaluation: PodEvaluation, infos: Sequence[NodeInfo], capacity: int) -> None:
-        """Per-slot status ids, so the batch Filter is one gather."""
-        by_slot = np.zeros(capacity, dtype=np.int64)
-        interned: dict[tuple[str, ...], int] = {}
+            self._node_docs = (version, {})
+        docs = self._node_docs[1]
+        result = []
         for info in infos:
-            decision = evaluation.decisions.get(info.name)
-            if decision is None or decision.allowed:
-                continue
-            status_id = interned.get(decision.reasons)
-            if status_id is None:
-                evaluation.statuses.append(denial_status(decision))
-                status_id = interned[decision.reasons] = len(evaluation.statuses)
-            by_slot[info.slot] = status_id
-        evaluation.status_by_slot = by_slot
+            doc = docs.get(info.slot)
+            if doc is None:
+                doc = docs[info.slot] = node_document(info.node)
+            result.append(doc)
+        return result
 
-    def _warn(self, pod: PodInfo, evaluation: PodEvaluation) -> None:
-        if evaluation.enforcement != ENFORCE_WARN:
+    def _warn(self, state: CycleState, pod: PodInfo, evaluation: PodEvaluation, slots: IntArray) -> None:
+        """enforcementAction warn: one Warning event per pod attempt that met a denial."""
+        if evaluation.enforcement != ENFORCE_WARN or state.get(_WARNED_KEY, bool) is not None:
             return
-        denied = [name for name, d in evaluation.decisions.items() if not d.allowed]
-        if denied:
-            first = evaluation.decisions[denied[0]]
-            self.handle.event_recorder.event(
-                pod.pod,
-                "Warning",
-                "PolicyViolation",
-                "Scheduling",
-                f"warn: security policy would deny {len(denied)} of {len(evaluation.decisions)} nodes: "
-                + ("; ".join(first.reasons) or "not allowed"),
-            )
+        denied = slots[evaluation.status_by_slot[slots] > 0]
+        if len(denied) == 0:
+            return
+        state.write(_WARNED_KEY, True)
+        first = evaluation.statuses[int(evaluation.status_by_slot[denied[0]]) - 1]
+        self.handle.event_recorder.event(
+            pod.pod,
+            "Warning",
+            "PolicyViolation",
+            "Scheduling",
+            f"warn: security policy would deny {len(denied)} of {len(slots)} nodes examined: {first.message}",
+        )
 
     def _state(self, state: CycleState, pod: PodInfo) -> PodEvaluation:
         evaluation = state.get(STATE_KEY, PodEvaluation)
         if evaluation is None:
-            # Enabled only at Filter (the seed's configuration): evaluate once, at the first node.
-            evaluation = self.evaluate(pod)
+            # Also reached from Filter when the plugin is enabled only at filter (the seed's config).
+            evaluation = self.evaluation(pod)
             state.write(STATE_KEY, evaluation)
             add_verdict(state, evaluation)
         return evaluation
@@ -256,7 +292,8 @@ class SecurityAuditFilter:
         failure = self._engine_failure(evaluation)
         if failure is not None:
             return failure
-        return None if evaluation.rejects() else Status(Code.SKIP)
+        # warn/dryrun still evaluate at Filter (for the audit trail); only exempt pods skip it.
+        return Status(Code.SKIP) if evaluation.exempt else None
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
@@ -265,7 +302,16 @@ class SecurityAuditFilter:
         if self.args.evaluation_mode == MODE_PER_NODE:
             return self._filter_one_call(state, pod, node_info)
         evaluation = self._state(state, pod)
-        return self._engine_failure(evaluation) or evaluation.status_for(node_info.name)
+        if not evaluation.exempt and node_info.name not in evaluation.decisions:
+            # The per-node path decides the whole snapshot at once rather than call once per node.
+            self.decide(evaluation, self.handle.snapshot().slots)
+        failure = self._engine_failure(evaluation)
+        if failure is not None:
+            return failure
+        status = evaluation.status_for(node_info.name)
+        if status is not None or evaluation.enforcement == ENFORCE_WARN:
+            self._warn(state, pod, evaluation, np.asarray([node_info.slot], dtype=np.int64))
+        return status
 
     def _filter_one_call(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         """The seed's pattern: one engine call per (pod, node), no batching, no cache."""
@@ -316,6 +362,8 @@ class BatchedSecurityAuditFilter(SecurityAuditFilter):
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         evaluation = self._state(state, pod)
+        self.decide(evaluation, nodes.slots)
+        self._warn(state, pod, evaluation, nodes.slots)
         failure = self._engine_failure(evaluation)
         if failure is not None:
             return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [failure])

@@ -258,7 +258,7 @@ def test_engine_failure_follows_failure_policy(run_async: Runner, tmp_path: Path
         assert record.result == result
         if result == "Error":
             assert record.message.startswith(
-                'running PreFilter plugin "SecurityAuditFilter": OPA evaluation failed: evaluation failed:'
+                'running "SecurityAuditFilter" filter plugin: OPA evaluation failed: evaluation failed:'
             )
             assert record.attempts == 3, "retried with backoff"
         else:
