@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -84,6 +84,24 @@ class FieldError:
     @staticmethod
     def not_found(path: str, value: object) -> FieldError:
         return FieldError(path, ErrorType.NOT_FOUND, value)
+
+
+def json_type_phrase(value: object) -> str:
+    """What a decoded JSON value is, for messages: "null", "a boolean", "a number", "a string", "an array",
+    "an object" (used where a document from outside — a policy result, an audit record — has a wrong type)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple | set | frozenset):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
 
 
 class KubeschedError(Exception):

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesched.errors import KubeschedError
+from kubesched.errors import KubeschedError, json_type_phrase
 from kubesched.framework.verdict import PolicyVerdict
 
 SCHEMA = "kubesched.io/audit/v1"
@@ -222,7 +222,8 @@ def verdict_from_json(item: _Reader) -> PolicyVerdict:
         if name == "reasons":
             values[name] = tuple(item.strings(name))
         elif value is not None and not isinstance(value, str | bool | int):
-            raise AuditRecordError(f"{item.path_of(name)}: expected a string, boolean or integer, got {_kind(value)}")
+            got = json_type_phrase(value)
+            raise AuditRecordError(f"{item.path_of(name)}: expected a string, boolean or integer, got {got}")
         else:
             values[name] = value
     try:
@@ -241,7 +242,7 @@ class _Reader:
 
     def __init__(self, obj: object, path: str) -> None:
         if not isinstance(obj, Mapping):
-            raise AuditRecordError(f"{path or 'record'}: expected an object, got {_kind(obj)}")
+            raise AuditRecordError(f"{path or 'record'}: expected an object, got {json_type_phrase(obj)}")
         self.obj: Mapping[str, Any] = obj
         self.path = path
 
@@ -261,7 +262,7 @@ class _Reader:
     def string(self, key: str) -> str:
         value = self._get(key)
         if not isinstance(value, str):
-            raise AuditRecordError(f"{self.path_of(key)}: expected a string, got {_kind(value)}")
+            raise AuditRecordError(f"{self.path_of(key)}: expected a string, got {json_type_phrase(value)}")
         return value
 
     def timestamp(self, key: str) -> str:
@@ -275,7 +276,7 @@ class _Reader:
     def integer(self, key: str) -> int:
         value = self._get(key)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise AuditRecordError(f"{self.path_of(key)}: expected an integer, got {_kind(value)}")
+            raise AuditRecordError(f"{self.path_of(key)}: expected an integer, got {json_type_phrase(value)}")
         return value
 
     def mapping(self, key: str) -> _Reader:
@@ -288,7 +289,7 @@ class _Reader:
     def _list(self, key: str) -> Sequence[object]:
         value = self._get(key)
         if not isinstance(value, list):
-            raise AuditRecordError(f"{self.path_of(key)}: expected a list, got {_kind(value)}")
+            raise AuditRecordError(f"{self.path_of(key)}: expected a list, got {json_type_phrase(value)}")
         return value
 
     def items(self, key: str) -> list[_Reader]:
@@ -298,21 +299,7 @@ class _Reader:
         values = self._list(key)
         for i, value in enumerate(values):
             if not isinstance(value, str):
-                raise AuditRecordError(f"{self.path_of(key)}[{i}]: expected a string, got {_kind(value)}")
+                raise AuditRecordError(f"{self.path_of(key)}[{i}]: expected a string, got {json_type_phrase(value)}")
         return [str(value) for value in values]
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__

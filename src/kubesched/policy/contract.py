@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubesched.api.objects import Node, Pod
-from kubesched.errors import KubeschedError
+from kubesched.errors import KubeschedError, json_type_phrase
 
 OPERATION_SCHEDULE = "schedule"
 OPERATION_PERMIT = "permit"
@@ -72,16 +72,16 @@ def interpret_result(result: object, *, defined: bool = True, decision_id: str |
         elif "deny" not in result:
             raise PolicyError("policy result has neither allow, allowed nor deny")
         elif not isinstance(result["deny"], list | set | tuple | frozenset):
-            raise PolicyError(f"policy result deny is {type_name(result['deny'])}, not a list or a set")
+            raise PolicyError(f"policy result deny is {json_type_phrase(result['deny'])}, not a list or a set")
         else:
             allowed = not reasons
         if not isinstance(allowed, bool):
-            raise PolicyError(f"policy result allow is {type_name(allowed)}, not a boolean")
+            raise PolicyError(f"policy result allow is {json_type_phrase(allowed)}, not a boolean")
         pending = result.get("pending", False)
         if not isinstance(pending, bool):
-            raise PolicyError(f"policy result pending is {type_name(pending)}, not a boolean")
+            raise PolicyError(f"policy result pending is {json_type_phrase(pending)}, not a boolean")
         return Decision(allowed, reasons, decision_id, pending=pending and not allowed)
-    raise PolicyError(f"policy result is {type_name(result)}, not a boolean or an object")
+    raise PolicyError(f"policy result is {json_type_phrase(result)}, not a boolean or an object")
 
 
 def _reasons(result: Mapping[str, Any]) -> tuple[str, ...]:
@@ -97,22 +97,6 @@ def _reasons(result: Mapping[str, Any]) -> tuple[str, ...]:
         else:
             collected.append(str(value))
     return tuple(collected)
-
-
-def type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple | set):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
 
 
 # Per-instance metadata: left out of the policy input so that replicas of one template (a ReplicaSet's

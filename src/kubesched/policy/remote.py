@@ -64,6 +64,7 @@ from typing import Any
 
 from kubesched import __version__
 from kubesched.clock import Clock, RealClock
+from kubesched.errors import json_type_phrase
 from kubesched.policy.contract import (
     UNDEFINED_REASON,
     Decision,
@@ -72,7 +73,6 @@ from kubesched.policy.contract import (
     batch_module,
     batch_path,
     interpret_result,
-    type_name,
 )
 
 __all__ = [
@@ -570,7 +570,7 @@ class RemoteOpaEngine:
         result = answer["result"]
         if not isinstance(result, Mapping):
             raise PolicyError(
-                f"batch result from {self._batch_target(target_kind).split('?', 1)[0]} is {type_name(result)}, "
+                f"batch result from {self._batch_target(target_kind).split('?', 1)[0]} is {json_type_phrase(result)}, "
                 f"not an object keyed by {target_kind} name"
             )
         return {
@@ -740,7 +740,7 @@ def _json_object(answer: _Answer, what: str, origin: str) -> dict[str, Any]:
     except ValueError as error:
         raise PolicyError(f"OPA at {origin} answered {what} with a body that is not JSON") from error
     if not isinstance(document, dict):
-        raise PolicyError(f"OPA at {origin} answered {what} with {type_name(document)}, not an object")
+        raise PolicyError(f"OPA at {origin} answered {what} with {json_type_phrase(document)}, not an object")
     return document
 
 

@@ -70,7 +70,7 @@ def broken(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        pytest.param([], "record: expected an object, got a list", id="not-an-object"),
+        pytest.param([], "record: expected an object, got an array", id="not-an-object"),
         pytest.param(broken(schema="v0"), "schema: unsupported value 'v0'", id="unknown-schema"),
         pytest.param(broken(decision_id=KeyError), "decision_id: required field is missing", id="missing-field"),
         pytest.param(broken(attempts="1"), "attempts: expected an integer, got a string", id="attempts-string"),

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kubesched.api.objects import Pod
-from kubesched.errors import FieldError, ValidationFailed
+from kubesched.errors import FieldError
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import (
     ActionType,
@@ -38,6 +38,7 @@ from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatc
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.classes import NODE_LABELS, batch_result, per_class, per_class_scores
 from kubesched.plugins.helper.hints import as_nodes
 from kubesched.plugins.helper.node_selector import (
@@ -141,10 +142,7 @@ class NodeAffinity:
 
     def __init__(self, args: NodeAffinityArgs | None, handle: Handle) -> None:
         del handle
-        args = args if args is not None else NodeAffinityArgs()
-        errors = args.validate("")
-        if errors:
-            raise ValidationFailed("NodeAffinityArgs", errors)
+        args = validated(args, NodeAffinityArgs)
         self.args = args
         self.added_selector: NodeSelector | None = None
         self.added_preferred: PreferredTerms | None = None

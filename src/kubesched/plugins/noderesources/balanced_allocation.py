@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kubesched.errors import ValidationFailed
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import IntArray, NodeBatch
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
 from kubesched.plugins.noderesources.args import NodeResourcesBalancedAllocationArgs
 from kubesched.plugins.noderesources.resource_allocation import Balanced, ResourceAllocationScorer
 
@@ -45,10 +45,7 @@ class BalancedAllocation:
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None, handle: Handle) -> None:
         del handle
-        args = args if args is not None else NodeResourcesBalancedAllocationArgs()
-        errors = args.validate("")
-        if errors:
-            raise ValidationFailed("NodeResourcesBalancedAllocationArgs", errors)
+        args = validated(args, NodeResourcesBalancedAllocationArgs)
         self.args = args
         self.scorer = ResourceAllocationScorer(args.resources, Balanced(), use_requested=True)
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from kubesched.api.objects import Node, Pod
 from kubesched.api.resources import pod_requests
-from kubesched.errors import ValidationFailed
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import (
     ActionType,
@@ -40,6 +39,7 @@ from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatc
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult, Resource
 from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.classes import uniform_result
 from kubesched.plugins.helper.hints import as_nodes, as_pods
 from kubesched.plugins.helper.resources import is_extended_resource_name, is_scalar_resource_name
@@ -119,10 +119,7 @@ class Fit:
 
     def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:
         del handle
-        args = args if args is not None else NodeResourcesFitArgs()
-        errors = args.validate("")
-        if errors:
-            raise ValidationFailed("NodeResourcesFitArgs", errors)
+        args = validated(args, NodeResourcesFitArgs)
         self.args = args
         self._ignored_resources = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)

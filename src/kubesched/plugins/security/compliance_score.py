@@ -41,12 +41,13 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from kubesched.errors import FieldError, ValidationFailed
+from kubesched.errors import FieldError
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import ClassColumn, IntArray, NodeBatch, NodeTable
 from kubesched.framework.status import Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.classes import NODE_LABELS, NODE_NAME
 from kubesched.plugins.security.compliance_data import (
     MAX_COMPLIANCE_SCORE,
@@ -198,10 +199,7 @@ class ComplianceScore:
     """Scores nodes 0-100 by compliance data from a JSON file that is reloaded when it changes."""
 
     def __init__(self, args: ComplianceScoreArgs | None, handle: Handle) -> None:
-        args = args if args is not None else ComplianceScoreArgs()
-        errors = args.validate("")
-        if errors:
-            raise ValidationFailed("ComplianceScoreArgs", errors)
+        args = validated(args, ComplianceScoreArgs)
         self.args = args
         self._clock: Clock = handle.clock
         self._path = args.compliance_data_path

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kubesched.errors import ValidationFailed
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kubesched.framework.interface import Handle, PreFilterExtensions
@@ -30,6 +29,7 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
 from kubesched.plugins.security.args import (
     ENFORCE_DENY,
     ENFORCE_WARN,
@@ -150,10 +150,7 @@ class SecurityAuditFilter:
     """
 
     def __init__(self, args: SecurityAuditFilterArgs | None, handle: Handle) -> None:
-        args = args if args is not None else SecurityAuditFilterArgs()
-        errors = args.validate("")
-        if errors:
-            raise ValidationFailed("SecurityAuditFilterArgs", errors)
+        args = validated(args, SecurityAuditFilterArgs)
         self.args = args
         self.handle = handle
         self.engine = build_engine(args, handle.clock)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from kubesched.errors import ValidationFailed
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
 from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
 from kubesched.plugins.security.engines import build_engine, exemption
 from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
@@ -42,10 +42,7 @@ class SecurityAuditPermit:
     """Permit: Wait, evaluate policy (or wait for an approval) in the background, then Allow or Reject."""
 
     def __init__(self, args: SecurityAuditPermitArgs | None, handle: Handle) -> None:
-        args = args if args is not None else SecurityAuditPermitArgs()
-        errors = args.validate("")
-        if errors:
-            raise ValidationFailed("SecurityAuditPermitArgs", errors)
+        args = validated(args, SecurityAuditPermitArgs)
         self.args = args
         self.handle = handle
         self.engine = build_engine(args, handle.clock)
