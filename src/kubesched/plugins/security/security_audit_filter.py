@@ -41,6 +41,8 @@ from kubesched.plugins.security.engines import build_engine, exemption
 from kubesched.policy.cache import CacheKey, DecisionCache, digest
 from kubesched.policy.contract import (
     OPERATION_SCHEDULE,
+    UNDEFINED,
+    UNDEFINED_REASON,
     Decision,
     PolicyError,
     decision_input,
@@ -226,6 +228,12 @@ class SecurityAuditFilter:
         except PolicyError as exc:
             self._failed(evaluation, exc)
             # A failed evaluation must not answer later pods: the next cycle asks the engine again.
+            self.cache.discard(evaluation.revision)
+            return
+        if self.args.failure_policy == FAILURE_IGNORE and any(d == UNDEFINED for d in decisions.values()):
+            # An undefined decision is a wrong path or a missing default: a failure of the policy set-up,
+            # which Ignore lets through (Fail keeps it a deny).
+            self._failed(evaluation, PolicyError(UNDEFINED_REASON))
             self.cache.discard(evaluation.revision)
             return
         evaluation.record(infos, decisions)

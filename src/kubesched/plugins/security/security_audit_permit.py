@@ -27,6 +27,7 @@ from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGI
 from kubesched.policy.cache import digest
 from kubesched.policy.contract import (
     OPERATION_PERMIT,
+    UNDEFINED_REASON,
     Decision,
     PolicyError,
     decision_input,
@@ -82,6 +83,8 @@ class SecurityAuditPermit:
             try:
                 self.calls += 1
                 decision = await self._evaluate(document)
+                if decision.reasons == (UNDEFINED_REASON,) and self.args.failure_policy == FAILURE_IGNORE:
+                    raise PolicyError(UNDEFINED_REASON)  # a set-up failure: Ignore lets it through
             except PolicyError as exc:
                 skipped = self.args.failure_policy == FAILURE_IGNORE
                 add_verdict(state, self._verdict(node_name, skipped, skipped=skipped, error=str(exc)))
