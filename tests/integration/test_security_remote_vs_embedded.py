@@ -57,3 +57,15 @@ def test_embedded_and_remote_engines_place_identically(monkeypatch: Any) -> None
     }
     # One install of the batch module plus one batch decision per distinct pod: never one call per node.
     assert requests <= 1 + len(secure)
+
+
+def test_security_profile_batch_and_reference_paths_agree(monkeypatch: Any) -> None:
+    monkeypatch.chdir(ROOT)
+    registry = in_tree_registry()
+    document = yaml.safe_load((EXAMPLES / "security-config.yaml").read_text())
+    manifests = load_manifests([str(EXAMPLES / "cluster.yaml"), str(EXAMPLES / "secure-workloads.yaml")])
+    reports = [
+        report_json(simulate(manifests, load_config_dict(document, "t", registry), registry, use_batch=batch).records)
+        for batch in (True, False)
+    ]
+    assert reports[0] == reports[1]
