@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kubesched.api.manifests import LoadedManifests
+from kubesched.api.objects import Pod
 from kubesched.audit.builder import AuditObserver
 from kubesched.audit.query import read_records
 from kubesched.audit.sinks.jsonl import JsonlSink
@@ -100,3 +101,57 @@ def test_engine_fault_follows_failure_policy(fault: str, failure_policy: str, tm
         [audit] = [r for r in audit_records if r.result == "Scheduled"]
         [verdict] = audit.verdicts
         assert verdict.skipped and verdict.allowed and verdict.error
+
+
+APPROVAL = """package kubernetes.approval
+
+import rego.v1
+
+default decision := {"allow": false, "reason": "no approved change ticket"}
+
+decision := {"allow": true} if {
+    ticket := input.pod.metadata.annotations["example.com/change-ticket"]
+    data.tickets[ticket] == "approved"
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("ticket", "slow", "result", "message"),
+    [
+        pytest.param("CHG-1", False, "Scheduled", "", id="approved-over-http"),
+        pytest.param(
+            "CHG-2",
+            False,
+            "Unschedulable",
+            "Denied by security policy: no approved change ticket",
+            id="denied-over-http",
+        ),
+        pytest.param("CHG-1", True, "Unschedulable", "OPA evaluation failed", id="deadline-passed-fail-closed"),
+    ],
+)
+def test_permit_decides_over_remote_opa(ticket: str, slow: bool, result: str, message: str) -> None:
+    registry = in_tree_registry()
+    with OpaTestServer({"approval.rego": APPROVAL}, {"tickets": {"CHG-1": "approved"}}) as server:
+        if slow:
+            server.faults.delay_seconds = 1.0
+        args = {"opaEndpoint": f"{server.url}/v1/data/kubernetes/approval/decision", "timeoutSeconds": 0.2}
+        document: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": "default-scheduler",
+                    "plugins": {"multiPoint": {"enabled": [{"name": "SecurityAuditPermit"}]}},
+                    "pluginConfig": [{"name": "SecurityAuditPermit", "args": args}],
+                }
+            ],
+        }
+        loaded = cluster()
+        raw = make_pod("deploy").req(cpu="100m").raw()
+        raw["metadata"]["annotations"] = {"example.com/change-ticket": ticket}
+        loaded.pods = [Pod.from_dict(raw, "test")]
+        report = simulate(loaded, load_config_dict(document, "t", registry), registry, max_attempts=1)
+    [record] = report.records
+    assert record.result == result
+    assert message in record.message

@@ -416,10 +416,14 @@ class Scheduler:
 
     async def _settle_bindings(self) -> None:
         """Let binding and background tasks run until each has finished or waits on the clock/Permit."""
+        spins = 0
         while any(self._binding_runnable(task) for task in self._binding_tasks) or any(
             not task.done() and task not in self._sleeping for task in self._background_tasks
         ):
-            await asyncio.sleep(0)
+            spins += 1
+            # Work waiting on real I/O (a remote policy call in a worker thread) needs real time to pass:
+            # after a burst of yields, wait a millisecond rather than spin.
+            await asyncio.sleep(0 if spins < 100 else 0.001)
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         """Background work for plugins; a failure is logged, never raised into the scheduler."""
