@@ -254,7 +254,7 @@ def main(args: argparse.Namespace) -> int:
         json.dump({"machine": machine_description(), "results": [asdict(r) for r in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    header = ("WORKLOAD", "MODE", "NODES", "PODS", "SCHEDULED", "SECONDS", "PODS/S", "P50 MS", "P99 MS")
+    header = ("WORKLOAD", "MODE", "NODES", "PODS", "SCHEDULED", "SECONDS", "PODS/S", "P50 MS", "P99 MS", "POLICY CALLS")
     rows = [
         (
             r.workload,
@@ -263,9 +263,10 @@ def main(args: argparse.Namespace) -> int:
             str(r.measured_pods),
             str(r.scheduled),
             f"{r.seconds:.2f}",
-            f"{r.throughput:.0f}",
+            f"{r.throughput:.1f}",
             f"{r.p50_ms:.2f}",
             f"{r.p99_ms:.2f}",
+            str(r.policy_calls),
         )
         for r in results
     ]
