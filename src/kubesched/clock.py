@@ -85,11 +85,3 @@ class VirtualClock:
 
     def advance(self, seconds: float) -> int:
         return self.advance_to(self._now + seconds)
-
-    def fire_next(self) -> bool:
-        """Advance to the next pending timer and fire everything due then; False if there is none."""
-        deadline = self.next_deadline()
-        if deadline is None:
-            return False
-        self.advance_to(deadline)
-        return True

@@ -8,7 +8,6 @@ the scheduling queue does with a pod that ends its cycle with it (kube-scheduler
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 
 
 class Code(enum.IntEnum):
@@ -85,9 +84,6 @@ class Status:
             return self
         return Status(self.code, *self.reasons, plugin=plugin, cause=self.cause)
 
-    def with_reasons(self, reasons: Iterable[str]) -> Status:
-        return Status(self.code, *reasons, plugin=self.plugin, cause=self.cause)
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Status):
             return NotImplemented
@@ -99,11 +95,6 @@ class Status:
     def __repr__(self) -> str:
         plugin = f", plugin={self.plugin!r}" if self.plugin else ""
         return f"Status({self.code.name}, {list(self.reasons)!r}{plugin})"
-
-
-def code_of(status: Status | None) -> Code:
-    """The code of a plugin result, treating ``None`` as success."""
-    return Code.SUCCESS if status is None else status.code
 
 
 def is_success(status: Status | None) -> bool:

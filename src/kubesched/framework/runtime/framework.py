@@ -10,7 +10,7 @@ Filter and Score have two interchangeable paths: per node (the reference) and ba
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -489,8 +489,6 @@ class Framework:
             except Exception:
                 log.exception("closing plugin %s failed", plugin.name)
 
-    def plugin_names(self) -> Iterable[str]:
-        return self.plugins.keys()
 
 
 def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:

@@ -378,9 +378,6 @@ class SchedulingQueue:
             gated=gated,
         )
 
-    def unschedulable_pods(self) -> list[QueuedPodInfo]:
-        return list(self._unschedulable.values())
-
     def has_ready_work(self) -> bool:
         """Pods that a pop would return right now."""
         return bool(self._active_uids) or any(not qpi.consecutive_errors_count for qpi in self._backoff_uids.values())
