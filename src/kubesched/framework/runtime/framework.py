@@ -490,6 +490,5 @@ class Framework:
                 log.exception("closing plugin %s failed", plugin.name)
 
 
-
 def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:
     return FilterOutcome(np.zeros(size, dtype=np.int64), [], Status(Code.ERROR, message, plugin=plugin))
