@@ -9,20 +9,11 @@ Used by the SecurityAudit plugins.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 V = TypeVar("V")
-
-
-def digest(document: Mapping[str, Any]) -> str:
-    """sha256 of the canonical JSON of a policy input (sorted keys, no spaces)."""
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

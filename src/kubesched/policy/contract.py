@@ -1,67 +1,37 @@
-"""The decision contract shared by every policy engine: what goes in, what may come out.
+"""The engine side of the decision contract: what a decision document may be, and the batch module.
 
-Input document (one decision)::
-
-    {"pod": <pod>, "node": <node>, "operation": "schedule", "time": "2026-11-30T16:00:00Z"}
-
-``cluster`` replaces ``node`` when a member cluster is the target. ``pod`` is the pod manifest without
-``status`` and without per-instance identity (name, uid, ...: see :func:`pod_document`), so replicas share
-decisions; ``node`` is ``metadata`` (name, labels, annotations) and ``spec`` (taints, unschedulable).
-``time`` is passed in (rounded to the engine's time granularity) instead of read with ``time.now_ns()``
-in the policy, so that equal inputs give equal, cacheable decisions.
-
-Batch: one evaluation decides a pod for many targets. The batch input is
-``{"pod", "nodes": [...], "operation", "time"}`` and the generated module :func:`batch_module` evaluates
-the user's decision document once per target, so policies are written per (pod, node) and still cost
-one call per pod.
+Plugins see :mod:`kubesched.framework.policy` (inputs, :class:`Decision`, the client protocol); the engines in
+this package turn what a policy answered into Decisions with :func:`interpret_result` and decide many targets
+in one evaluation with the generated :func:`batch_module`.
 
 Accepted results (the decision document): ``true``/``false``; or an object with ``allow`` or
 ``allowed`` (a boolean) and optional ``reason`` (string), ``reasons`` or ``deny`` (strings, list or
 set); an object with only ``deny`` allows exactly when ``deny`` is empty; ``pending: true`` (with
 ``allow: false``) means "not decided yet", which SecurityAuditPermit waits on. An undefined result is a
 deny ("policy decision is undefined"). Anything else is a :class:`PolicyError`.
-Called by the SecurityAudit plugins and implemented by :mod:`kubesched.policy.embedded` and
-:mod:`kubesched.policy.remote`.
+
+Batch: one evaluation decides a pod for many targets. The batch input is
+``{"pod", "nodes": [...], "operation", "time"}`` and the generated module :func:`batch_module` evaluates
+the user's decision document once per target, so policies are written per (pod, node) and still cost
+one call per pod. Implemented by :mod:`kubesched.policy.embedded` and :mod:`kubesched.policy.remote`.
 """
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from kubesched.api.objects import Node, Pod
-from kubesched.errors import KubeschedError, json_type_phrase
+from kubesched.errors import json_type_phrase
+from kubesched.framework.policy import Decision, PolicyError, undefined_decision
 
-OPERATION_SCHEDULE = "schedule"
-OPERATION_PERMIT = "permit"
-OPERATION_AUDIT = "audit"
-
-UNDEFINED_REASON = "policy decision is undefined"
 BATCH_PACKAGE = "kubesched.batch"
-
-
-class PolicyError(KubeschedError):
-    """The engine could not decide (timeout, transport, HTTP error, bad result shape, compile error)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    allowed: bool
-    reasons: tuple[str, ...] = ()
-    decision_id: str | None = None
-    pending: bool = False  # not decided yet (e.g. a change ticket awaiting approval); only Permit waits on it
-
-
-UNDEFINED = Decision(False, (UNDEFINED_REASON,))
 
 
 def interpret_result(result: object, *, defined: bool = True, decision_id: str | None = None) -> Decision:
     """Turn a decision document into a Decision; raises PolicyError for shapes the contract rejects."""
     if not defined:
-        return Decision(False, (UNDEFINED_REASON,), decision_id)
+        return undefined_decision(decision_id)
     if isinstance(result, bool):
         return Decision(result, (), decision_id)
     if isinstance(result, Mapping):
@@ -97,53 +67,6 @@ def _reasons(result: Mapping[str, Any]) -> tuple[str, ...]:
         else:
             collected.append(str(value))
     return tuple(collected)
-
-
-# Per-instance metadata: left out of the policy input so that replicas of one template (a ReplicaSet's
-# pods differ only in these) share one decision; a policy names a pod by generateName, labels or owner.
-_INSTANCE_METADATA = frozenset(
-    {"name", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"}
-)
-
-
-def pod_document(pod: Pod) -> dict[str, Any]:
-    """The pod as the policy sees it: its manifest without ``status``, ``spec.nodeName`` and the
-    per-instance metadata (name, uid, resourceVersion, creationTimestamp, generation, managedFields)."""
-    document = {key: value for key, value in pod.raw.items() if key not in ("status", "metadata", "spec")}
-    metadata = pod.raw.get("metadata") or {}
-    document["metadata"] = {key: value for key, value in metadata.items() if key not in _INSTANCE_METADATA}
-    document["metadata"].setdefault("namespace", pod.metadata.namespace)
-    spec = pod.raw.get("spec") or {}
-    document["spec"] = {key: value for key, value in spec.items() if key != "nodeName"}
-    return document
-
-
-def node_document(node: Node) -> dict[str, Any]:
-    metadata = node.metadata
-    return {
-        "metadata": {"name": metadata.name, "labels": dict(metadata.labels), "annotations": dict(metadata.annotations)},
-        "spec": {
-            "unschedulable": node.spec_unschedulable,
-            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints],
-        },
-    }
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def rounded_time(now: float, granularity: float) -> str:
-    """``now`` rounded down to the granularity, as RFC 3339: the cacheable ``input.time``."""
-    if granularity > 0:
-        now = now - (now % granularity)
-    return rfc3339(now)
-
-
-def decision_input(
-    pod: Mapping[str, Any], target: Mapping[str, Any], *, target_kind: str, operation: str, time: str
-) -> dict[str, Any]:
-    return {"pod": pod, target_kind: target, "operation": operation, "time": time}
 
 
 def batch_input(
@@ -200,32 +123,3 @@ def batch_rule(target_kind: str = "node") -> str:
 
 def batch_path(target_kind: str = "node") -> str:
     return f"{BATCH_PACKAGE.replace('.', '/')}/{target_kind}_decisions"
-
-
-class PolicyEngine(Protocol):
-    """One policy engine; ``decide_batch`` is the call the scheduler makes per pod."""
-
-    @property
-    def kind(self) -> str:
-        """``embedded`` or ``remote`` (recorded in audit records)."""
-        ...
-
-    def revision(self) -> str:
-        """Identifies the policy and data in force; a decision cache is keyed by it."""
-        ...
-
-    def decide(self, input_doc: Mapping[str, Any]) -> Decision: ...
-
-    def decide_batch(
-        self,
-        pod: Mapping[str, Any],
-        targets: Sequence[Mapping[str, Any]],
-        *,
-        target_kind: str,
-        operation: str,
-        time: str,
-    ) -> dict[str, Decision]:
-        """Decisions keyed by target name; a target missing from the answer is UNDEFINED."""
-        ...
-
-    def close(self) -> None: ...

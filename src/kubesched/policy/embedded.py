@@ -26,10 +26,8 @@ import regorus
 import yaml
 
 from kubesched.clock import Clock
+from kubesched.framework.policy import Decision, PolicyError, undefined_decision
 from kubesched.policy.contract import (
-    UNDEFINED,
-    Decision,
-    PolicyError,
     batch_input,
     batch_module,
     batch_rule,
@@ -245,7 +243,7 @@ class EmbeddedRegoEngine:
         decisions: dict[str, Decision] = {}
         for target in targets:
             name = target["metadata"]["name"]
-            decisions[name] = interpret_result(answers[name]) if name in answers else UNDEFINED
+            decisions[name] = interpret_result(answers[name]) if name in answers else undefined_decision()
         return decisions
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import regorus
 import yaml
 
-from kubesched.policy.contract import PolicyError
+from kubesched.framework.policy import PolicyError
 from kubesched.policy.embedded import _first_line
 
 _PACKAGE = re.compile(r"^\s*package\s+([\w.]+)", re.MULTILINE)

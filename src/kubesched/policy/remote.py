@@ -65,10 +65,8 @@ from typing import Any
 from kubesched import __version__
 from kubesched.clock import Clock, RealClock
 from kubesched.errors import json_type_phrase
+from kubesched.framework.policy import Decision, PolicyError, undefined_decision
 from kubesched.policy.contract import (
-    UNDEFINED_REASON,
-    Decision,
-    PolicyError,
     batch_input,
     batch_module,
     batch_path,
@@ -561,7 +559,7 @@ class RemoteOpaEngine:
         document = batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time)
         answer = self._post_data(self._batch_target(target_kind), document, deadline)
         decision_id = _decision_id(answer)
-        undefined = Decision(False, (UNDEFINED_REASON,), decision_id)
+        undefined = undefined_decision(decision_id)
         if "result" not in answer:
             if self._install:
                 # The generated rule is always defined (an empty object at worst): our module is gone.

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesched.policy.cache import CacheKey, DecisionCache, digest
+from kubesched.framework.policy import digest
+from kubesched.policy.cache import CacheKey, DecisionCache
 
 keys = st.builds(
     CacheKey,

@@ -27,13 +27,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubesched.clock import VirtualClock
-from kubesched.policy.contract import (
-    UNDEFINED_REASON,
-    Decision,
-    PolicyError,
-    batch_module,
-    interpret_result,
-)
+from kubesched.framework.policy import UNDEFINED_REASON, Decision, PolicyError, undefined_decision
+from kubesched.policy.contract import batch_module, interpret_result
 from kubesched.policy.remote import (
     OpaHttpError,
     OpaTransportError,
@@ -140,7 +135,7 @@ def test_decision_id_is_kept_when_opa_sends_one(logging_on: bool) -> None:
 def test_a_document_that_does_not_exist_is_an_undefined_deny(server: OpaTestServer) -> None:
     with RemoteOpaEngine(server.url + "/v1/data/no/such/rule", timeout_seconds=2.0) as engine:
         decision = engine.decide(single(ALLOWED_POD, node("n1")))
-    assert decision == Decision(False, (UNDEFINED_REASON,))
+    assert decision == undefined_decision()
 
 
 def test_decision_path_can_be_given_apart_from_the_base_url(server: OpaTestServer) -> None:
@@ -182,7 +177,7 @@ def test_single_decision_faults(
     for name, value in faults.items():
         setattr(server.faults, name, value)
     if error is None:
-        assert engine.decide(single(ALLOWED_POD, node("n1"))) == Decision(False, (UNDEFINED_REASON,))
+        assert engine.decide(single(ALLOWED_POD, node("n1"))) == undefined_decision()
     else:
         with pytest.raises(PolicyError, match=error):
             engine.decide(single(ALLOWED_POD, node("n1")))
@@ -198,7 +193,7 @@ def test_batch_faults(
         setattr(server.faults, name, value)
     if error is None:
         undefined = batch(engine, ALLOWED_POD, nodes)
-        assert undefined == {"n1": Decision(False, (UNDEFINED_REASON,)), "n2": Decision(False, (UNDEFINED_REASON,))}
+        assert undefined == {"n1": undefined_decision(), "n2": undefined_decision()}
     else:
         with pytest.raises(PolicyError, match="object keyed by node name" if error == "string" else error):
             batch(engine, ALLOWED_POD, nodes)
@@ -693,7 +688,7 @@ def test_batch_answers_are_those_of_single_decisions(server: OpaTestServer) -> N
         decisions = batch(engine, ALLOWED_POD, nodes)
         singles = {n["metadata"]["name"]: engine.decide(single(ALLOWED_POD, n)) for n in nodes}
     assert decisions == singles
-    assert decisions == {"a": Decision(True), "b": Decision(False), "c": Decision(False, (UNDEFINED_REASON,))}
+    assert decisions == {"a": Decision(True), "b": Decision(False), "c": undefined_decision()}
 
 
 def test_batch_for_clusters_installs_its_own_module(server: OpaTestServer, engine: RemoteOpaEngine) -> None:
@@ -760,7 +755,7 @@ def test_a_batch_module_removed_behind_our_back_is_reinstalled(
     revision = engine.revision()
     request = urllib.request.Request(server.url + "/v1/policies/kubesched-batch", method="DELETE")
     urllib.request.urlopen(request, timeout=5).close()
-    assert batch(engine, ALLOWED_POD, [node("a")]) == {"a": Decision(False, (UNDEFINED_REASON,))}  # fail closed
+    assert batch(engine, ALLOWED_POD, [node("a")]) == {"a": undefined_decision()}  # fail closed
     assert batch(engine, ALLOWED_POD, [node("a")])["a"].allowed  # and healed at the next call
     assert engine.revision() != revision
     puts = [r for r in server.request_log() if r.method == "PUT"]
@@ -853,4 +848,4 @@ def test_interpret_result_allows_only_on_an_explicit_allow(result: object) -> No
 
 @given(JSON_VALUES | DECISION_OBJECTS)
 def test_interpret_result_never_allows_an_undefined_result(result: object) -> None:
-    assert interpret_result(result, defined=False) == Decision(False, (UNDEFINED_REASON,))
+    assert interpret_result(result, defined=False) == undefined_decision()

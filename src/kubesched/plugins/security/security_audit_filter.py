@@ -25,6 +25,17 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kubesched.framework.interface import Handle, PreFilterExtensions
 from kubesched.framework.node_table import BatchFilterResult, BoolArray, IntArray, NodeBatch
+from kubesched.framework.policy import (
+    OPERATION_SCHEDULE,
+    UNDEFINED_REASON,
+    Decision,
+    PolicyError,
+    decision_input,
+    digest,
+    node_document,
+    pod_document,
+    rounded_time,
+)
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
@@ -38,18 +49,7 @@ from kubesched.plugins.security.args import (
     SecurityAuditFilterArgs,
 )
 from kubesched.plugins.security.engines import build_engine, exemption
-from kubesched.policy.cache import CacheKey, DecisionCache, digest
-from kubesched.policy.contract import (
-    OPERATION_SCHEDULE,
-    UNDEFINED,
-    UNDEFINED_REASON,
-    Decision,
-    PolicyError,
-    decision_input,
-    node_document,
-    pod_document,
-    rounded_time,
-)
+from kubesched.policy.cache import CacheKey, DecisionCache
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
 _WARNED_KEY = "kubesched.io/security-audit-warned"
@@ -230,7 +230,7 @@ class SecurityAuditFilter:
             # A failed evaluation must not answer later pods: the next cycle asks the engine again.
             self.cache.discard(evaluation.revision)
             return
-        if self.args.failure_policy == FAILURE_IGNORE and any(d == UNDEFINED for d in decisions.values()):
+        if self.args.failure_policy == FAILURE_IGNORE and any(d.undefined for d in decisions.values()):
             # An undefined decision is a wrong path or a missing default: a failure of the policy set-up,
             # which Ignore lets through (Fail keeps it a deny).
             self._failed(evaluation, PolicyError(UNDEFINED_REASON))

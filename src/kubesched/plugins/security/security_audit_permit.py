@@ -16,6 +16,17 @@ from typing import TYPE_CHECKING
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle
+from kubesched.framework.policy import (
+    OPERATION_PERMIT,
+    UNDEFINED_REASON,
+    Decision,
+    PolicyError,
+    decision_input,
+    digest,
+    node_document,
+    pod_document,
+    rounded_time,
+)
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
@@ -24,17 +35,6 @@ from kubesched.plugins.helper.args import validated
 from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
 from kubesched.plugins.security.engines import build_engine, exemption
 from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
-from kubesched.policy.cache import digest
-from kubesched.policy.contract import (
-    OPERATION_PERMIT,
-    UNDEFINED_REASON,
-    Decision,
-    PolicyError,
-    decision_input,
-    node_document,
-    pod_document,
-    rounded_time,
-)
 
 WAITING_MESSAGE = "waiting for security approval"
 

@@ -1,0 +1,198 @@
+"""The policy-decision contract plugins program against: inputs, decisions, and the engine client.
+
+Policy plugins (SecurityAuditFilter, SecurityAuditPermit, later cluster-level policy) never build or import
+an engine: they describe the engine they want with a :class:`PolicyEngineSpec` and get the shared client for
+it from the Handle (:func:`policy_client`). The scheduler provides one client per distinct spec, so every
+plugin configured alike shares one connection pool (or one worker process) and one revision; the clients
+are implemented in :mod:`kubesched.policy`.
+
+Input document of one decision::
+
+    {"pod": <pod>, "node": <node>, "operation": "schedule", "time": "2026-11-30T16:00:00Z"}
+
+``cluster`` replaces ``node`` when a member cluster is the target. ``pod`` is the pod manifest without
+``status`` and without per-instance identity (:func:`pod_document`), so replicas share decisions; ``node``
+is ``metadata`` (name, labels, annotations) and ``spec`` (taints, unschedulable). ``time`` is passed in,
+rounded to a granularity, so that equal inputs give equal, cacheable decisions.
+
+Every client method that can wait (on the network, on a worker) is a coroutine with a deadline; the
+scheduling cycle awaits it between Filter batches, never inside Filter or Score.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast, runtime_checkable
+
+from kubesched.api.objects import Node, Pod
+from kubesched.errors import KubeschedError
+from kubesched.framework.interface import Handle
+
+OPERATION_SCHEDULE = "schedule"
+OPERATION_PERMIT = "permit"
+OPERATION_AUDIT = "audit"
+
+UNDEFINED_REASON = "policy decision is undefined"
+
+ENGINE_EMBEDDED = "embedded"
+ENGINE_REMOTE = "remote"
+
+#: The service kind under which the scheduler provides policy clients (see :func:`policy_client`).
+POLICY_ENGINE_SERVICE = "policy-engine"
+
+
+class PolicyError(KubeschedError):
+    """The engine could not decide (timeout, transport, HTTP error, bad result shape, compile error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One immutable answer of the policy about one (pod, target).
+
+    ``undefined``: the decision document did not exist (a wrong path or a missing default); it is a deny,
+    judged on the decision alone, never on ``decision_id``. ``pending``: not decided yet (e.g. a change
+    ticket awaiting approval); only Permit waits on it. ``revision``: the policy revision that answered.
+    """
+
+    allowed: bool
+    reasons: tuple[str, ...] = ()
+    decision_id: str | None = None
+    pending: bool = False
+    undefined: bool = False
+    revision: str = ""
+
+
+def undefined_decision(decision_id: str | None = None, revision: str = "") -> Decision:
+    return Decision(False, (UNDEFINED_REASON,), decision_id, undefined=True, revision=revision)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyEngineSpec:
+    """Which engine answers, and how to reach it; equal specs share one client.
+
+    ``engine`` is :data:`ENGINE_REMOTE` (OPA's v1 Data API at ``endpoint``) or :data:`ENGINE_EMBEDDED`
+    (Rego ``policies`` and ``data`` files evaluated by kubesched itself, off the event loop). Every decision
+    is bounded by ``timeout_seconds``, for both engines.
+    """
+
+    engine: str
+    decision_path: str
+    timeout_seconds: float
+    endpoint: str = ""
+    token_file: str = ""
+    ca_file: str = ""
+    batch_endpoint: str = ""
+    policies: tuple[str, ...] = ()
+    data: tuple[str, ...] = ()
+    reload_interval_seconds: float = 5.0
+
+
+@runtime_checkable
+class PolicyClient(Protocol):
+    """A policy engine as the scheduler's plugins use it; implemented in :mod:`kubesched.policy`."""
+
+    @property
+    def kind(self) -> str:
+        """``embedded`` or ``remote`` (recorded in audit records)."""
+        ...
+
+    def revision(self) -> str:
+        """The policy revision in force as last seen. Cheap and without I/O: decision caches are keyed by it
+        on every cycle; the client refreshes it in the background and from every answer."""
+        ...
+
+    async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
+        """One decision; raises :class:`PolicyError` by the deadline when the engine cannot decide."""
+        ...
+
+    async def decide_batch(
+        self,
+        pod: Mapping[str, Any],
+        targets: Sequence[Mapping[str, Any]],
+        *,
+        target_kind: str,
+        operation: str,
+        time: str,
+    ) -> dict[str, Decision]:
+        """The pod decided for every target in one evaluation, keyed by target name (a target the answer
+        leaves out is undefined); raises :class:`PolicyError` by the deadline."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def policy_client(handle: Handle, spec: PolicyEngineSpec) -> PolicyClient:
+    """The scheduler's shared client for ``spec`` (created on first request)."""
+    return cast(PolicyClient, handle.service(POLICY_ENGINE_SERVICE, spec))
+
+
+# ---- input documents ------------------------------------------------------------------------------
+
+# Per-instance metadata: left out of the policy input so that replicas of one template (a ReplicaSet's
+# pods differ only in these) share one decision; a policy names a pod by generateName, labels or owner.
+_INSTANCE_METADATA = frozenset(
+    {"name", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"}
+)
+
+
+def pod_document(pod: Pod) -> dict[str, Any]:
+    """The pod as the policy sees it: its manifest without ``status``, ``spec.nodeName`` and the
+    per-instance metadata (name, uid, resourceVersion, creationTimestamp, generation, managedFields)."""
+    document = {key: value for key, value in pod.raw.items() if key not in ("status", "metadata", "spec")}
+    metadata = pod.raw.get("metadata") or {}
+    document["metadata"] = {key: value for key, value in metadata.items() if key not in _INSTANCE_METADATA}
+    document["metadata"].setdefault("namespace", pod.metadata.namespace)
+    spec = pod.raw.get("spec") or {}
+    document["spec"] = {key: value for key, value in spec.items() if key != "nodeName"}
+    return document
+
+
+def node_facts(node: Node) -> tuple[object, ...]:
+    """What the policy sees of a node, as a hashable value: equal facts give equal decisions, so a
+    status-only update (allocatable, conditions, images) keeps every cached decision about the node."""
+    metadata = node.metadata
+    return (
+        metadata.name,
+        tuple(sorted(metadata.labels.items())),
+        tuple(sorted(metadata.annotations.items())),
+        tuple((t.key, t.value, t.effect) for t in node.taints),
+        node.spec_unschedulable,
+    )
+
+
+def node_document(node: Node) -> dict[str, Any]:
+    metadata = node.metadata
+    return {
+        "metadata": {"name": metadata.name, "labels": dict(metadata.labels), "annotations": dict(metadata.annotations)},
+        "spec": {
+            "unschedulable": node.spec_unschedulable,
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints],
+        },
+    }
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rounded_time(now: float, granularity: float) -> str:
+    """``now`` rounded down to the granularity, as RFC 3339: the cacheable ``input.time``."""
+    if granularity > 0:
+        now = now - (now % granularity)
+    return rfc3339(now)
+
+
+def decision_input(
+    pod: Mapping[str, Any], target: Mapping[str, Any], *, target_kind: str, operation: str, time: str
+) -> dict[str, Any]:
+    return {"pod": pod, target_kind: target, "operation": operation, "time": time}
+
+
+def digest(document: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of a policy input (sorted keys, no spaces)."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
