@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kubesched.api.manifests import LoadedManifests
-from kubesched.backends.simulated.run import simulate
 from kubesched.cli.report import report_json
 from kubesched.config.loader import load_config_dict
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.simulation.run import simulate
 from kubesched.testing.builders import make_node, make_pod
 
 TAINTS = [("dedicated", "gpu", "NoSchedule"), ("spot", "true", "PreferNoSchedule"), ("maint", "", "NoExecute")]

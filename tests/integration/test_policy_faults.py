@@ -18,9 +18,9 @@ from kubesched.api.objects import Pod
 from kubesched.audit.builder import AuditObserver
 from kubesched.audit.query import read_records
 from kubesched.audit.sinks.jsonl import JsonlSink
-from kubesched.backends.simulated.run import simulate
 from kubesched.config.loader import load_config_dict
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.simulation.run import simulate
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.opa_server import Faults, OpaTestServer
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from kubesched.api.manifests import LoadedManifests
-from kubesched.backends.simulated.run import simulate
 from kubesched.config.loader import load_config_dict
 from kubesched.framework import PluginRegistration
 from kubesched.framework.runtime.registry import merge
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.simulation.run import simulate
 from kubesched.testing.builders import make_node, make_pod
 
 README = Path(__file__).resolve().parents[2] / "README.md"

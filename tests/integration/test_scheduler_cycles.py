@@ -139,7 +139,7 @@ def build(cfg: Any, node_objs: list[Any], pods: list[Pod]) -> tuple[Scheduler, S
     records = Records()
     scheduler = Scheduler(cfg, registry(), cluster, clock=clock, seed=1, observer=records)
     scheduler.max_attempts = 4
-    cluster.subscribe(scheduler)
+    cluster.subscribe(scheduler.event_handlers)
     return scheduler, cluster, clock, records
 
 
@@ -206,8 +206,8 @@ def test_permit_wait_allowed_through_handle_binds(run_async: Runner) -> None:
         pods = [make_pod("w").label("approve", "wait").obj(), make_pod("other").obj()]
         scheduler, cluster, clock, records = build(config(reserve=["Gate"], permit=["Gate"]), nodes("a"), pods)
         for _ in range(3):
-            scheduler.schedule_next()
-        await scheduler._settle_bindings()
+            await scheduler.schedule_next()
+        await scheduler.settle()
         handle = JOURNAL.handles["Gate"]
         waiting = list(handle.iterate_waiting_pods())
         assert [w.pod.name for w in waiting] == ["w"]
@@ -246,8 +246,8 @@ def test_bind_failure_forgets_and_retries(run_async: Runner) -> None:
         pod = make_pod("p").obj()
         scheduler, cluster, clock, records = build(config(), nodes("a"), [pod])
         cluster.bind_failures[pod.metadata.uid] = "etcd is sad"
-        scheduler.schedule_next()
-        await scheduler._settle_bindings()
+        await scheduler.schedule_next()
+        await scheduler.settle()
         first = records.last("p")
         assert first.result == "Error"
         assert first.message == 'running Bind plugin "DefaultBinder": etcd is sad'

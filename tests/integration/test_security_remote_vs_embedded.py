@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 
 from kubesched.api.manifests import load_manifests
-from kubesched.backends.simulated.run import simulate
 from kubesched.cli.report import report_json
 from kubesched.config.loader import load_config_dict
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.simulation.run import simulate
 from kubesched.testing.opa_server import OpaTestServer
 
 ROOT = Path(__file__).resolve().parents[2]

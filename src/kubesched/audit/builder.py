@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping, Sequence
 from kubesched import __version__
 from kubesched.audit.metrics import REASON_WRITE_ERROR, AuditMetrics, default_metrics
 from kubesched.audit.records import (
-    PHASE_ORDER,
     TARGET_KINDS,
     TARGET_NODE,
     AuditRecord,
@@ -38,8 +37,8 @@ from kubesched.audit.records import (
     rfc3339,
 )
 from kubesched.audit.sinks.base import AuditSink
-from kubesched.framework.verdict import PolicyVerdict, verdicts_of
-from kubesched.scheduler.results import SCHEDULED, AttemptObserver, AttemptRecord
+from kubesched.framework.verdict import PolicyVerdict
+from kubesched.scheduler.results import PHASE_ORDER, AttemptObserver, AttemptRecord
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +88,7 @@ def build_record(
         attempts=attempt.attempts,
         target=Target(target_kind, target_name) if target_name is not None else None,
         message=attempt.message,
-        phases={name: rfc3339(attempt.phases[name]) for name in _phase_names(attempt.phases)},
+        phases=_phases(attempt),
         verdicts=verdicts,
         verdicts_omitted=omitted,
         top_scores=top_scores(attempt, top),
@@ -98,25 +97,21 @@ def build_record(
 
 
 def chosen_target(attempt: AttemptRecord) -> str | None:
-    """The node (or cluster) the attempt chose: the bound node, or the one Reserve/Permit/Bind refused.
-
-    A scheduling cycle that got past Filter and Score records the ``filtered`` phase; when such an attempt
-    fails anyway, the scheduler reports the failure as a FitError over that one node.
-    """
-    if attempt.node:
-        return attempt.node
-    if "filtered" in attempt.phases and len(attempt.node_to_status) == 1:
-        return next(iter(attempt.node_to_status))
-    return None
+    """The node (or cluster) the attempt chose: the bound node, or the one Reserve/Permit/Bind refused."""
+    return attempt.node or attempt.chosen_node
 
 
 def top_scores(attempt: AttemptRecord, top: int = TOP_SCORES) -> tuple[ScoredNode, ...]:
-    """The ``top`` best totals with each plugin's score; ties in name order so records are reproducible."""
+    """The ``top`` best totals with each plugin's score. The chosen node comes first among equal totals
+    (host selection breaks ties at random, so it is always listed), then name order, so records are
+    reproducible."""
     if attempt.totals is None or not attempt.scored_nodes:
         return ()
     totals = [int(value) for value in attempt.totals.tolist()]
     per_plugin = {name: values.tolist() for name, values in attempt.plugin_scores.items()}
-    order = sorted(range(len(totals)), key=lambda i: (-totals[i], attempt.scored_nodes[i]))[:top]
+    chosen = attempt.chosen_node
+    names = attempt.scored_nodes
+    order = sorted(range(len(totals)), key=lambda i: (-totals[i], names[i] != chosen, names[i]))[:top]
     return tuple(
         ScoredNode(
             node=attempt.scored_nodes[i],
@@ -138,26 +133,20 @@ def _pod_ref(attempt: AttemptRecord) -> PodRef:
     )
 
 
-def _phase_names(phases: Mapping[str, float]) -> list[str]:
-    known = [name for name in PHASE_ORDER if name in phases]
-    return known + sorted(name for name in phases if name not in PHASE_ORDER)
+def _phases(attempt: AttemptRecord) -> dict[str, str]:
+    return {str(phase): rfc3339(attempt.phases[phase]) for phase in PHASE_ORDER if phase in attempt.phases}
 
 
 def _verdicts(attempt: AttemptRecord, target: str | None, limit: int) -> tuple[tuple[PolicyVerdict, ...], int]:
-    if attempt.state is None:
-        return (), 0
-    if attempt.result == SCHEDULED and target is not None:
-        found = verdicts_of(attempt.state, target)
+    """The attempt's sealed verdicts: about the chosen target (and the pod as a whole) when there is one,
+    else about each rejected node, so the record can answer "why not there"; denials first."""
+    if target is not None:
+        found = [verdict for verdict in attempt.verdicts if verdict.target in ("", target)]
     else:
-        # A failure: what the policy said about the chosen node, if one was chosen, and about each node
-        # that was rejected, so the record can answer "why not there".
-        found = verdicts_of(attempt.state, target) if target is not None else verdicts_of(attempt.state)
-        for node in sorted(attempt.node_to_status):
-            if node != target:
-                found.extend(verdicts_of(attempt.state, node))
+        found = list(attempt.verdicts)
     unique = list(dict.fromkeys(found))
-    # Denials first: they are what a failure's record is read for.
-    unique.sort(key=lambda verdict: verdict.allowed)
+    # Errors and denials first: they are what a failure's record is read for.
+    unique.sort(key=lambda verdict: (not verdict.error, verdict.allowed))
     return tuple(unique[:limit]), max(len(unique) - limit, 0)
 
 

@@ -1,6 +1,6 @@
 """Answer "why did this pod land here (or nowhere)?" from an audit log.
 
-Called by ``kubesched audit query FILE [--pod ns/name] [--node N] [--since T] [--verdict allow|deny]``.
+Called by ``kubesched audit query FILE [--pod ns/name] [--node N] [--since T] [--verdict allow|deny|error]``.
 Reads the records of a JSON-lines audit log (hash-chained or not; ``kubesched audit verify`` checks the
 chain), keeps those matching every given filter, and formats each as an explanation (result, target,
 phases, policy verdicts with reasons, top scores), a one-line-per-record table, or JSON.
@@ -12,8 +12,9 @@ Filters:
   Reserve/Permit/Bind), or one of its policy verdicts is about it;
 * ``since``: records at or after an RFC 3339 time, or a duration (Go syntax: ``10m``, ``1h30m``) before
   now; "now" comes from the caller's clock (a simulated log's times are virtual, from its own clock);
-* ``verdict``: ``deny`` = some policy verdict did not allow (enforced, warn or dryrun); ``allow`` = every
-  policy verdict allowed. Records without a policy verdict match neither.
+* ``verdict``: ``error`` = a policy engine could not decide (an outage, a timeout); ``deny`` = some policy
+  verdict did not allow (enforced, warn or dryrun); ``allow`` = every policy verdict allowed. Records
+  without a policy verdict match none.
 """
 
 from __future__ import annotations
@@ -25,10 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubesched.audit.chain import AuditLogError
-from kubesched.audit.records import VERDICT_ALLOW, VERDICT_DENY, AuditRecord, AuditRecordError, parse_rfc3339
+from kubesched.audit.records import AuditRecord, AuditRecordError, parse_rfc3339
 from kubesched.config.durations import DurationError, parse_go_duration
-
-VERDICTS = (VERDICT_ALLOW, VERDICT_DENY)
 
 
 class QueryError(AuditLogError):

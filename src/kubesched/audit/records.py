@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesched.errors import KubeschedError, json_type_phrase
-from kubesched.framework.verdict import PolicyVerdict
+from kubesched.framework.verdict import VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR, PolicyVerdict
+from kubesched.scheduler.results import PHASE_ORDER as _PHASES
 
 SCHEMA = "kubesched.io/audit/v1"
 
@@ -40,11 +41,10 @@ TARGET_NODE = "node"
 TARGET_CLUSTER = "cluster"
 TARGET_KINDS = (TARGET_NODE, TARGET_CLUSTER)
 
-VERDICT_ALLOW = "allow"
-VERDICT_DENY = "deny"
+VERDICTS = (VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR)
 
 # The phases of an attempt in the order they happen; a record lists the ones the attempt reached.
-PHASE_ORDER = ("queued", "filtered", "scored", "reserved", "permitted", "bound")
+PHASE_ORDER: tuple[str, ...] = tuple(str(phase) for phase in _PHASES)
 
 
 class AuditRecordError(KubeschedError):
@@ -123,10 +123,13 @@ class AuditRecord:
 
     @property
     def verdict(self) -> str | None:
-        """``deny`` when any policy verdict did not allow (enforced or not: a dryrun/warn denial is still
-        a violation to audit, as in Gatekeeper), ``allow`` when every verdict allowed, None without any."""
+        """``error`` when a policy engine could not decide (whether failurePolicy let the pod through or
+        not), else ``deny`` when any policy verdict did not allow (enforced or not: a dryrun/warn denial is
+        still a violation to audit, as in Gatekeeper), ``allow`` when every verdict allowed, None without any."""
         if not self.verdicts:
             return None
+        if any(v.error for v in self.verdicts):
+            return VERDICT_ERROR
         return VERDICT_ALLOW if all(v.allowed for v in self.verdicts) else VERDICT_DENY
 
     @property

@@ -72,9 +72,10 @@ async def _run_async(
     clock = VirtualClock()
     cluster = SimulatedCluster(clock)
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=0, use_batch=use_batch)
-    cluster.subscribe(scheduler)
+    cluster.subscribe(scheduler.event_handlers)
     nodes = 0
     measured = scheduled = policy_calls = 0
+    latencies: list[float] = []
     seconds = 0.0
     try:
         for op_index, op in enumerate(workload.ops):
@@ -88,8 +89,7 @@ async def _run_async(
             bound_before = _bound(cluster)
             if op.collect_metrics:
                 calls_before = _policy_calls(scheduler)
-                scheduler.attempt_latencies.clear()
-                scheduler.record_latencies = True
+                scheduler.cycles.attempt_latencies = latencies
                 gc.collect()
                 started = time.perf_counter()
             for pod in pods:
@@ -97,13 +97,13 @@ async def _run_async(
             await scheduler.run_until_idle(clock)
             if op.collect_metrics:
                 seconds += time.perf_counter() - started
-                scheduler.record_latencies = False
+                scheduler.cycles.attempt_latencies = None
                 measured += op.count
                 scheduled += _bound(cluster) - bound_before
                 policy_calls += _policy_calls(scheduler) - calls_before
     finally:
         await scheduler.close()
-    latencies = sorted(scheduler.attempt_latencies)
+    latencies.sort()
     return BenchResult(
         workload=workload.name,
         nodes=nodes,

@@ -39,7 +39,11 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     query.add_argument("--pod", help="namespace/name (a bare name means namespace default)")
     query.add_argument("--node", help="decisions that chose this node or cluster, or whose policy verdicts name it")
     query.add_argument("--since", help="RFC 3339 time, or a duration before now such as 10m or 1h30m")
-    query.add_argument("--verdict", choices=("allow", "deny"), help="the policy's verdict")
+    query.add_argument(
+        "--verdict",
+        choices=("allow", "deny", "error"),
+        help="the policy's verdict (error: the engine could not decide)",
+    )
     query.add_argument(
         "--output", "-o", choices=OUTPUTS, default="text", help="text: an explanation per decision (default)"
     )

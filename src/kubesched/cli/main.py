@@ -49,9 +49,9 @@ def _warn(messages: Sequence[str]) -> None:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from kubesched.api.manifests import load_manifests
-    from kubesched.backends.simulated.run import simulate
     from kubesched.cli.audit import simulation_audit
     from kubesched.cli.report import report_json, report_table
+    from kubesched.simulation.run import simulate
 
     registry = _registry()
     config = _load_config(args.config, registry)

@@ -356,6 +356,8 @@ def build_profile(raw: RawProfile, scheduler_name: str, catalog: PluginCatalog) 
                 plugin_args[name] = args
     for name, entry_path in explicit_paths.items():
         if name in explicit_args and name not in plugin_args:
+            # Kept, as kube-scheduler keeps every pluginConfig entry it decoded; no framework uses it.
+            plugin_args[name] = explicit_args[name]
             warnings.append(f"{label}: {entry_path} configures plugin {_quote(name)}, which is not enabled; ignored")
     args_weights: dict[str, int] = {}
     for name, args in plugin_args.items():

@@ -5,11 +5,17 @@ plugins into per-point lists once, when a framework is built. CPU-bound points a
 PreBind, Bind and PostBind are ``async`` because they talk to the API server or a cluster agent.
 ``None`` means success everywhere a Status is returned. A Filter or Score plugin may also offer
 ``filter_batch`` / ``score_batch`` over a :class:`NodeBatch`; results must equal the per-node method.
+A Filter plugin whose answers come from elsewhere (a policy engine) offers ``prefetch_filter``: the runtime
+awaits it before each Filter batch, so the fetching happens off the event loop and Filter only reads.
+
+The :class:`Handle` is what the framework runtime gives a plugin at construction (kube-scheduler's
+``framework.Handle``): the cycle's snapshot, the nominator, the waiting pods, listers, the API client, the
+event recorder, the clock, named shared services and the framework's own runners.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -87,6 +93,19 @@ class FilterPlugin(Plugin, Protocol):
 class BatchFilterPlugin(FilterPlugin, Protocol):
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         """Filter every node of ``nodes`` at once; ``None`` means all pass."""
+        ...
+
+
+@runtime_checkable
+class FilterPrefetcher(Protocol):
+    async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        """Fetch what Filter will read about ``nodes`` (remote decisions), before the runtime filters them.
+
+        Awaited by the runtime before every Filter batch of the node search, and before Filter runs on a
+        single node (the nominated node); the cycle's snapshot does not change meanwhile. Keep the result
+        in the cycle state; ``None`` is success, an Error status aborts the cycle, a plugin's own failure
+        policy may instead record the failure and let Filter decide.
+        """
         ...
 
 
@@ -195,8 +214,26 @@ class ClusterClient(Protocol):
     async def bind(self, pod: Pod, node_name: str) -> None: ...
 
 
+class PodNominator(Protocol):
+    """Pods nominated to nodes (by preemption, or from ``status.nominatedNodeName``); lives with the queue."""
+
+    def add_nominated_pod(self, pod: PodInfo, node_name: str) -> None: ...
+
+    def delete_nominated_pod_if_exists(self, uid: str) -> None: ...
+
+    def update_nominated_pod(self, pod: PodInfo) -> None:
+        """Replace the PodInfo of a nominated pod by its latest version (no-op if it is not nominated)."""
+        ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
+
+    def nominated_node_names(self) -> frozenset[str]:
+        """The nodes that have at least one nominated pod."""
+        ...
+
+
 class Handle(Protocol):
-    """What a plugin gets at construction: snapshot, waiting pods, activation, events, client, clock."""
+    """What a plugin gets at construction (the framework runtime itself implements it)."""
 
     @property
     def profile_name(self) -> str: ...
@@ -210,7 +247,12 @@ class Handle(Protocol):
     @property
     def event_recorder(self) -> EventRecorder: ...
 
-    def snapshot(self) -> Snapshot: ...
+    def snapshot(self) -> Snapshot:
+        """The snapshot of the cycle in progress (or of the last one), immutable until the next cycle."""
+        ...
+
+    @property
+    def nominator(self) -> PodNominator: ...
 
     def iterate_waiting_pods(self) -> Iterable[WaitingPod]: ...
 
@@ -231,6 +273,26 @@ class Handle(Protocol):
     async def sleep(self, seconds: float) -> None:
         """Sleep on the scheduler's clock (virtual in simulation), from spawned work."""
         ...
+
+    def service(self, kind: str, spec: Hashable) -> object:
+        """The scheduler's shared service of ``kind`` for ``spec`` (one per distinct spec, made on first
+        request; e.g. :func:`kubesched.framework.policy.policy_client`). Raises KeyError for an unknown kind."""
+        ...
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        """Filter ``node_info`` as if the pods nominated to it with priority ≥ the pod's were running there,
+        then (if any were added) as it is; both must pass (kube-scheduler's two-pass filtering)."""
+        ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_info: NodeInfo
+    ) -> Status | None: ...
 
 
 PluginFactory = Callable[[Any, Handle], Plugin]

@@ -1,13 +1,16 @@
 """Columnar node state: per-node aggregates as numpy arrays, for batch Filter and Score.
 
-The scheduler cache owns one table and calls :meth:`NodeTable.sync` after every change to a
-:class:`~kubesched.framework.types.NodeInfo` (node added/updated, pod assumed, bound, forgotten or
-removed), so the arrays always equal the per-node objects. Batch plugins read columns indexed by a
-``slots`` array (see :class:`NodeBatch`); the per-node methods stay the reference, and property tests
-hold the two equal.
+Each :class:`~kubesched.framework.snapshot.Snapshot` owns one table. The scheduler cache writes the rows of
+the nodes that changed since the snapshot was last updated (:meth:`NodeTable.sync`), so the arrays always
+equal the snapshot's :class:`~kubesched.framework.types.NodeInfo` objects, and a cycle reading them sees
+one consistent generation even while informers and binding tasks change the cache. Slots are assigned by
+the cache (a node keeps its slot for its lifetime; a removed node's slot is reused). Batch plugins read
+columns indexed by a ``slots`` array (see :class:`NodeBatch`); the per-node methods stay the reference,
+and property tests hold the two equal.
 
 Class columns give every node a small integer id for an equivalence class chosen by a plugin (e.g.
-"the node's taints"), so a plugin can evaluate its per-node rule once per class and broadcast.
+"the node's taints"), so a plugin can evaluate its per-node rule once per class and broadcast. Ids are
+append-only: an id always means the same key, so a plugin may keep per-class answers across cycles.
 """
 
 from __future__ import annotations
@@ -83,29 +86,23 @@ class NodeTable:
         self.scalar_req: dict[str, IntArray] = {}
         self.classes: dict[str, ClassColumn] = {}
         self.infos: list[NodeInfo | None] = [None] * capacity
-        self._free: list[int] = []
-        self._next = 0
 
-    def allocate_slot(self) -> int:
-        if self._free:
-            return self._free.pop()
-        if self._next == self.capacity:
+    def ensure_capacity(self, size: int) -> None:
+        """Make room for slots ``0 .. size-1``."""
+        while self.capacity < size:
             self._grow()
-        slot = self._next
-        self._next += 1
-        return slot
 
-    def release_slot(self, slot: int) -> None:
+    def clear(self, slot: int) -> None:
+        """Forget the node in ``slot`` (it was removed, or moved to another slot)."""
         self.live[slot] = False
         self.infos[slot] = None
         for name in self._INT_COLUMNS:
             getattr(self, name)[slot] = 0
         for array in (*self.scalar_alloc.values(), *self.scalar_req.values()):
             array[slot] = 0
-        self._free.append(slot)
 
     def _grow(self) -> None:
-        new_capacity = self.capacity * 2
+        new_capacity = max(self.capacity * 2, 1)
         for name in self._INT_COLUMNS:
             setattr(self, name, _grown(getattr(self, name), new_capacity))
         self.live = _grown(self.live, new_capacity)
@@ -130,6 +127,8 @@ class NodeTable:
     def sync(self, info: NodeInfo, *, node_changed: bool) -> None:
         """Copy ``info``'s aggregates into its slot; with ``node_changed`` also allocatable and classes."""
         slot = info.slot
+        if slot >= self.capacity:
+            self.ensure_capacity(slot + 1)
         self.infos[slot] = info
         self.live[slot] = True
         req = info.requested

@@ -1,24 +1,40 @@
 """What one scheduling attempt decided, for observers (the simulate report, audit, benchmarks).
 
 The scheduler hands an :class:`AttemptRecord` to its observer at the end of every attempt: when a
-scheduling cycle fails, and when a binding cycle ends. Arrays are passed as they are; an observer that
-needs JSON converts them itself, so an observer that ignores details costs nothing.
+scheduling cycle fails, and when a binding cycle ends. A record holds only values: the policy verdicts
+are the immutable ones the attempt's plugins gave, resolved for the nodes that matter (the chosen node,
+or the rejected ones) when the scheduling cycle ended, so nothing a later attempt does can change what
+this record says. Arrays are passed as they are; an observer that needs JSON converts them itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import IntArray
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
+from kubesched.framework.verdict import PolicyVerdict
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 ERROR = "Error"
+
+
+class Phase(enum.StrEnum):
+    """The phases of an attempt, in the order they happen; a record holds the time each one ended."""
+
+    QUEUED = "queued"  # the pod entered the queue for this attempt
+    FILTERED = "filtered"  # Filter (and Score) chose a node
+    RESERVED = "reserved"  # Reserve plugins passed
+    PERMITTED = "permitted"  # Permit allowed (after waiting, if a plugin asked to)
+    BOUND = "bound"  # Bind succeeded
+
+
+PHASE_ORDER: tuple[Phase, ...] = tuple(Phase)
 
 
 @dataclass(slots=True)
@@ -28,20 +44,21 @@ class AttemptRecord:
     result: str
     attempts: int
     cycle: int = 0
+    # The node the scheduling cycle chose (also when Reserve, Permit or binding then failed on it).
+    chosen_node: str | None = None
+    # The node the pod is bound to: chosen_node when result is Scheduled, else None.
     node: str | None = None
     message: str = ""
-    node_to_status: dict[str, Status] = field(default_factory=dict)
+    node_to_status: Mapping[str, Status] = field(default_factory=dict)
     scored_nodes: Sequence[str] = ()
-    plugin_scores: dict[str, IntArray] = field(default_factory=dict)
+    plugin_scores: Mapping[str, IntArray] = field(default_factory=dict)
     totals: IntArray | None = None
     evaluated_nodes: int = 0
     feasible_nodes: int = 0
     queued_at: float | None = None
     finished_at: float = 0.0
-    # When each phase of the attempt ended (clock time): filtered, scored, reserved, permitted, bound.
-    phases: dict[str, float] = field(default_factory=dict)
-    # The attempt's cycle state, for observers that read what plugins recorded (policy verdicts).
-    state: CycleState | None = None
+    phases: Mapping[Phase, float] = field(default_factory=dict)
+    verdicts: tuple[PolicyVerdict, ...] = ()
 
 
 class AttemptObserver(Protocol):

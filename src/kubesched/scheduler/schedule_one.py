@@ -1,278 +1,296 @@
-"""The scheduling algorithm of one cycle: PreFilter, the node search, scoring and host selection.
+"""One pod's attempt: the scheduling cycle, the binding cycle and the failure handler.
 
-Called by :class:`~kubesched.scheduler.scheduler.Scheduler` for each popped pod. The node search follows
-kube-scheduler: evaluate the nominated node first, then walk nodes round-robin from the scheduler's
-start index until ``num_feasible_nodes_to_find`` nodes pass every Filter. Filters run in batches (numpy)
-over chunks of candidates; nothing a Filter does has side effects, so evaluating a little past the
-point where enough nodes were found gives exactly the sequential answer.
+:meth:`ScheduleOne.schedule_one` is called by the scheduler's run loop for each popped pod, one at a
+time (kube-scheduler's ``scheduleOne``): it brings the cycle's snapshot up to date, runs the algorithm
+(:mod:`kubesched.scheduler.algorithm`, which awaits the framework's prefetchers between Filter batches),
+assumes the pod on the chosen node, runs Reserve and Permit, and starts the binding cycle as its own
+asyncio task, so binding never holds up the next pod. Failures go through one handler that writes the
+FailedScheduling event and condition, records a nomination and requeues the pod. At the end of every
+attempt the observer gets an :class:`~kubesched.scheduler.results.AttemptRecord` of plain values: the
+policy verdicts are sealed when the scheduling cycle ends (:func:`~kubesched.framework.verdict.seal_verdicts`).
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Sequence
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from kubesched.api.objects import Pod
+from kubesched.backends.base import Backend
+from kubesched.clock import Clock
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.node_table import IntArray, NodeBatch
+from kubesched.framework.events import ASSIGNED_POD_DELETE
+from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.framework import Framework
+from kubesched.framework.runtime.waiting_pods import WaitingPods
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo
-from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis
+from kubesched.framework.types import PodInfo
+from kubesched.framework.verdict import seal_verdicts, verdicts_of
+from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, ScheduleResult, SchedulingError
+from kubesched.scheduler.cache.cache import Cache
+from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message, truncate_event_message
+from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
+from kubesched.scheduler.results import ERROR, SCHEDULED, UNSCHEDULABLE, AttemptObserver, AttemptRecord, Phase
 
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-
-
-def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
-    """How many feasible nodes to look for (kube-scheduler's adaptive percentageOfNodesToScore)."""
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    if percentage == 0:
-        percentage = 50 - num_all_nodes // 125
-        if percentage < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
-            percentage = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
-    num_nodes = num_all_nodes * percentage // 100
-    return max(num_nodes, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-class SchedulingError(Exception):
-    """The cycle failed with an Error status (not a fit problem)."""
-
-    def __init__(self, status: Status) -> None:
-        super().__init__(status.message)
-        self.status = status
-
-
-class FitError(Exception):
-    """No node fits; carries the diagnosis for the FailedScheduling message and requeueing."""
-
-    def __init__(self, num_all_nodes: int, diagnosis: Diagnosis) -> None:
-        super().__init__("no feasible node")
-        self.num_all_nodes = num_all_nodes
-        self.diagnosis = diagnosis
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
-class ScheduleResult:
-    node: str
-    evaluated_nodes: int
-    feasible_nodes: int
-    scored_nodes: Sequence[str] = ()
-    plugin_scores: dict[str, IntArray] = field(default_factory=dict)
-    totals: IntArray | None = None
-    node_to_status: dict[str, Status] = field(default_factory=dict)
+class _Attempt:
+    """One pod's attempt in progress."""
+
+    qpi: QueuedPodInfo
+    fwk: Framework
+    cycle: int
+    state: CycleState
+    phases: dict[Phase, float]
+    chosen_node: str | None = None
+    result: ScheduleResult | None = None
+    node_to_status: Mapping[str, Status] = field(default_factory=dict)
 
 
-NominatedFilter = Callable[[Framework, CycleState, PodInfo, NodeInfo], Status | None]
+class ScheduleOne:
+    """The cycles of one scheduler; stateful only through the algorithm and the in-flight binding tasks."""
 
-
-class ScheduleAlgorithm:
-    """Stateful across cycles only through the round-robin start index and the random source."""
-
-    def __init__(self, global_percentage: int, rng: random.Random) -> None:
-        self.global_percentage = global_percentage
-        self.rng = rng
-        self.next_start_node_index = 0
-
-    def schedule_pod(
+    def __init__(
         self,
-        fwk: Framework,
-        state: CycleState,
-        pod: PodInfo,
+        *,
+        cache: Cache,
+        queue: SchedulingQueue,
         snapshot: Snapshot,
-        filter_with_nominated: NominatedFilter | None,
-        nominated_nodes: frozenset[str],
-    ) -> ScheduleResult:
-        if len(snapshot) == 0:
-            diagnosis = Diagnosis(pre_filter_msg=NO_NODES_AVAILABLE)
-            raise FitError(0, diagnosis)
-        feasible, diagnosis, evaluated = self._find_nodes_that_fit(
-            fwk, state, pod, snapshot, filter_with_nominated, nominated_nodes
-        )
-        if not feasible:
-            raise FitError(len(snapshot), diagnosis)
-        if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, evaluated, 1, node_to_status=diagnosis.node_to_status)
-        status = fwk.run_pre_score(state, pod, feasible)
-        if status is not None:
-            raise SchedulingError(status)
-        slots = np.fromiter((info.slot for info in feasible), dtype=np.int64, count=len(feasible))
-        outcome = fwk.run_score(state, pod, NodeBatch(snapshot.table, slots))
-        if isinstance(outcome, Status):
-            raise SchedulingError(outcome)
-        totals = outcome.totals
-        if not fwk.score_plugins:
-            totals = np.ones(len(feasible), dtype=np.int64)
-        chosen = self._select_host(totals)
-        return ScheduleResult(
-            node=feasible[chosen].name,
-            evaluated_nodes=evaluated,
-            feasible_nodes=len(feasible),
-            scored_nodes=[info.name for info in feasible],
-            plugin_scores=outcome.per_plugin,
-            totals=totals,
-            node_to_status=diagnosis.node_to_status,
-        )
+        frameworks: Mapping[str, Framework],
+        backend: Backend,
+        clock: Clock,
+        algorithm: ScheduleAlgorithm,
+        pending: Mapping[str, Pod],
+        waiting_pods: WaitingPods,
+        observer: AttemptObserver | None,
+    ) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.nominator = queue.nominator
+        self.snapshot = snapshot
+        self.frameworks = frameworks
+        self.backend = backend
+        self.clock = clock
+        self.algorithm = algorithm
+        self.pending = pending
+        self.waiting_pods = waiting_pods
+        self.observer = observer
+        self.binding_tasks: set[asyncio.Task[None]] = set()
+        # A simulation has to end: after this many attempts a pod is left where it is (None = never give up).
+        self.max_attempts: int | None = None
+        self.attempt_latencies: list[float] | None = None  # wall time of each scheduling cycle, when measured
 
-    def _select_host(self, totals: IntArray) -> int:
-        """Index of a highest total; ties broken uniformly at random (kube-scheduler's reservoir)."""
-        best = totals.max()
-        tied = np.flatnonzero(totals == best)
-        if len(tied) == 1:
-            return int(tied[0])
-        return int(tied[self.rng.randrange(len(tied))])
+    # ---- the scheduling cycle ----------------------------------------------------------------
 
-    def _find_nodes_that_fit(
-        self,
-        fwk: Framework,
-        state: CycleState,
-        pod: PodInfo,
-        snapshot: Snapshot,
-        filter_with_nominated: NominatedFilter | None,
-        nominated_nodes: frozenset[str],
-    ) -> tuple[list[NodeInfo], Diagnosis, int]:
-        all_nodes = snapshot.node_infos
-        diagnosis = Diagnosis()
-        pre = fwk.run_pre_filter(state, pod, all_nodes)
-        diagnosis.unschedulable_plugins |= pre.rejected_by
-        if pre.status is not None:
-            if not pre.status.is_rejected():
-                raise SchedulingError(pre.status)
-            diagnosis.pre_filter_msg = pre.status.message
-            if pre.status.code is Code.PENDING:
-                diagnosis.pending_plugins.add(pre.status.plugin)
-            for info in all_nodes:
-                diagnosis.node_to_status[info.name] = pre.status
-            return [], diagnosis, 0
+    async def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        started = time.perf_counter()
+        try:
+            await self._scheduling_cycle(qpi)
+        finally:
+            if self.attempt_latencies is not None:
+                self.attempt_latencies.append(time.perf_counter() - started)
 
-        nominated = pod.pod.status.nominated_node_name
-        if nominated:
-            nominated_info = snapshot.get(nominated)
-            allowed = pre.result is None or pre.result.node_names is None or nominated in pre.result.node_names
-            if nominated_info is not None and allowed:
-                status = self._filter_one(fwk, state, pod, nominated_info, filter_with_nominated, nominated_nodes)
-                if status is None:
-                    return [nominated_info], diagnosis, 1
-                if status.code is Code.ERROR:
-                    raise SchedulingError(status)
-
-        if pre.result is not None and pre.result.node_names is not None:
-            names = pre.result.node_names
-            candidates_infos = [info for info in all_nodes if info.name in names]
-            candidate_slots = np.fromiter(
-                (info.slot for info in candidates_infos), dtype=np.int64, count=len(candidates_infos)
+    async def _scheduling_cycle(self, qpi: QueuedPodInfo) -> None:
+        pod_info = qpi.pod_info
+        pod = pod_info.pod
+        uid = pod_info.uid
+        fwk = self.frameworks.get(pod.spec.scheduler_name)
+        if fwk is None or uid not in self.pending:
+            self.queue.done(uid)
+            return
+        if pod.metadata.deletion_timestamp is not None:
+            self.backend.event(
+                pod, "Warning", "FailedScheduling", "Scheduling", f"skip schedule deleting pod: {pod_info.key}"
             )
-            diagnosis.absent_nodes_status = Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.narrowed_by))}]",
+            self.queue.done(uid)
+            return
+        if self.cache.is_assumed(uid):
+            self.queue.done(uid)
+            return
+        self.cache.update_snapshot(self.snapshot)
+        state = CycleState()
+        attempt = _Attempt(qpi, fwk, self.queue.scheduling_cycle, state, {Phase.QUEUED: qpi.timestamp})
+        try:
+            result = await self.algorithm.schedule_pod(
+                fwk,
+                state,
+                pod_info,
+                self.snapshot,
+                self.nominator.nominated_node_names() if self.nominator else frozenset(),
             )
-            diagnosis.absent_node_count = len(all_nodes) - len(candidates_infos)
+        except FitError as err:
+            self._handle_fit_error(attempt, err)
+            return
+        except SchedulingError as err:
+            self._fail(attempt, err.status, Diagnosis())
+            return
+        except Exception as exc:  # a bug in the algorithm or a plugin must cost one attempt, not the scheduler
+            log.exception("scheduling cycle for %s failed", pod_info.key)
+            self._fail(attempt, Status.error(exc), Diagnosis())
+            return
+
+        node = result.node
+        attempt.chosen_node = node
+        attempt.result = result
+        attempt.node_to_status = result.node_to_status
+        attempt.phases[Phase.FILTERED] = self.clock.now()
+        if self.observer is not None:
+            seal_verdicts(state, [node])
+        if uid not in self.pending:
+            # Deleted (or bound by someone else) while the cycle awaited a policy decision.
+            self.queue.done(uid)
+            return
+        assumed = self.cache.assume_pod(pod_info, node)
+        self.nominator.delete_nominated_pod_if_exists(uid)
+        status = fwk.run_reserve(state, assumed, node)
+        if status is None:
+            attempt.phases[Phase.RESERVED] = self.clock.now()
+            status = fwk.run_permit(state, assumed, node)
+        if status is not None and status.code is not Code.WAIT:
+            fwk.run_unreserve(state, assumed, node)
+            self.cache.forget_pod(uid)
+            self._fail_on_node(attempt, node, status)
+            return
+        task = asyncio.get_running_loop().create_task(self._binding_cycle(attempt, assumed, node), name=uid)
+        self.binding_tasks.add(task)
+        task.add_done_callback(self.binding_tasks.discard)
+
+    def binding_runnable(self, task: asyncio.Task[None]) -> bool:
+        """Whether a binding task can progress without the clock moving (not parked at Permit)."""
+        if task.done():
+            return False
+        entry = self.waiting_pods.get(task.get_name())
+        return entry is None or entry.done
+
+    # ---- failures ----------------------------------------------------------------------------
+
+    def _handle_fit_error(self, attempt: _Attempt, err: FitError) -> None:
+        fwk = attempt.fwk
+        diagnosis = err.diagnosis
+        nominated: str | None = None
+        if fwk.post_filter_plugins and err.num_all_nodes:
+            post_result, post_status = fwk.run_post_filter(
+                attempt.state, attempt.qpi.pod_info, diagnosis.node_to_status
+            )
+            if post_status.code is Code.ERROR:
+                log.error("PostFilter for %s failed: %s", attempt.qpi.pod_info.key, post_status.message)
+            elif post_status.message and post_status.code is not Code.SUCCESS:
+                diagnosis.post_filter_msg = post_status.message
+            if post_result is not None:
+                nominated = post_result.nominated_node_name
+        code = Code.PENDING if diagnosis.pending_plugins else Code.UNSCHEDULABLE
+        status = Status(code, fit_error_message(err.num_all_nodes, diagnosis))
+        self._fail(attempt, status, diagnosis, nominated_node=nominated)
+
+    def _fail_on_node(self, attempt: _Attempt, node: str, status: Status) -> None:
+        """Reserve/Permit/binding failure: kube-scheduler reports it as a FitError over one node."""
+        if status.code is Code.ERROR:
+            self._fail(attempt, status, Diagnosis())
+            return
+        diagnosis = Diagnosis(node_to_status={node: status})
+        (diagnosis.pending_plugins if status.code is Code.PENDING else diagnosis.unschedulable_plugins).add(
+            status.plugin
+        )
+        self._fail(attempt, Status(status.code, fit_error_message(1, diagnosis)), diagnosis)
+
+    def _fail(
+        self, attempt: _Attempt, status: Status, diagnosis: Diagnosis, *, nominated_node: str | None = None
+    ) -> None:
+        """kube-scheduler's FailureHandler: event, condition, nomination, requeue (with backoff), record."""
+        qpi = attempt.qpi
+        pod_info = qpi.pod_info
+        pod = pod_info.pod
+        message = status.message
+        is_error = status.code is Code.ERROR
+        reason = "SchedulerError" if is_error else "Unschedulable"
+        self.backend.event(pod, "Warning", "FailedScheduling", "Scheduling", truncate_event_message(message))
+        self.backend.set_pod_condition(pod, reason, message, nominated_node)
+        if nominated_node:
+            self.nominator.add_nominated_pod(pod_info, nominated_node)
+        gave_up = self.max_attempts is not None and qpi.attempts >= self.max_attempts
+        if pod_info.uid in self.pending and not gave_up:
+            self.queue.add_unschedulable_if_not_present(
+                qpi,
+                rejected_by=diagnosis.unschedulable_plugins,
+                pending=diagnosis.pending_plugins,
+                error=is_error,
+            )
         else:
-            candidate_slots = snapshot.slots
-        n = len(candidate_slots)
-        if n == 0:
-            return [], diagnosis, 0
-        to_find = num_feasible_nodes_to_find(
-            fwk.percentage_of_nodes_to_score
-            if fwk.percentage_of_nodes_to_score is not None
-            else self.global_percentage,
-            n,
+            self.queue.done(pod_info.uid)
+        if self.observer is None:
+            return
+        node_to_status = diagnosis.node_to_status
+        targets = [attempt.chosen_node] if attempt.chosen_node else sorted(node_to_status)
+        seal_verdicts(attempt.state, targets)
+        self.observer.on_attempt(
+            self._record(attempt, ERROR if is_error else UNSCHEDULABLE, message=message, node_to_status=node_to_status)
         )
-        if not fwk.score_plugins:
-            to_find = 1
-        start = self.next_start_node_index % n
-        table = snapshot.table
 
-        if not fwk.filter_plugins:
-            take = (start + np.arange(min(to_find, n))) % n
-            feasible_slots = candidate_slots[take]
-            self.next_start_node_index = (start + len(take)) % len(all_nodes)
-            return NodeBatch(table, feasible_slots).infos, diagnosis, len(take)
-
-        feasible: list[int] = []
-        processed = 0
-        position = 0
-        chunk_size = 0
-        while position < n and len(feasible) < to_find:
-            # All-batch filters cost about the same for 5000 nodes as for 500: take everything at once.
-            # A little more than is still needed (most nodes usually pass), doubling when many fail: few
-            # chunks, and filters that call out (a policy engine) are asked about few nodes past the cut.
-            needed = to_find - len(feasible)
-            chunk_size = max(needed + needed // 4 + 32, 2 * chunk_size)
-            chunk = min(n - position, chunk_size)
-            chunk_slots = candidate_slots[(start + position + np.arange(chunk)) % n]
-            batch = NodeBatch(table, chunk_slots)
-            outcome = fwk.run_filter_batch(state, pod, batch)
-            if outcome.error is not None:
-                raise SchedulingError(outcome.error)
-            status_ids = outcome.status_ids
-            if nominated_nodes and filter_with_nominated is not None:
-                status_ids = self._recheck_nominated(
-                    fwk, state, pod, batch, outcome.statuses, status_ids, filter_with_nominated, nominated_nodes
-                )
-            passing = np.flatnonzero(status_ids == 0)
-            needed = to_find - len(feasible)
-            if len(passing) >= needed:
-                cut = int(passing[needed - 1]) + 1
-                passing = passing[:needed]
-            else:
-                cut = chunk
-            feasible.extend((position + passing).tolist())
-            failing = np.flatnonzero(status_ids[:cut] != 0)
-            if len(failing):
-                statuses = outcome.statuses
-                by_slot = table.infos
-                for slot, status_id in zip(chunk_slots[failing].tolist(), status_ids[failing].tolist(), strict=True):
-                    status = statuses[status_id - 1]
-                    diagnosis.node_to_status[by_slot[slot].name] = status
-                    if status.code is Code.PENDING:
-                        diagnosis.pending_plugins.add(status.plugin)
-                    else:
-                        diagnosis.unschedulable_plugins.add(status.plugin)
-            processed += cut
-            position += chunk
-        self.next_start_node_index = (start + processed) % len(all_nodes)
-        feasible_slots = candidate_slots[(start + np.asarray(feasible, dtype=np.int64)) % n]
-        return NodeBatch(table, feasible_slots).infos, diagnosis, processed
-
-    def _filter_one(
+    def _record(
         self,
-        fwk: Framework,
-        state: CycleState,
-        pod: PodInfo,
-        info: NodeInfo,
-        filter_with_nominated: NominatedFilter | None,
-        nominated_nodes: frozenset[str],
-    ) -> Status | None:
-        if filter_with_nominated is not None and info.name in nominated_nodes:
-            return filter_with_nominated(fwk, state, pod, info)
-        return fwk.run_filter(state, pod, info)
+        attempt: _Attempt,
+        outcome: str,
+        *,
+        message: str = "",
+        node_to_status: Mapping[str, Status] | None = None,
+        bound_to: str | None = None,
+        pod: PodInfo | None = None,
+    ) -> AttemptRecord:
+        result = attempt.result
+        qpi = attempt.qpi
+        return AttemptRecord(
+            pod=pod if pod is not None else qpi.pod_info,
+            profile=attempt.fwk.profile_name,
+            result=outcome,
+            attempts=qpi.attempts,
+            cycle=attempt.cycle,
+            chosen_node=attempt.chosen_node,
+            node=bound_to,
+            message=message,
+            node_to_status=node_to_status if node_to_status is not None else attempt.node_to_status,
+            scored_nodes=result.scored_nodes if result is not None else (),
+            plugin_scores=result.plugin_scores if result is not None else {},
+            totals=result.totals if result is not None else None,
+            evaluated_nodes=result.evaluated_nodes if result is not None else 0,
+            feasible_nodes=result.feasible_nodes if result is not None else 0,
+            queued_at=qpi.initial_attempt_timestamp,
+            finished_at=self.clock.now(),
+            phases=dict(attempt.phases),
+            verdicts=verdicts_of(attempt.state),
+        )
 
-    def _recheck_nominated(
-        self,
-        fwk: Framework,
-        state: CycleState,
-        pod: PodInfo,
-        batch: NodeBatch,
-        statuses: list[Status],
-        status_ids: IntArray,
-        filter_with_nominated: NominatedFilter,
-        nominated_nodes: frozenset[str],
-    ) -> IntArray:
-        """Nodes with nominated pods are decided by the two-pass per-node filter instead."""
-        status_ids = status_ids.copy()
-        for index, info in enumerate(batch.infos):
-            if info.name not in nominated_nodes or status_ids[index] != 0:
-                continue
-            status = filter_with_nominated(fwk, state, pod, info)
-            if status is None:
-                continue
-            if status.code is Code.ERROR:
-                raise SchedulingError(status)
-            statuses.append(status)
-            status_ids[index] = len(statuses)
-        return status_ids
+    # ---- the binding cycle -------------------------------------------------------------------
+
+    async def _binding_cycle(self, attempt: _Attempt, assumed: PodInfo, node: str) -> None:
+        fwk = attempt.fwk
+        state = attempt.state
+        uid = assumed.uid
+        status = await fwk.wait_on_permit(assumed)
+        if status is None:
+            attempt.phases[Phase.PERMITTED] = self.clock.now()
+            status = await fwk.run_pre_bind(state, assumed, node)
+        if status is None:
+            status = await fwk.run_bind(state, assumed, node)
+        self.cache.finish_binding(uid)
+        if status is None:
+            attempt.phases[Phase.BOUND] = self.clock.now()
+            self.queue.done(uid)
+            self.backend.event(
+                assumed.pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {node}"
+            )
+            await fwk.run_post_bind(state, assumed, node)
+            if self.observer is not None:
+                self.observer.on_attempt(self._record(attempt, SCHEDULED, bound_to=node, pod=assumed))
+            return
+        fwk.run_unreserve(state, assumed, node)
+        self.cache.forget_pod(uid)
+        # Releasing the node's resources is an AssignedPodDelete for every other waiting pod.
+        self.queue.done(uid)
+        self.queue.on_event(ASSIGNED_POD_DELETE, assumed.pod, None)
+        self._fail_on_node(attempt, node, status)

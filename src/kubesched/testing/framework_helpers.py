@@ -7,7 +7,8 @@ per-node method for every node, or its batch method over all nodes, and return p
 snapshot order so the two can be compared directly.
 
 ``RecordingClient`` stands in for the API server (the one thing a unit test cannot reach); it is not a
-mock of kubesched code.
+mock of kubesched code. ``PluginHandle`` is a real Handle over a real cache and the scheduler's real
+services; only the plugin runners, which need a whole framework, are missing.
 """
 
 from __future__ import annotations
@@ -24,19 +25,22 @@ from kubesched.framework.interface import (
     BatchFilterPlugin,
     BatchScorePlugin,
     ClusterClient,
-    EventRecorder,
     FilterPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     ScoreNormalizer,
     ScorePlugin,
-    WaitingPod,
 )
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
+from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
+from kubesched.framework.runtime.services import BackgroundTasks, Services
+from kubesched.framework.runtime.waiting_pods import WaitingPods
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
-from kubesched.framework.types import PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.policy.clients import policy_services
 from kubesched.scheduler.cache.cache import Cache
+from kubesched.scheduler.queue.nominator import PodNominator
 
 __all__ = [
     "PluginHandle",
@@ -90,8 +94,14 @@ class RecordingEventRecorder:
         self.events.append((pod.key, event_type, reason, action, message))
 
 
-class PluginHandle:
-    """A Handle for one plugin under test: the cache's snapshot, a virtual clock, a recording client."""
+class PluginHandle(ContextHandle):
+    """A Handle for one plugin under test: the cache's snapshot, a virtual clock, a recording client, the
+    scheduler's real services (policy clients), and background work kept for the test to run.
+
+    ``context`` is a complete :class:`FrameworkContext`, so a test can also build a real
+    :class:`~kubesched.framework.runtime.framework.Framework` over the same cache with it. The plugin runners
+    of the Handle need a framework and are not available here.
+    """
 
     def __init__(
         self,
@@ -100,57 +110,67 @@ class PluginHandle:
         client: ClusterClient | None = None,
         clock: Clock | None = None,
         profile_name: str = "default-scheduler",
+        services: Services | None = None,
     ) -> None:
         self.cache = cache if cache is not None else Cache()
-        self._client: ClusterClient = client if client is not None else RecordingClient()
-        self._clock: Clock = clock if clock is not None else VirtualClock()
-        self._profile_name = profile_name
+        the_clock: Clock = clock if clock is not None else VirtualClock()
         self.recorder = RecordingEventRecorder()
-        self.activated: list[Pod] = []
+        self.activated: list[str] = []
         self.pods: dict[str, Pod] = {}
         self.spawned: list[Coroutine[Any, Any, None]] = []
-
-    @property
-    def profile_name(self) -> str:
-        return self._profile_name
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
-    def client(self) -> ClusterClient:
-        return self._client
-
-    @property
-    def event_recorder(self) -> EventRecorder:
-        return self.recorder
-
-    def snapshot(self) -> Snapshot:
-        return self.cache.snapshot()
-
-    def iterate_waiting_pods(self) -> Iterable[WaitingPod]:
-        return ()
-
-    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
-        return None
-
-    def reject_waiting_pod(self, uid: str) -> bool:
-        return False
-
-    def activate(self, pods: Iterable[Pod]) -> None:
-        self.activated.extend(pods)
-
-    def get_pod(self, uid: str) -> Pod | None:
-        return self.pods.get(uid)
+        super().__init__(
+            FrameworkContext(
+                clock=the_clock,
+                client=client if client is not None else RecordingClient(),
+                event_recorder=self.recorder,
+                nominator=PodNominator(),
+                waiting_pods=WaitingPods(),
+                snapshot=self.cache.snapshot,
+                get_pod=self.pods.get,
+                activate=self.activated.extend,
+                tasks=BackgroundTasks(the_clock),
+                services=services if services is not None else Services(policy_services(the_clock)),
+            ),
+            profile_name,
+        )
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Unit tests run spawned work themselves: it is kept in ``spawned``."""
+        """Unit tests run spawned work themselves (:meth:`run_spawned`): it is kept in ``spawned``."""
         self.spawned.append(work)
 
+    async def run_spawned(self) -> None:
+        """Run the work spawned so far, and whatever it spawns, to completion."""
+        while self.spawned:
+            work = self.spawned.pop(0)
+            await work
+
     async def sleep(self, seconds: float) -> None:
-        if isinstance(self._clock, VirtualClock):
-            self._clock.advance(seconds)
+        if isinstance(self.clock, VirtualClock):
+            self.clock.advance(seconds)
+
+    async def aclose(self) -> None:
+        for work in self.spawned:
+            work.close()
+        self.spawned.clear()
+        await self.context.services.aclose()
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        raise NotImplementedError(_NO_FRAMEWORK)
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        raise NotImplementedError(_NO_FRAMEWORK)
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        raise NotImplementedError(_NO_FRAMEWORK)
+
+
+_NO_FRAMEWORK = "a PluginHandle runs one plugin; build a Framework over handle.context to run plugin chains"
 
 
 def batch_of(snapshot: Snapshot, names: Sequence[str] | None = None) -> NodeBatch:

@@ -85,19 +85,21 @@ class _NodePolicy:
     def __init__(self, denied: dict[str, str]) -> None:
         self.denied = denied
 
-    def verdict_for(self, target: str) -> PolicyVerdict | None:
-        reason = self.denied.get(target)
-        return PolicyVerdict(
-            plugin="LabelPolicy",
-            stage="filter",
-            target=target,
-            allowed=reason is None,
-            reasons=(reason,) if reason else (),
-            engine="test-engine",
-            revision="rev-7",
-            decision_id=f"opa-{target}",
-            input_digest=f"sha256:{target}",
-        )
+    def verdicts_for(self, targets: Sequence[str]) -> list[PolicyVerdict]:
+        return [
+            PolicyVerdict(
+                plugin="LabelPolicy",
+                stage="filter",
+                target=target,
+                allowed=self.denied.get(target) is None,
+                reasons=(self.denied[target],) if target in self.denied else (),
+                engine="test-engine",
+                revision="rev-7",
+                decision_id=f"opa-{target}",
+                input_digest=f"sha256:{target}",
+            )
+            for target in targets
+        ]
 
 
 class LabelPolicy:
@@ -203,7 +205,7 @@ async def schedule(
     config = policy_config(*plugins)
     scheduler = Scheduler(config, registry(), cluster, clock=clock, seed=1, observer=FanOut(attempts, audit))
     scheduler.max_attempts = 1
-    cluster.subscribe(scheduler)
+    cluster.subscribe(scheduler.event_handlers)
     await scheduler.run_until_idle(clock)
     await scheduler.close()
     return attempts.all, audit, cluster

@@ -10,7 +10,6 @@ from kubesched.config.loader import default_config
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import NodeBatch
 from kubesched.framework.runtime.framework import Framework, ScoreOutcome
-from kubesched.framework.runtime.waiting_pods import WaitingPods
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.testing.builders import make_node, make_pod
@@ -20,7 +19,7 @@ from kubesched.testing.framework_helpers import PluginHandle, make_cluster
 def _framework(handle: PluginHandle, *, use_batch: bool) -> Framework:
     registry = in_tree_registry()
     profile = default_config(registry).profiles[0]
-    return Framework(profile, registry, handle, WaitingPods(), use_batch=use_batch)
+    return Framework(profile, registry, handle.context, use_batch=use_batch)
 
 
 def test_default_profile_batch_and_reference_paths_agree() -> None:

@@ -27,7 +27,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubesched.clock import VirtualClock
-from kubesched.framework.policy import UNDEFINED_REASON, Decision, PolicyError, undefined_decision
+from kubesched.framework.policy import Decision, PolicyError, undefined_decision
 from kubesched.policy.contract import batch_module, interpret_result
 from kubesched.policy.remote import (
     OpaHttpError,

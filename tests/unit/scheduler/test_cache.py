@@ -22,16 +22,16 @@ def test_assume_forget_and_confirm_keep_table_equal_to_node_info() -> None:
     assert info is not None
     slot = info.slot
     assert cache.is_assumed(pod.uid)
-    assert cache.table.req_cpu[slot] == 1000 == info.requested.milli_cpu
-    assert cache.table.pod_count[slot] == 1
+    assert cache.snapshot().table.req_cpu[slot] == 1000 == info.requested.milli_cpu
+    assert cache.snapshot().table.pod_count[slot] == 1
     cache.forget_pod(pod.uid)
-    assert cache.table.req_cpu[slot] == 0 and cache.table.pod_count[slot] == 0
+    assert cache.snapshot().table.req_cpu[slot] == 0 and cache.snapshot().table.pod_count[slot] == 0
     cache.assume_pod(pod, "n")
     cache.finish_binding(pod.uid)
     cache.add_pod(assumed.pod)  # the informer confirms the binding
     assert not cache.is_assumed(pod.uid)
-    assert cache.table.req_cpu[slot] == 1000 and cache.table.pod_count[slot] == 1
-    assert cache.table.nonzero_memory[slot] == info.non_zero_requested.memory == 1024**3
+    assert cache.snapshot().table.req_cpu[slot] == 1000 and cache.snapshot().table.pod_count[slot] == 1
+    assert cache.snapshot().table.nonzero_memory[slot] == info.non_zero_requested.memory == 1024**3
 
 
 def test_pod_before_its_node_is_applied_when_node_arrives() -> None:
@@ -40,7 +40,7 @@ def test_pod_before_its_node_is_applied_when_node_arrives() -> None:
     cache.add_node(make_node("late-node").capacity(cpu="2", memory="1Gi", pods=10).obj())
     info = cache.node("late-node")
     assert info is not None and info.requested.milli_cpu == 500
-    assert cache.table.req_cpu[info.slot] == 500
+    assert cache.snapshot().table.req_cpu[info.slot] == 500
 
 
 def test_removed_node_slot_is_reused_and_cleared() -> None:
@@ -51,9 +51,9 @@ def test_removed_node_slot_is_reused_and_cleared() -> None:
     cache.add_node(make_node("y").capacity(cpu="1", memory="1Gi", pods=10).obj())
     info = cache.node("y")
     assert info is not None and info.slot == slot
-    alloc, _ = cache.table.scalar("nvidia.com/gpu")
+    alloc, _ = cache.snapshot().table.scalar("nvidia.com/gpu")
     assert alloc[slot] == 0
-    assert cache.table.alloc_cpu[slot] == 1000
+    assert cache.snapshot().table.alloc_cpu[slot] == 1000
 
 
 def test_table_grows_past_initial_capacity() -> None:
@@ -63,4 +63,4 @@ def test_table_grows_past_initial_capacity() -> None:
     snapshot = cache.snapshot()
     assert len(snapshot) == 200
     for info in snapshot.node_infos:
-        assert cache.table.alloc_cpu[info.slot] == info.allocatable.milli_cpu
+        assert cache.snapshot().table.alloc_cpu[info.slot] == info.allocatable.milli_cpu

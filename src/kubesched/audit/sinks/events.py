@@ -10,8 +10,9 @@ denied, ``Normal`` otherwise.
 from __future__ import annotations
 
 from kubesched.api.objects import ObjectMeta, Pod, PodSpec, PodStatus
-from kubesched.audit.records import VERDICT_DENY, AuditRecord
+from kubesched.audit.records import AuditRecord
 from kubesched.framework.interface import EventRecorder
+from kubesched.framework.verdict import VERDICT_ALLOW
 from kubesched.scheduler.diagnosis import truncate_event_message
 
 REASON = "PolicyAudit"
@@ -25,7 +26,7 @@ class EventsSink:
         self.recorder = recorder
 
     def write(self, record: AuditRecord) -> None:
-        event_type = "Warning" if record.verdict == VERDICT_DENY else "Normal"
+        event_type = "Warning" if record.verdict not in (None, VERDICT_ALLOW) else "Normal"
         message = truncate_event_message(event_message(record))
         self.recorder.event(_involved_pod(record), event_type, REASON, ACTION, message)
 

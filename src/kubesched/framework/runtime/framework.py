@@ -1,14 +1,23 @@
-"""The framework runtime: one per profile, built once from config and the registry.
+"""The framework runtime: one per profile, built once from config and the registry; it is the plugins' Handle.
+
+As kube-scheduler's ``frameworkImpl``, a :class:`Framework` both runs its plugins and *is* the
+:class:`~kubesched.framework.interface.Handle` they were built with: the cycle's snapshot, the nominator,
+waiting pods, named services, the event recorder, the client, the clock and the runners a plugin may call
+(``run_filter_plugins_with_nominated_pods`` and the PreFilter extensions, for preemption). What it needs
+from the scheduler comes in one :class:`FrameworkContext`.
 
 The scheduler calls the ``run_*`` methods in the order of the scheduling and binding cycles. Plugins
-are instantiated once (a plugin serving several points is one object), sorted into per-point lists and
-checked at build time; a plugin that raises during a cycle yields an Error status, never a crash.
-Filter and Score have two interchangeable paths: per node (the reference) and batch (numpy over a
-:class:`NodeBatch`, using ``filter_batch``/``score_batch`` where a plugin has them).
+are instantiated once (a plugin serving several points is one object), sorted into typed per-point lists
+and checked at build time (a plugin configured at a point whose method it lacks is a
+:class:`FrameworkBuildError`, as upstream's ``updatePluginList``); a plugin that raises in any runner
+yields an Error status for that pod, never a crash. Filter and Score have two interchangeable paths: per
+node (the reference) and batch (numpy over a :class:`NodeBatch`, using ``filter_batch``/``score_batch``
+where a plugin has them). ``run_prefetch`` awaits the plugins that fetch Filter's answers off the loop.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from kubesched.config.catalog import PLUGIN_INTERFACES
 from kubesched.config.types import ProfileConfig
 from kubesched.errors import KubeschedError
 from kubesched.framework.cycle_state import CycleState
@@ -24,9 +34,12 @@ from kubesched.framework.interface import (
     MAX_NODE_SCORE,
     MAX_PERMIT_TIMEOUT_SECONDS,
     MIN_NODE_SCORE,
+    BatchFilterPlugin,
+    BatchScorePlugin,
     BindPlugin,
+    EnqueueExtensions,
     FilterPlugin,
-    Handle,
+    FilterPrefetcher,
     NodeToStatus,
     PermitPlugin,
     Plugin,
@@ -40,11 +53,13 @@ from kubesched.framework.interface import (
     QueuedPodInfo,
     QueueSortPlugin,
     ReservePlugin,
+    ScoreNormalizer,
     ScorePlugin,
 )
 from kubesched.framework.node_table import IntArray, NodeBatch
-from kubesched.framework.runtime.registry import Registry
-from kubesched.framework.runtime.waiting_pods import WaitingPodEntry, WaitingPods
+from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
+from kubesched.framework.runtime.registry import POINT_METHODS, Registry
+from kubesched.framework.runtime.waiting_pods import WaitingPodEntry
 from kubesched.framework.status import REJECTED_CODES, Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 
@@ -63,8 +78,8 @@ class ScorePluginEntry:
     name: str
     plugin: ScorePlugin
     weight: int
-    batch: Any  # the plugin itself when it has score_batch, else None
-    normalizer: Any  # the plugin itself when it has normalize_score, else None
+    batch: BatchScorePlugin | None  # the plugin itself when it has score_batch
+    normalizer: ScoreNormalizer | None  # the plugin itself when it has normalize_score
 
 
 @dataclass(slots=True)
@@ -98,83 +113,95 @@ class ScoreOutcome:
     totals: IntArray
 
 
-class Framework:
-    """The plugins of one profile, sorted into per-point lists, and the code that runs them."""
+class Framework(ContextHandle):
+    """The plugins of one profile, sorted into typed per-point lists, the code that runs them, and their Handle."""
 
     def __init__(
         self,
         profile: ProfileConfig,
         registry: Registry,
-        handle: Handle,
-        waiting_pods: WaitingPods,
+        context: FrameworkContext,
         *,
         use_batch: bool = True,
     ) -> None:
-        self.profile_name: str = profile.scheduler_name
+        super().__init__(context, profile.scheduler_name)
         self.percentage_of_nodes_to_score: int | None = profile.percentage_of_nodes_to_score
-        self.handle = handle
-        self.waiting_pods = waiting_pods
         self.use_batch = use_batch
         points = profile.plugins
+        self._points = points
         args: Mapping[str, object] = profile.plugin_args
         self.plugins: dict[str, Plugin] = {}
         for refs in points.values():
             for ref in refs:
                 if ref.name not in self.plugins:
-                    self.plugins[ref.name] = self._build_plugin(ref.name, registry, args.get(ref.name), handle)
+                    self.plugins[ref.name] = self._build_plugin(ref.name, registry, args.get(ref.name))
 
-        def at(point: str) -> list[tuple[str, Any]]:
-            return [(ref.name, self.plugins[ref.name]) for ref in points.get(point, ())]
-
-        self.pre_enqueue_plugins: list[tuple[str, PreEnqueuePlugin]] = at("preEnqueue")
-        queue_sort = at("queueSort")
+        self.pre_enqueue_plugins: list[tuple[str, PreEnqueuePlugin]] = self._at("preEnqueue")
+        queue_sort: list[tuple[str, QueueSortPlugin]] = self._at("queueSort")
         if len(queue_sort) != 1:
             raise FrameworkBuildError(
                 f"only one queue sort plugin required for profile with scheduler name "
                 f'"{self.profile_name}", but got {len(queue_sort)}'
             )
         self.queue_sort: QueueSortPlugin = queue_sort[0][1]
-        self.pre_filter_plugins: list[tuple[str, PreFilterPlugin]] = at("preFilter")
-        self.filter_plugins: list[tuple[str, FilterPlugin]] = at("filter")
-        self.post_filter_plugins: list[tuple[str, PostFilterPlugin]] = at("postFilter")
-        self.pre_score_plugins: list[tuple[str, PreScorePlugin]] = at("preScore")
+        self.pre_filter_plugins: list[tuple[str, PreFilterPlugin]] = self._at("preFilter")
+        self.filter_plugins: list[tuple[str, FilterPlugin]] = self._at("filter")
+        self.post_filter_plugins: list[tuple[str, PostFilterPlugin]] = self._at("postFilter")
+        self.pre_score_plugins: list[tuple[str, PreScorePlugin]] = self._at("preScore")
         self.score_plugins: list[ScorePluginEntry] = [
             ScorePluginEntry(
-                name=ref.name,
-                plugin=self.plugins[ref.name],  # type: ignore[arg-type]
-                weight=ref.weight or 1,
-                batch=self.plugins[ref.name] if hasattr(self.plugins[ref.name], "score_batch") else None,
-                normalizer=self.plugins[ref.name] if hasattr(self.plugins[ref.name], "normalize_score") else None,
+                name=name,
+                plugin=plugin,
+                weight=weight,
+                batch=plugin if isinstance(plugin, BatchScorePlugin) else None,
+                normalizer=plugin if isinstance(plugin, ScoreNormalizer) else None,
             )
-            for ref in points.get("score", ())
+            for (name, plugin), weight in zip(
+                self._at("score"), (ref.weight or 1 for ref in points.get("score", ())), strict=True
+            )
         ]
-        self.reserve_plugins: list[tuple[str, ReservePlugin]] = at("reserve")
-        self.permit_plugins: list[tuple[str, PermitPlugin]] = at("permit")
-        self.pre_bind_plugins: list[tuple[str, PreBindPlugin]] = at("preBind")
-        self.bind_plugins: list[tuple[str, BindPlugin]] = at("bind")
-        self.post_bind_plugins: list[tuple[str, PostBindPlugin]] = at("postBind")
+        self.reserve_plugins: list[tuple[str, ReservePlugin]] = self._at("reserve")
+        self.permit_plugins: list[tuple[str, PermitPlugin]] = self._at("permit")
+        self.pre_bind_plugins: list[tuple[str, PreBindPlugin]] = self._at("preBind")
+        self.bind_plugins: list[tuple[str, BindPlugin]] = self._at("bind")
+        self.post_bind_plugins: list[tuple[str, PostBindPlugin]] = self._at("postBind")
         if not self.bind_plugins:
             raise FrameworkBuildError(
                 f'at least one bind plugin is needed for profile with scheduler name "{self.profile_name}"'
             )
-        self._batch_filter = {name for name, plugin in self.filter_plugins if hasattr(plugin, "filter_batch")}
+        self._batch_filter: dict[str, BatchFilterPlugin] = {
+            name: plugin for name, plugin in self.filter_plugins if isinstance(plugin, BatchFilterPlugin)
+        }
+        self.prefetchers: list[tuple[str, FilterPrefetcher]] = [
+            (name, plugin) for name, plugin in self.filter_plugins if isinstance(plugin, FilterPrefetcher)
+        ]
         rejecting: dict[str, Plugin] = {}
         for point in _REJECTING_POINTS:
-            for name, plugin in at(point):
-                rejecting[name] = plugin
+            for ref in points.get(point, ()):
+                rejecting[ref.name] = self.plugins[ref.name]
         self.rejecting_plugins = rejecting
 
-    @staticmethod
-    def _build_plugin(name: str, registry: Registry, args: object, handle: Handle) -> Plugin:
+    def _build_plugin(self, name: str, registry: Registry, args: object) -> Plugin:
         registration = registry.get(name)
         if registration is None or registration.factory is None:
             raise FrameworkBuildError(f'plugin "{name}" does not exist')
         try:
-            return registration.factory(args, handle)
+            return registration.factory(args, self)
         except KubeschedError as exc:
             raise FrameworkBuildError(f'initializing plugin "{name}": {exc}') from exc
         except Exception as exc:
             raise FrameworkBuildError(f'initializing plugin "{name}": {type(exc).__name__}: {exc}') from exc
+
+    def _at(self, point: str) -> list[tuple[str, Any]]:
+        """The plugins configured at ``point``, checked to have the point's method (typed by the caller)."""
+        method = POINT_METHODS[point]
+        found: list[tuple[str, Any]] = []
+        for ref in self._points.get(point, ()):
+            plugin = self.plugins[ref.name]
+            if not callable(getattr(plugin, method, None)):
+                raise FrameworkBuildError(f'plugin "{ref.name}" does not extend {PLUGIN_INTERFACES[point]} plugin')
+            found.append((ref.name, plugin))
+        return found
 
     # ---- queue hooks -------------------------------------------------------------------------
 
@@ -182,8 +209,7 @@ class Framework:
         """Per rejecting plugin: its registered events, or None for "every event"."""
         result: dict[str, list[ClusterEventWithHint] | None] = {}
         for name, plugin in self.rejecting_plugins.items():
-            register = getattr(plugin, "events_to_register", None)
-            result[name] = list(register()) if register is not None else None
+            result[name] = list(plugin.events_to_register()) if isinstance(plugin, EnqueueExtensions) else None
         return result
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
@@ -244,18 +270,71 @@ class Framework:
                 outcome.status = returned.with_plugin(name)
         return outcome
 
-    def run_pre_filter_add_pod(
+    def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        return self._run_pre_filter_extension("AddPod", state, pod, pod_to_add, node_info)
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        return self._run_pre_filter_extension("RemovePod", state, pod, pod_to_remove, node_info)
+
+    def _run_pre_filter_extension(
+        self, which: str, state: CycleState, pod: PodInfo, other: PodInfo, node_info: NodeInfo
     ) -> Status | None:
         for name, plugin in self.pre_filter_plugins:
             if name in state.skip_filter_plugins:
                 continue
-            extensions = plugin.pre_filter_extensions()
-            if extensions is None:
-                continue
-            status = extensions.add_pod(state, pod, pod_to_add, node_info)
+            try:
+                extensions = plugin.pre_filter_extensions()
+                if extensions is None:
+                    continue
+                if which == "AddPod":
+                    status = extensions.add_pod(state, pod, other, node_info)
+                else:
+                    status = extensions.remove_pod(state, pod, other, node_info)
+            except Exception as exc:
+                return Status.error(f'running {which} on PreFilter plugin "{name}": {exc}', plugin=name)
             if status is not None and status.code is not Code.SUCCESS:
-                return Status.error(f'running AddPod on PreFilter plugin "{name}": {status.message}')
+                return Status.error(f'running {which} on PreFilter plugin "{name}": {status.message}', plugin=name)
+        return None
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        nominated = [
+            other
+            for other in self.context.nominator.nominated_pods_for_node(node_info.name)
+            if other.uid != pod.uid and other.priority >= pod.priority
+        ]
+        if nominated:
+            # Pass 1: as if the nominated pods of at least the pod's priority were running there already.
+            state_with = state.clone()
+            info_with = node_info.clone()
+            for other in nominated:
+                info_with.add_pod(other)
+                status = self.run_pre_filter_extension_add_pod(state_with, pod, other, info_with)
+                if status is not None:
+                    return status
+            status = self.run_filter(state_with, pod, info_with)
+            if status is not None:
+                return status
+        # Pass 2 (or the only one): as the node is.
+        return self.run_filter(state, pod, node_info)
+
+    async def run_prefetch(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> Status | None:
+        """Await every prefetching Filter plugin for ``batch``; the first Error aborts the cycle."""
+        for name, plugin in self.prefetchers:
+            if name in state.skip_filter_plugins:
+                continue
+            try:
+                status = await plugin.prefetch_filter(state, pod, batch)
+            except Exception as exc:
+                return Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)
+            if status is None or status.code is Code.SUCCESS:
+                continue
+            return Status(Code.ERROR, status.message, plugin=name) if status.code is not Code.ERROR else status
         return None
 
     def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
@@ -284,9 +363,10 @@ class Framework:
         for name, plugin in self.filter_plugins:
             if name in state.skip_filter_plugins:
                 continue
-            if self.use_batch and name in self._batch_filter:
+            batch_plugin = self._batch_filter.get(name) if self.use_batch else None
+            if batch_plugin is not None:
                 try:
-                    result = plugin.filter_batch(state, pod, batch)  # type: ignore[attr-defined]
+                    result = batch_plugin.filter_batch(state, pod, batch)
                 except Exception as exc:
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
                 if result is None:
@@ -427,7 +507,7 @@ class Framework:
                 continue
             return Status.error(f'running Permit plugin "{name}": {status.message}', plugin=name)
         if timeouts:
-            self.waiting_pods.add(WaitingPodEntry(pod, node_name, timeouts, self.handle.clock))
+            self.waiting_pods.add(WaitingPodEntry(pod, node_name, timeouts, self.clock))
             return Status(Code.WAIT, f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"')
         return None
 
@@ -484,7 +564,7 @@ class Framework:
                 continue
             try:
                 outcome = closer()
-                if hasattr(outcome, "__await__"):
+                if inspect.isawaitable(outcome):
                     await outcome
             except Exception:
                 log.exception("closing plugin %s failed", plugin.name)

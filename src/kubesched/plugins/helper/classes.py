@@ -21,6 +21,7 @@ import numpy as np
 
 from kubesched.api.objects import Taint
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.policy import node_facts
 from kubesched.framework.status import Status
 from kubesched.framework.types import NodeInfo
 
@@ -56,6 +57,10 @@ def _images(info: NodeInfo) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(info.image_sizes.items()))
 
 
+def _policy_facts(info: NodeInfo) -> tuple[object, ...]:
+    return node_facts(info.node)
+
+
 NODE_NAME: ClassSpec[str] = ClassSpec("node-name", _name)
 NODE_LABELS: ClassSpec[tuple[tuple[str, str], ...]] = ClassSpec("node-labels", _labels)
 """The node's labels as sorted (key, value) pairs."""
@@ -64,6 +69,9 @@ NODE_TAINTS: ClassSpec[tuple[Taint, ...]] = ClassSpec("node-taints", _taints)
 NODE_UNSCHEDULABLE: ClassSpec[bool] = ClassSpec("node-unschedulable", _unschedulable)
 NODE_IMAGES: ClassSpec[tuple[tuple[str, int], ...]] = ClassSpec("node-images", _images)
 """The node's image names with sizes, sorted."""
+NODE_POLICY_FACTS: ClassSpec[tuple[object, ...]] = ClassSpec("node-policy-facts", _policy_facts)
+"""What a policy sees of the node (:func:`kubesched.framework.policy.node_facts`): name, labels, annotations,
+taints, unschedulable. Equal facts, equal decisions; status-only updates keep the class."""
 
 
 def per_class(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], T]) -> tuple[list[T], IntArray]:

@@ -15,12 +15,14 @@ An expired record or rule counts as missing data. Scores are already in [0, 100]
 NormalizeScore; the profile's score weight multiplies them (``weight`` here is the seed's spelling of it).
 
 Time and I/O: the file is read when the plugin is built (a missing or broken file fails the build with
-the file and JSON path of every problem). Afterwards PreScore — never Score — checks at most every
-``reloadIntervalSeconds`` (``handle.clock``, so virtual time in simulation) whether the path now resolves
-to a different file: device, inode, mtime and size, because a ConfigMap update swaps a symlink to a new
-file. A changed file is reloaded; a broken one is logged and recorded (``last_reload_error``) and the last
-good data stays in force, so a bad push never fails a cycle. Expiry is judged against the clock time
-PreScore saw, which Score and score_batch share through CycleState, so a cycle sees one consistent answer.
+the file and JSON path of every problem). Afterwards no cycle touches the disk: at most every
+``reloadIntervalSeconds`` (``handle.clock``, so virtual time in simulation) PreScore starts a background
+check (spawned through the Handle, the file work in a worker thread) of whether the path now resolves to
+a different file: device, inode, mtime and size, because a ConfigMap update swaps a symlink to a new
+file. A changed file is reloaded and takes effect from the next cycle on; a broken one is logged and
+recorded (``last_reload_error``) and the last good data stays in force, so a bad push never fails a
+cycle. Expiry is judged against the clock time PreScore saw, which Score and score_batch share through
+CycleState, so a cycle sees one consistent answer.
 
 Batch path: per-node answers depend only on the node's name (its record) and its labels (rules,
 default), so ``score_batch`` keeps two per-class score arrays over the shared ``node-name`` and
@@ -32,6 +34,7 @@ first time a batch contains them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -213,6 +216,8 @@ class ComplianceScore:
         self._reload_failures = 0
         self._cache: _BatchCache | None = None
         self._warned_no_pre_score = False
+        self.handle = handle
+        self._reloading = False
         log.info("%s: loaded %s (%s)", COMPLIANCE_SCORE, self._path, self._data.summary())
 
     @property
@@ -257,40 +262,49 @@ class ComplianceScore:
             log.warning("%s: keeping compliance data version %d: %s", COMPLIANCE_SCORE, self._version, message)
         self._last_error = message
 
-    def maybe_reload(self, now: float) -> bool:
-        """Reload the file if it changed and the interval has passed; True when new data took effect."""
+    def reload_due(self, now: float) -> bool:
         elapsed = now - self._last_check
-        if 0 <= elapsed < self.args.reload_interval_seconds:
-            return False
-        self._last_check = now
+        return not 0 <= elapsed < self.args.reload_interval_seconds
+
+    async def reload(self) -> bool:
+        """Check the file (in a worker thread) and take a changed, valid one; True when new data took effect."""
+        self._last_check = self._clock.now()
+        known = (self._identity, self._failed_identity)
         try:
-            identity = file_identity(os.stat(self._path))
-        except OSError as exc:
-            self._record_failure(f"{self._path}: cannot read compliance data: {exc.strerror or exc}")
+            outcome = await asyncio.to_thread(_read_if_changed, self._path, known)
+        except Exception as exc:  # a reload problem must never fail a cycle: keep the data in force
+            self._record_failure(f"{self._path}: reload failed: {type(exc).__name__}: {exc}")
             return False
-        if identity == self._identity or identity == self._failed_identity:
+        if outcome is None:
             return False
-        try:
-            data, identity = load_compliance_file(self._path)
-        except ComplianceDataError as exc:
-            self._failed_identity = identity
-            self._record_failure(str(exc).replace("\n", "; "))
+        if isinstance(outcome, _ReadFailure):
+            if outcome.identity is not None:
+                self._failed_identity = outcome.identity
+            self._record_failure(outcome.message)
             return False
-        self._data, self._identity = data, identity
+        self._data, self._identity = outcome
         self._version += 1
         self._failed_identity = None
         self._last_error = None
-        log.info("%s: reloaded %s as version %d (%s)", COMPLIANCE_SCORE, self._path, self._version, data.summary())
+        log.info(
+            "%s: reloaded %s as version %d (%s)", COMPLIANCE_SCORE, self._path, self._version, self._data.summary()
+        )
         return True
+
+    async def _reload_in_background(self) -> None:
+        try:
+            await self.reload()
+        finally:
+            self._reloading = False
 
     # ---- PreScore / Score ----------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         now = self._clock.now()
-        try:
-            self.maybe_reload(now)
-        except Exception as exc:  # a reload problem must never fail a cycle: keep the data in force
-            self._record_failure(f"{self._path}: reload failed: {type(exc).__name__}: {exc}")
+        if not self._reloading and self.reload_due(now):
+            self._reloading = True
+            self._last_check = now
+            self.handle.spawn(self._reload_in_background())
         state.write(STATE_KEY, _CycleView(self._data, self._version, now, self._missing))
         return None
 
@@ -330,6 +344,28 @@ class ComplianceScore:
         name_column = table.class_column(NODE_NAME.name, NODE_NAME.key_fn)
         by_name = cache.by_name.gather(name_column, name_column.ids[nodes.slots], view.name_class_score)
         return np.where(by_name >= 0, by_name, by_labels)
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadFailure:
+    message: str
+    identity: FileIdentity | None  # the broken file's identity, so it is not parsed again
+
+
+def _read_if_changed(
+    path: str, known: tuple[FileIdentity | None, FileIdentity | None]
+) -> tuple[ComplianceData, FileIdentity] | _ReadFailure | None:
+    """In a worker thread: the new data if ``path`` now names another file than the ``known`` ones."""
+    try:
+        identity = file_identity(os.stat(path))
+    except OSError as exc:
+        return _ReadFailure(f"{path}: cannot read compliance data: {exc.strerror or exc}", None)
+    if identity in known:
+        return None
+    try:
+        return load_compliance_file(path)
+    except ComplianceDataError as exc:
+        return _ReadFailure(str(exc).replace("\n", "; "), identity)
 
 
 if TYPE_CHECKING:

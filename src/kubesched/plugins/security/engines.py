@@ -1,4 +1,9 @@
-"""Build the policy engine a SecurityAudit plugin's args describe, and decide who is exempt.
+"""Which policy engine a SecurityAudit plugin's args describe, and who is exempt from policy.
+
+The plugins never build an engine: :func:`engine_spec` turns their args into a
+:class:`~kubesched.framework.policy.PolicyEngineSpec`, and the Handle hands back the scheduler's client for
+it, shared with every plugin configured alike (SecurityAuditFilter and SecurityAuditPermit with the same
+engine settings use one connection pool or worker).
 
 Exemptions exist so that the policy gate can never deadlock the cluster (Gatekeeper's lesson): pods
 in exempt namespaces (``kube-system`` by default), pods matching ``exemptPodLabels`` (the policy
@@ -7,29 +12,35 @@ engine's own pods) and pods carrying the break-glass label set to ``"true"`` are
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubesched.api.objects import Pod
-from kubesched.clock import Clock
-from kubesched.plugins.security.args import ENGINE_REMOTE, PolicyEngineArgs
+from kubesched.framework.interface import Handle
+from kubesched.framework.policy import ENGINE_REMOTE, PolicyClient, PolicyEngineSpec, policy_client
+from kubesched.plugins.security.args import PolicyEngineArgs
 
 
-def build_engine(args: PolicyEngineArgs, clock: Clock) -> Any:
-    if args.resolved_engine() == ENGINE_REMOTE:
-        from kubesched.policy.remote import RemoteOpaEngine
-
-        return RemoteOpaEngine(
-            args.opa_endpoint,
-            timeout_seconds=args.timeout_seconds,
-            token_file=args.token_file or None,
-            ca_file=args.ca_file or None,
-            batch_endpoint=args.batch_endpoint or None,
-            decision_path=args.resolved_decision_path(),
-            clock=clock,
+def engine_spec(args: PolicyEngineArgs) -> PolicyEngineSpec:
+    engine = args.resolved_engine()
+    path = args.resolved_decision_path()
+    timeout = float(args.timeout_seconds)
+    if engine == ENGINE_REMOTE:
+        return PolicyEngineSpec(
+            engine=engine,
+            decision_path=path,
+            timeout_seconds=timeout,
+            endpoint=args.opa_endpoint,
+            token_file=args.token_file,
+            ca_file=args.ca_file,
+            batch_endpoint=args.batch_endpoint,
         )
-    from kubesched.policy.embedded import EmbeddedRegoEngine
+    return PolicyEngineSpec(
+        engine=engine, decision_path=path, timeout_seconds=timeout, policies=tuple(args.policies), data=tuple(args.data)
+    )
 
-    return EmbeddedRegoEngine(args.policies, args.data, decision_path=args.resolved_decision_path(), clock=clock)
+
+def engine_client(args: PolicyEngineArgs, handle: Handle) -> PolicyClient:
+    """The scheduler's shared client for the engine ``args`` describe (built now: a policy that does not
+    compile, or an endpoint that is not a URL, fails the plugin's construction)."""
+    return policy_client(handle, engine_spec(args))
 
 
 def exemption(args: PolicyEngineArgs, pod: Pod) -> str:

@@ -1,22 +1,29 @@
 """SecurityAuditFilter: the seed's policy gate at Filter — a pod may not go where policy says no.
 
-Never one policy call per node: the pod is decided for every node of the snapshot in one batch
-evaluation, in PreFilter (or, when the plugin is enabled only at ``filter`` as in the seed's
-configuration, at the first Filter call of the cycle), and the result is cached by (policy revision,
-pod input digest, node-facts version, time bucket). Filter then only reads. ``evaluationMode:
-per-node`` reproduces the seed's one-call-per-node pattern, as an option and as the benchmark baseline.
+Never one policy call per node, and never a call inside Filter: before each Filter batch of the node
+search the runtime awaits :meth:`SecurityAuditFilter.prefetch_filter`, which decides, in one engine call
+off the event loop, the nodes of the batch not decided yet; Filter then only reads. So a pod costs one
+call over the ~10 % of nodes kube-scheduler examines. ``evaluationMode: per-node`` reproduces the seed's
+one-call-per-node pattern, as an option and as the benchmark baseline.
+
+What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy
+revision, pod input digest, time bucket, operation) and within an entry by the node's *policy facts*
+(name, labels, annotations, taints, unschedulable: a status-only node update keeps the decision). An entry
+only ever grows: each per-node :class:`~kubesched.framework.policy.Decision` is immutable once recorded,
+so replicas sharing the entry can never see another attempt's outcome change theirs. Everything about one
+attempt — exemption, an engine failure, what was skipped — lives in that attempt's own
+:class:`AttemptPolicy` in the CycleState, which is also the attempt's verdict source, sealed into plain
+verdicts when the cycle ends.
 
 Statuses, as in the seed: a deny is Unschedulable ``Denied by security policy: <reason>``; an engine
 failure is Error ``OPA evaluation failed: <error>`` (retried with backoff) unless ``failurePolicy:
 Ignore``, which lets the pod through and records that the policy was skipped. ``enforcementAction``
-``warn`` and ``dryrun`` evaluate and record but never reject (Gatekeeper's modes). Every decision is
-left in the cycle state for the audit trail.
+``warn`` and ``dryrun`` evaluate and record but never reject (Gatekeeper's modes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +31,7 @@ import numpy as np
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kubesched.framework.interface import Handle, PreFilterExtensions
-from kubesched.framework.node_table import BatchFilterResult, BoolArray, IntArray, NodeBatch
+from kubesched.framework.node_table import BatchFilterResult, BoolArray, ClassColumn, IntArray, NodeBatch, NodeTable
 from kubesched.framework.policy import (
     OPERATION_SCHEDULE,
     UNDEFINED_REASON,
@@ -36,11 +43,13 @@ from kubesched.framework.policy import (
     pod_document,
     rounded_time,
 )
+from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
+from kubesched.plugins.helper.classes import NODE_POLICY_FACTS
 from kubesched.plugins.security.args import (
     ENFORCE_DENY,
     ENFORCE_WARN,
@@ -48,13 +57,14 @@ from kubesched.plugins.security.args import (
     MODE_PER_NODE,
     SecurityAuditFilterArgs,
 )
-from kubesched.plugins.security.engines import build_engine, exemption
-from kubesched.policy.cache import CacheKey, DecisionCache
+from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
+from kubesched.plugins.security.engines import engine_client, exemption
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
 _WARNED_KEY = "kubesched.io/security-audit-warned"
 DENIED_PREFIX = "Denied by security policy: "
 ENGINE_FAILED_PREFIX = "OPA evaluation failed: "
+NOT_PREFETCHED = "the policy decision for this node was not fetched before Filter"
 
 
 def denial_status(decision: Decision) -> Status:
@@ -62,86 +72,160 @@ def denial_status(decision: Decision) -> Status:
     return Status(Code.UNSCHEDULABLE, DENIED_PREFIX + reason)
 
 
-@dataclass(slots=True)
-class PodEvaluation:
-    """The policy's answers for one pod input under one policy revision and node-facts version.
+class NodeDecisions:
+    """The policy's answers for one pod input under one revision, per node-facts class; append-only.
 
-    Filled incrementally: nodes are decided (in one engine call per batch of undecided nodes) when the
-    node search first reaches them, so a pod costs one call over the ~10 % of nodes kube-scheduler
-    examines, and replicas sharing this evaluation from the cache pay only for nodes not yet decided.
-    Also the VerdictSource the audit trail reads.
+    ``status_by_class[c]`` is 0 when class ``c`` is allowed (or undecided: see ``decided``), else the
+    1-based index of its denial status in ``statuses``. Replicas share one instance through the cache.
     """
 
-    plugin: str
-    engine: str
-    revision: str
-    pod_digest: str
-    enforcement: str
-    pod_doc: dict[str, Any] = field(default_factory=dict)
-    time: str = ""
-    decisions: dict[str, Decision] = field(default_factory=dict)
-    statuses: list[Status] = field(default_factory=list)
-    status_by_slot: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    decided_by_slot: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
-    interned: dict[tuple[str, ...], int] = field(default_factory=dict)
-    exempt: str = ""
-    error: str = ""
-    skipped: bool = False
+    __slots__ = ("_index", "_interned", "decided", "decisions", "revision", "status_by_class", "statuses")
 
-    def record(self, infos: Sequence[NodeInfo], decisions: dict[str, Decision]) -> None:
-        for info in infos:
-            decision = decisions[info.name]
-            self.decisions[info.name] = decision
-            self.decided_by_slot[info.slot] = True
-            if decision.allowed:
-                continue
-            status_id = self.interned.get(decision.reasons)
-            if status_id is None:
+    def __init__(self, revision: str) -> None:
+        self.revision = revision
+        self.decisions: list[Decision] = []
+        self._index: IntArray = np.zeros(0, dtype=np.int64)  # class id -> 1 + index in decisions; 0 = undecided
+        self.decided: BoolArray = np.zeros(0, dtype=np.bool_)
+        self.status_by_class: IntArray = np.zeros(0, dtype=np.int64)
+        self.statuses: list[Status] = []
+        self._interned: dict[Decision, tuple[int, int]] = {}
+
+    def _ensure(self, size: int) -> None:
+        if self._index.shape[0] >= size:
+            return
+        grown = max(size, 2 * self._index.shape[0], 64)
+        for name in ("_index", "decided", "status_by_class"):
+            old = getattr(self, name)
+            new = np.zeros(grown, dtype=old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+    def undecided(self, class_ids: IntArray) -> BoolArray:
+        if len(class_ids) and int(class_ids.max()) >= self.decided.shape[0]:
+            self._ensure(int(class_ids.max()) + 1)
+        mask: BoolArray = ~self.decided[class_ids]
+        return mask
+
+    def record(self, class_id: int, decision: Decision) -> None:
+        """Add the decision about one class (a class is decided once: later answers are ignored)."""
+        self._ensure(class_id + 1)
+        if self.decided[class_id]:
+            return
+        interned = self._interned.get(decision)
+        if interned is None:
+            self.decisions.append(decision)
+            status_id = 0
+            if not decision.allowed:
                 self.statuses.append(denial_status(decision))
-                status_id = self.interned[decision.reasons] = len(self.statuses)
-            self.status_by_slot[info.slot] = status_id
+                status_id = len(self.statuses)
+            interned = self._interned[decision] = (len(self.decisions), status_id)
+        self._index[class_id], self.status_by_class[class_id] = interned
+        self.decided[class_id] = True
 
-    def clone(self) -> PodEvaluation:
+    def decision(self, class_id: int) -> Decision | None:
+        if class_id >= self._index.shape[0] or not self.decided[class_id]:
+            return None
+        return self.decisions[int(self._index[class_id]) - 1]
+
+
+class AttemptPolicy:
+    """One attempt's policy state: what it is evaluated with, the shared answers, and its own outcome.
+
+    The attempt's verdict source: :meth:`verdicts_for` turns the decisions it used into immutable verdicts.
+    """
+
+    __slots__ = (
+        "enforcement",
+        "engine",
+        "entry",
+        "error",
+        "exempt",
+        "facts",
+        "plugin",
+        "pod_digest",
+        "pod_doc",
+        "skipped",
+        "snapshot",
+        "time",
+    )
+
+    def __init__(self, plugin: str, engine: str, enforcement: str, snapshot: Snapshot) -> None:
+        self.plugin = plugin
+        self.engine = engine
+        self.enforcement = enforcement
+        self.snapshot = snapshot
+        self.facts: ClassColumn = snapshot.table.class_column(NODE_POLICY_FACTS.name, NODE_POLICY_FACTS.key_fn)
+        self.pod_digest = ""
+        self.pod_doc: dict[str, Any] = {}
+        self.time = ""
+        self.entry = NodeDecisions("")
+        self.exempt = ""
+        self.error = ""  # this attempt's engine failure (never written to the shared entry)
+        self.skipped = False
+
+    def clone(self) -> AttemptPolicy:
+        # Filter only reads it; nominated-pod passes of the same attempt share it.
         return self
+
+    def fail(self, error: str, *, ignore: bool) -> None:
+        if not self.error:
+            self.error = error
+            self.skipped = ignore
 
     def rejects(self) -> bool:
         return self.enforcement == ENFORCE_DENY and not self.exempt and not self.skipped
 
-    def status_for(self, node_name: str) -> Status | None:
-        if not self.rejects():
-            return None
-        decision = self.decisions.get(node_name)
-        if decision is None or decision.allowed:
-            return None
-        return denial_status(decision)
+    def failure(self) -> Status | None:
+        """The Error status of an engine failure this attempt must not pass (failurePolicy Fail)."""
+        if self.error and not self.skipped:
+            return Status(Code.ERROR, ENGINE_FAILED_PREFIX + self.error)
+        return None
 
-    def verdict_for(self, target: str) -> PolicyVerdict | None:
-        decision = self.decisions.get(target)
-        common = {
+    def class_ids(self, slots: IntArray) -> IntArray:
+        ids: IntArray = self.facts.ids[slots]
+        return ids
+
+    def verdicts_for(self, targets: Sequence[str]) -> list[PolicyVerdict]:
+        common: dict[str, Any] = {
             "plugin": self.plugin,
             "stage": "filter",
-            "target": target,
             "engine": self.engine,
-            "revision": self.revision,
             "input_digest": self.pod_digest,
             "enforcement": self.enforcement,
         }
-        if self.exempt or self.skipped or self.error:
-            return PolicyVerdict(
-                allowed=bool(self.exempt or self.skipped),
-                skipped=self.skipped,
-                error=self.error,
-                exempt=self.exempt,
-                **common,  # type: ignore[arg-type]
+        found: list[PolicyVerdict] = []
+        if self.exempt or self.error:
+            found.append(
+                PolicyVerdict(
+                    target="",
+                    allowed=bool(self.exempt or self.skipped),
+                    skipped=self.skipped,
+                    error=self.error,
+                    exempt=self.exempt,
+                    revision=self.entry.revision,
+                    **common,
+                )
             )
-        if decision is None:
-            return None
-        return PolicyVerdict(
-            allowed=decision.allowed,
-            reasons=decision.reasons,
-            decision_id=decision.decision_id,
-            **common,  # type: ignore[arg-type]
-        )
+            if self.exempt:
+                return found
+        for target in targets:
+            info = self.snapshot.get(target)
+            if info is None:
+                continue
+            decision = self.entry.decision(int(self.facts.ids[info.slot]))
+            if decision is None:
+                continue
+            found.append(
+                PolicyVerdict(
+                    target=target,
+                    allowed=decision.allowed,
+                    reasons=decision.reasons,
+                    decision_id=decision.decision_id,
+                    revision=decision.revision or self.entry.revision,
+                    **common,
+                )
+            )
+        return found
 
 
 class SecurityAuditFilter:
@@ -155,191 +239,160 @@ class SecurityAuditFilter:
         args = validated(args, SecurityAuditFilterArgs)
         self.args = args
         self.handle = handle
-        self.engine = build_engine(args, handle.clock)
-        self.cache: DecisionCache[PodEvaluation] = DecisionCache(args.cache_size)
-        self._node_docs: tuple[int, dict[int, dict[str, Any]]] = (-1, {})
+        self.client = engine_client(args, handle)
+        self.cache: DecisionCache[NodeDecisions] = DecisionCache(args.cache_size)
+        # Node documents per policy-facts class of one table (class ids are per table).
+        self._docs: tuple[NodeTable | None, dict[int, dict[str, Any]]] = (None, {})
         self.calls = 0  # policy evaluations made (batch or per node), for benchmarks and tests
 
     @property
     def name(self) -> str:
         return names.SECURITY_AUDIT_FILTER
 
-    # ---- evaluation ----------------------------------------------------------------------------
+    # ---- the attempt's state -------------------------------------------------------------------
 
-    def _time(self) -> str:
-        return rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
+    def _attempt(self, state: CycleState, pod: PodInfo) -> AttemptPolicy:
+        attempt = state.get(STATE_KEY, AttemptPolicy)
+        if attempt is None:
+            # Also reached from Filter when the plugin is enabled only at filter (the seed's config).
+            attempt = self._begin(pod)
+            state.write(STATE_KEY, attempt)
+            add_verdict(state, attempt)
+        return attempt
 
-    def _base(self, pod_digest: str) -> PodEvaluation:
-        return PodEvaluation(
-            plugin=self.name,
-            engine=self.engine.kind,
-            revision="",
-            pod_digest=pod_digest,
-            enforcement=self.args.enforcement_action,
-        )
-
-    def evaluation(self, pod: PodInfo) -> PodEvaluation:
-        """This pod's evaluation for the current policy revision and node facts (cached; nothing decided
-        yet when new)."""
-        pod_doc = pod_document(pod.pod)
-        time = self._time()
-        pod_digest = digest({"pod": pod_doc, "operation": OPERATION_SCHEDULE, "time": time})
-        evaluation = self._base(pod_digest)
+    def _begin(self, pod: PodInfo) -> AttemptPolicy:
+        snapshot = self.handle.snapshot()
+        attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot)
         reason = exemption(self.args, pod.pod)
         if reason:
-            evaluation.exempt = reason
-            return evaluation
-        snapshot = self.handle.snapshot()
-        try:
-            revision = self.engine.revision()
-        except PolicyError as exc:
-            return self._failed(evaluation, exc)
-        key = CacheKey(revision, pod_digest, snapshot.nodes_version, time, OPERATION_SCHEDULE)
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached
-        capacity = snapshot.table.capacity
-        evaluation.revision = revision
-        evaluation.pod_doc = pod_doc
-        evaluation.time = time
-        evaluation.status_by_slot = np.zeros(capacity, dtype=np.int64)
-        evaluation.decided_by_slot = np.zeros(capacity, dtype=np.bool_)
-        self.cache.put(key, evaluation)
-        return evaluation
+            attempt.exempt = reason
+            return attempt
+        attempt.pod_doc = pod_document(pod.pod)
+        attempt.time = rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
+        attempt.pod_digest = digest({"pod": attempt.pod_doc, "operation": OPERATION_SCHEDULE, "time": attempt.time})
+        revision = self.client.revision()
+        if self.args.evaluation_mode == MODE_PER_NODE:
+            attempt.entry = NodeDecisions(revision)  # the seed's pattern: no cache
+            return attempt
+        if self._docs[0] is not snapshot.table:
+            # Another table (tests build several): its class ids mean other nodes.
+            self._docs = (snapshot.table, {})
+            self.cache = DecisionCache(self.args.cache_size)
+        key = CacheKey(revision, attempt.pod_digest, attempt.time, OPERATION_SCHEDULE)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = NodeDecisions(revision)
+            self.cache.put(key, entry)
+        attempt.entry = entry
+        return attempt
 
-    def decide(self, evaluation: PodEvaluation, slots: IntArray) -> None:
-        """Decide, in one engine call, every node of ``slots`` the evaluation has not decided yet."""
-        if evaluation.exempt or evaluation.error:
-            return
-        undecided = slots[~evaluation.decided_by_slot[slots]]
-        if len(undecided) == 0:
-            return
-        snapshot = self.handle.snapshot()
-        infos: list[NodeInfo] = [snapshot.table.infos[slot] for slot in undecided.tolist()]
+    # ---- fetching decisions (off the loop, between Filter batches) -----------------------------
+
+    async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        attempt = self._attempt(state, pod)
+        if attempt.exempt or attempt.error:
+            return None
+        class_ids = attempt.class_ids(nodes.slots)
+        todo = attempt.entry.undecided(class_ids)
+        if not todo.any():
+            return None
+        # One representative node per undecided class: equal facts, equal decision.
+        wanted, first = np.unique(class_ids[todo], return_index=True)
+        slots = nodes.slots[todo][first]
+        infos: list[NodeInfo] = NodeBatch(attempt.snapshot.table, slots).infos
+        documents = self._node_documents(attempt.snapshot.table, wanted.tolist(), infos)
         try:
-            self.calls += 1
-            decisions = self.engine.decide_batch(
-                evaluation.pod_doc,
-                self._node_documents(snapshot.nodes_version, infos),
-                target_kind="node",
-                operation=OPERATION_SCHEDULE,
-                time=evaluation.time,
-            )
+            if self.args.evaluation_mode == MODE_PER_NODE:
+                answers = await self._decide_one_by_one(attempt, documents)
+            else:
+                self.calls += 1
+                answers = await self.client.decide_batch(
+                    attempt.pod_doc, documents, target_kind="node", operation=OPERATION_SCHEDULE, time=attempt.time
+                )
         except PolicyError as exc:
-            self._failed(evaluation, exc)
-            # A failed evaluation must not answer later pods: the next cycle asks the engine again.
-            self.cache.discard(evaluation.revision)
-            return
-        if self.args.failure_policy == FAILURE_IGNORE and any(d.undefined for d in decisions.values()):
+            attempt.fail(str(exc), ignore=self.args.failure_policy == FAILURE_IGNORE)
+            return None
+        decisions = [answers[info.name] for info in infos]
+        if self.args.failure_policy == FAILURE_IGNORE and any(d.undefined for d in decisions):
             # An undefined decision is a wrong path or a missing default: a failure of the policy set-up,
             # which Ignore lets through (Fail keeps it a deny).
-            self._failed(evaluation, PolicyError(UNDEFINED_REASON))
-            self.cache.discard(evaluation.revision)
-            return
-        evaluation.record(infos, decisions)
+            attempt.fail(UNDEFINED_REASON, ignore=True)
+            return None
+        for class_id, decision in zip(wanted.tolist(), decisions, strict=True):
+            attempt.entry.record(class_id, decision)
+        return None
 
-    def _failed(self, evaluation: PodEvaluation, exc: PolicyError) -> PodEvaluation:
-        evaluation.error = str(exc)
-        evaluation.skipped = self.args.failure_policy == FAILURE_IGNORE
-        return evaluation
+    async def _decide_one_by_one(self, attempt: AttemptPolicy, documents: list[dict[str, Any]]) -> dict[str, Decision]:
+        """The seed's pattern: one engine call per (pod, node), in order."""
+        answers: dict[str, Decision] = {}
+        for document in documents:
+            self.calls += 1
+            answers[document["metadata"]["name"]] = await self.client.decide(
+                decision_input(
+                    attempt.pod_doc, document, target_kind="node", operation=OPERATION_SCHEDULE, time=attempt.time
+                )
+            )
+        return answers
 
-    def _node_documents(self, version: int, infos: Sequence[NodeInfo]) -> list[dict[str, Any]]:
-        """Node documents are built once per node-facts version, then reused by every pod."""
-        if self._node_docs[0] != version:
-            self._node_docs = (version, {})
-        docs = self._node_docs[1]
+    def _node_documents(self, table: NodeTable, class_ids: list[int], infos: list[NodeInfo]) -> list[dict[str, Any]]:
+        """Node documents are built once per policy-facts class, then reused by every pod."""
+        if self._docs[0] is not table:
+            self._docs = (table, {})
+        docs = self._docs[1]
         result = []
-        for info in infos:
-            doc = docs.get(info.slot)
+        for class_id, info in zip(class_ids, infos, strict=True):
+            doc = docs.get(class_id)
             if doc is None:
-                doc = docs[info.slot] = node_document(info.node)
+                doc = docs[class_id] = node_document(info.node)
             result.append(doc)
         return result
-
-    def _warn(self, state: CycleState, pod: PodInfo, evaluation: PodEvaluation, slots: IntArray) -> None:
-        """enforcementAction warn: one Warning event per pod attempt that met a denial."""
-        if evaluation.enforcement != ENFORCE_WARN or state.get(_WARNED_KEY, bool) is not None:
-            return
-        denied = slots[evaluation.status_by_slot[slots] > 0]
-        if len(denied) == 0:
-            return
-        state.write(_WARNED_KEY, True)
-        first = evaluation.statuses[int(evaluation.status_by_slot[denied[0]]) - 1]
-        self.handle.event_recorder.event(
-            pod.pod,
-            "Warning",
-            "PolicyViolation",
-            "Scheduling",
-            f"warn: security policy would deny {len(denied)} of {len(slots)} nodes examined: {first.message}",
-        )
-
-    def _state(self, state: CycleState, pod: PodInfo) -> PodEvaluation:
-        evaluation = state.get(STATE_KEY, PodEvaluation)
-        if evaluation is None:
-            # Also reached from Filter when the plugin is enabled only at filter (the seed's config).
-            evaluation = self.evaluation(pod)
-            state.write(STATE_KEY, evaluation)
-            add_verdict(state, evaluation)
-        return evaluation
-
-    @staticmethod
-    def _engine_failure(evaluation: PodEvaluation) -> Status | None:
-        if evaluation.error and not evaluation.skipped:
-            return Status(Code.ERROR, ENGINE_FAILED_PREFIX + evaluation.error)
-        return None
 
     # ---- extension points ----------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
-        if self.args.evaluation_mode == MODE_PER_NODE:
-            return None
-        evaluation = self._state(state, pod)
-        failure = self._engine_failure(evaluation)
-        if failure is not None:
-            return failure
+        attempt = self._attempt(state, pod)
         # warn/dryrun still evaluate at Filter (for the audit trail); only exempt pods skip it.
-        return Status(Code.SKIP) if evaluation.exempt else None
+        return Status(Code.SKIP) if attempt.exempt else None
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
-        if self.args.evaluation_mode == MODE_PER_NODE:
-            return self._filter_one_call(state, pod, node_info)
-        evaluation = self._state(state, pod)
-        if not evaluation.exempt and node_info.name not in evaluation.decisions:
-            # The per-node path decides the whole snapshot at once rather than call once per node.
-            self.decide(evaluation, self.handle.snapshot().slots)
-        failure = self._engine_failure(evaluation)
+        attempt = self._attempt(state, pod)
+        if attempt.exempt:
+            return None
+        failure = attempt.failure()
         if failure is not None:
             return failure
-        status = evaluation.status_for(node_info.name)
-        if status is not None or evaluation.enforcement == ENFORCE_WARN:
-            self._warn(state, pod, evaluation, np.asarray([node_info.slot], dtype=np.int64))
-        return status
-
-    def _filter_one_call(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
-        """The seed's pattern: one engine call per (pod, node), no batching, no cache."""
-        reason = exemption(self.args, pod.pod)
-        if reason:
-            return None
-        document = decision_input(
-            pod_document(pod.pod),
-            node_document(node_info.node),
-            target_kind="node",
-            operation=OPERATION_SCHEDULE,
-            time=self._time(),
-        )
-        try:
-            self.calls += 1
-            decision = self.engine.decide(document)
-        except PolicyError as exc:
-            if self.args.failure_policy == FAILURE_IGNORE:
+        class_id = int(attempt.facts.ids[node_info.slot])
+        decision = attempt.entry.decision(class_id)
+        if decision is None:
+            if attempt.skipped:
                 return None
-            return Status(Code.ERROR, ENGINE_FAILED_PREFIX + str(exc))
-        if decision.allowed or self.args.enforcement_action != ENFORCE_DENY:
-            return None
-        return denial_status(decision)
+            return Status(Code.ERROR, ENGINE_FAILED_PREFIX + NOT_PREFETCHED)
+        if not decision.allowed:
+            self._warn(state, pod, attempt, np.asarray([class_id], dtype=np.int64))
+        if not decision.allowed and attempt.rejects():
+            return denial_status(decision)
+        return None
+
+    def _warn(self, state: CycleState, pod: PodInfo, attempt: AttemptPolicy, class_ids: IntArray) -> None:
+        """enforcementAction warn: one Warning event per pod attempt that met a denial."""
+        if attempt.enforcement != ENFORCE_WARN or attempt.exempt or state.get(_WARNED_KEY, bool) is not None:
+            return
+        status_ids = attempt.entry.status_by_class[class_ids]
+        denied = np.flatnonzero(status_ids > 0)
+        if len(denied) == 0:
+            return
+        state.write(_WARNED_KEY, True)
+        first = attempt.entry.statuses[int(status_ids[denied[0]]) - 1]
+        self.handle.event_recorder.event(
+            pod.pod,
+            "Warning",
+            "PolicyViolation",
+            "Scheduling",
+            f"warn: security policy would deny {len(denied)} of {len(class_ids)} nodes examined: {first.message}",
+        )
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         # A denial can change when a node's facts change or the pod itself changes (labels, images).
@@ -358,23 +411,28 @@ class SecurityAuditFilter:
             ),
         ]
 
-    def close(self) -> None:
-        self.engine.close()
-
 
 class BatchedSecurityAuditFilter(SecurityAuditFilter):
-    """The default: Filter over every candidate node is one gather from the pod's evaluation."""
+    """The default: Filter over every candidate node is one gather from the attempt's decisions."""
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
-        evaluation = self._state(state, pod)
-        self.decide(evaluation, nodes.slots)
-        self._warn(state, pod, evaluation, nodes.slots)
-        failure = self._engine_failure(evaluation)
+        attempt = self._attempt(state, pod)
+        if attempt.exempt:
+            return None
+        failure = attempt.failure()
         if failure is not None:
             return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [failure])
-        if not evaluation.rejects() or not evaluation.statuses:
+        class_ids = attempt.class_ids(nodes.slots)
+        entry = attempt.entry
+        if attempt.skipped:
             return None
-        return BatchFilterResult(evaluation.status_by_slot[nodes.slots], evaluation.statuses)
+        if entry.undecided(class_ids).any():
+            error = Status(Code.ERROR, ENGINE_FAILED_PREFIX + NOT_PREFETCHED)
+            return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [error])
+        self._warn(state, pod, attempt, class_ids)
+        if not attempt.rejects() or not entry.statuses:
+            return None
+        return BatchFilterResult(entry.status_by_class[class_ids], entry.statuses)
 
 
 def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Handle) -> SecurityAuditFilter:
@@ -386,10 +444,10 @@ def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Hand
 
 
 if TYPE_CHECKING:
-    from kubesched.framework.interface import BatchFilterPlugin, PreFilterPlugin
+    from kubesched.framework.interface import BatchFilterPlugin, FilterPrefetcher, PreFilterPlugin
     from kubesched.framework.verdict import VerdictSource
 
     def _conforms(
-        plugin: BatchedSecurityAuditFilter, evaluation: PodEvaluation
-    ) -> tuple[PreFilterPlugin, BatchFilterPlugin, VerdictSource]:
-        return plugin, plugin, evaluation
+        plugin: BatchedSecurityAuditFilter, attempt: AttemptPolicy
+    ) -> tuple[PreFilterPlugin, BatchFilterPlugin, FilterPrefetcher, VerdictSource]:
+        return plugin, plugin, plugin, attempt

@@ -2,17 +2,20 @@
 
 Permit returns Wait, which keeps the node reserved (the pod is assumed in the cache) while the decision
 is made in background work spawned through the Handle, so other pods keep being scheduled. The policy
-is evaluated with ``operation: "permit"`` for the chosen node; it may answer allow, deny, or
-``pending`` (e.g. a change ticket in a pod annotation not approved yet), in which case the check is
-repeated every ``recheckIntervalSeconds`` with the latest version of the pod, until allowed, denied or
-the Permit timeout (≤ 15 minutes) rejects the pod. A rejection goes through the framework: Unreserve,
-requeue with backoff, and a FailedScheduling event carrying the reason.
+is evaluated with ``operation: "permit"`` for the chosen node (its document is taken from the cycle's
+snapshot when Permit runs); it may answer allow, deny, or ``pending`` (e.g. a change ticket in a pod
+annotation not approved yet), in which case the check is repeated every ``recheckIntervalSeconds`` with
+the latest version of the pod, until allowed, denied or the Permit timeout (≤ 15 minutes) rejects the pod.
+A rejection goes through the framework: Unreserve, requeue with backoff, and a FailedScheduling event
+carrying the reason. The engine is the scheduler's shared client for these args (the same one as
+SecurityAuditFilter's when both are configured alike); every call is a coroutine bounded by
+``timeoutSeconds``, so nothing here blocks the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle
@@ -33,7 +36,7 @@ from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
-from kubesched.plugins.security.engines import build_engine, exemption
+from kubesched.plugins.security.engines import engine_client, exemption
 from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
 
 WAITING_MESSAGE = "waiting for security approval"
@@ -46,7 +49,7 @@ class SecurityAuditPermit:
         args = validated(args, SecurityAuditPermitArgs)
         self.args = args
         self.handle = handle
-        self.engine = build_engine(args, handle.clock)
+        self.client = engine_client(args, handle)
         self.calls = 0
 
     @property
@@ -58,32 +61,34 @@ class SecurityAuditPermit:
         if reason:
             add_verdict(state, self._verdict(node_name, True, exempt=reason))
             return None, 0.0
-        self.handle.spawn(self._decide(state, pod, node_name))
+        node_info = self.handle.snapshot().get(node_name)
+        if node_info is None:
+            return Status(Code.UNSCHEDULABLE, f"node {node_name} is gone"), 0.0
+        self.handle.spawn(self._decide(state, pod, node_name, node_document(node_info.node)))
         return Status(Code.WAIT, WAITING_MESSAGE), self.args.permit_timeout_seconds
 
-    async def _decide(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+    async def _decide(self, state: CycleState, pod: PodInfo, node_name: str, node_doc: dict[str, Any]) -> None:
         # Let the binding cycle register the waiting pod first (it is added at the end of Permit).
         await asyncio.sleep(0)
         while True:
             waiting = self.handle.get_waiting_pod(pod.uid)
             if waiting is None:
                 return  # allowed by someone else, rejected, timed out or deleted
-            latest = self.handle.get_pod(pod.uid) or pod.pod
-            node_info = self.handle.snapshot().get(node_name)
-            if node_info is None:
+            if self.handle.snapshot().get(node_name) is None:
                 waiting.reject(self.name, f"node {node_name} is gone")
                 return
+            latest = self.handle.get_pod(pod.uid) or pod.pod
             document = decision_input(
                 pod_document(latest),
-                node_document(node_info.node),
+                node_doc,
                 target_kind="node",
                 operation=OPERATION_PERMIT,
                 time=rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds),
             )
             try:
                 self.calls += 1
-                decision = await self._evaluate(document)
-                if decision.reasons == (UNDEFINED_REASON,) and self.args.failure_policy == FAILURE_IGNORE:
+                decision = await self.client.decide(document)
+                if decision.undefined and self.args.failure_policy == FAILURE_IGNORE:
                     raise PolicyError(UNDEFINED_REASON)  # a set-up failure: Ignore lets it through
             except PolicyError as exc:
                 skipped = self.args.failure_policy == FAILURE_IGNORE
@@ -105,14 +110,6 @@ class SecurityAuditPermit:
                 waiting.reject(self.name, DENIED_PREFIX + ("; ".join(decision.reasons) or "not allowed"))
             return
 
-    async def _evaluate(self, document: dict[str, object]) -> Decision:
-        decide_async = getattr(self.engine, "decide_async", None)
-        if decide_async is not None:
-            # Remote engines answer from a worker thread, so the event loop keeps scheduling.
-            result: Decision = await decide_async(document)
-            return result
-        return self.engine.decide(document)
-
     def _verdict(
         self,
         node_name: str,
@@ -130,8 +127,8 @@ class SecurityAuditPermit:
             target=node_name,
             allowed=allowed,
             reasons=decision.reasons if decision else (),
-            engine=self.engine.kind,
-            revision=self.engine.revision() if not error else "",
+            engine=self.client.kind,
+            revision=decision.revision if decision else "",
             decision_id=decision.decision_id if decision else None,
             input_digest=input_digest,
             enforcement=self.args.enforcement_action,
@@ -139,9 +136,6 @@ class SecurityAuditPermit:
             error=error,
             exempt=exempt,
         )
-
-    def close(self) -> None:
-        self.engine.close()
 
 
 if TYPE_CHECKING:

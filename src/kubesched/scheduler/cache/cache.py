@@ -1,19 +1,19 @@
 """The scheduler cache: every node and every assigned pod, plus pods assumed but not yet bound.
 
-Fed by the backend's informer events (``add_node``, ``add_pod`` ...) and by the scheduling cycle
-(``assume_pod`` before binding, ``finish_binding`` / ``forget_pod`` after). Assumed pods never expire,
-as in kube-scheduler since 1.25. Every NodeInfo change is mirrored into the columnar NodeTable, and the
-node order is kube-scheduler's zone-interleaved node tree, which drives the round-robin search.
+Fed by the informer event handlers (``add_node``, ``add_pod`` ...) and by the scheduling and binding
+cycles (``assume_pod`` before binding, ``finish_binding`` / ``forget_pod`` after). Assumed pods never
+expire, as in kube-scheduler since 1.25. Every mutation of a NodeInfo stamps it with the next value of a
+global generation counter; :meth:`Cache.update_snapshot` brings a :class:`Snapshot` up to date by copying
+only the NodeInfos stamped after the snapshot's generation (kube-scheduler's ``UpdateSnapshot``), so a
+cycle costs what changed, not the size of the cluster. The node order is kube-scheduler's
+zone-interleaved node tree, which drives the round-robin search.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from kubesched.api.objects import Node, Pod
-from kubesched.framework.node_table import NodeTable
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import NodeInfo, PodInfo, zone_key
 
@@ -26,19 +26,51 @@ class _PodState:
     binding_finished: bool = False
 
 
-class Cache:
-    """Nodes and assigned pods, incrementally aggregated; hands out cycle snapshots."""
+class _Slots:
+    """Row numbers for the columnar tables: a node keeps its slot for life; freed slots are reused."""
+
+    __slots__ = ("_free", "_next")
 
     def __init__(self) -> None:
-        self.table = NodeTable()
+        self._free: list[int] = []
+        self._next = 0
+
+    def allocate(self) -> int:
+        if self._free:
+            return self._free.pop()
+        slot = self._next
+        self._next += 1
+        return slot
+
+    def release(self, slot: int) -> None:
+        self._free.append(slot)
+
+
+class Cache:
+    """Nodes and assigned pods, incrementally aggregated; brings cycle snapshots up to date."""
+
+    def __init__(self) -> None:
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, _PodState] = {}
         # Pods reported on a node the cache has not seen yet (informers race); applied when it arrives.
         self._orphans: dict[str, dict[str, PodInfo]] = {}
         self._zones: dict[str, list[str]] = {}
         self._image_nodes: dict[str, int] = {}
-        self._snapshot: Snapshot | None = None
-        self._nodes_version = 0
+        self._slots = _Slots()
+        self._generation = 0
+        # Node names in the order they were last changed (a dict keeps insertion order; re-inserting moves a
+        # name to the end), so an update walks back from the newest change to the snapshot's generation.
+        self._recent: dict[str, None] = {}
+        self._removed_at = 0  # generation of the last node removal
+        self._order_changed_at = 0  # ... of the last change to the node tree (add, remove, zone change)
+        self._images_changed_at = 0  # ... of the last change to the image spread
+        self._own_snapshot: Snapshot | None = None
+
+    def _touch(self, info: NodeInfo) -> None:
+        self._generation += 1
+        info.generation = self._generation
+        self._recent.pop(info.name, None)
+        self._recent[info.name] = None
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -46,14 +78,15 @@ class Cache:
         existing = self._nodes.get(node.metadata.name)
         if existing is not None:
             return self.update_node(node)
-        info = NodeInfo(node, self.table.allocate_slot())
+        info = NodeInfo(node, self._slots.allocate())
         self._nodes[info.name] = info
         self._zones.setdefault(zone_key(node.metadata.labels), []).append(info.name)
-        self._count_images(info, +1)
         for pod_info in self._orphans.pop(info.name, {}).values():
             info.add_pod(pod_info)
-        self.table.sync(info, node_changed=True)
-        self._invalidate()
+        self._touch(info)
+        self._order_changed_at = self._generation
+        if info.image_sizes:
+            self._count_images(info, +1)
         return info
 
     def update_node(self, node: Node) -> NodeInfo:
@@ -62,16 +95,18 @@ class Cache:
             return self.add_node(node)
         old_zone = zone_key(info.node.metadata.labels)
         new_zone = zone_key(node.metadata.labels)
-        self._count_images(info, -1)
+        old_images = info.image_sizes
         info.set_node(node)
-        self._count_images(info, +1)
+        self._touch(info)
+        if info.image_sizes.keys() != old_images.keys():
+            self._count_images_of(old_images, -1)
+            self._count_images(info, +1)
         if old_zone != new_zone:
             self._zones[old_zone].remove(info.name)
             if not self._zones[old_zone]:
                 del self._zones[old_zone]
             self._zones.setdefault(new_zone, []).append(info.name)
-        self.table.sync(info, node_changed=True)
-        self._invalidate()
+            self._order_changed_at = self._generation
         return info
 
     def remove_node(self, name: str) -> NodeInfo | None:
@@ -82,32 +117,40 @@ class Cache:
         self._zones[zone].remove(name)
         if not self._zones[zone]:
             del self._zones[zone]
-        self._count_images(info, -1)
         # Pods still on a removed node stay known (their delete events come separately).
         if info.pods:
             self._orphans[name] = dict(info.pods)
-        self.table.release_slot(info.slot)
-        self._invalidate()
+        self._slots.release(info.slot)
+        self._recent.pop(name, None)
+        self._generation += 1
+        self._removed_at = self._order_changed_at = self._generation
+        if info.image_sizes:
+            self._count_images(info, -1)
         return info
 
     def _count_images(self, info: NodeInfo, delta: int) -> None:
-        for image in info.image_sizes:
+        self._count_images_of(info.image_sizes, delta)
+
+    def _count_images_of(self, images: dict[str, int], delta: int) -> None:
+        for image in images:
             count = self._image_nodes.get(image, 0) + delta
             if count > 0:
                 self._image_nodes[image] = count
             else:
                 self._image_nodes.pop(image, None)
+        self._images_changed_at = self._generation
 
     def node(self, name: str) -> NodeInfo | None:
+        """The live NodeInfo (changes under you; cycles read the snapshot instead)."""
         return self._nodes.get(name)
 
     @property
     def node_count(self) -> int:
         return len(self._nodes)
 
-    def _invalidate(self) -> None:
-        self._snapshot = None
-        self._nodes_version += 1
+    @property
+    def generation(self) -> int:
+        return self._generation
 
     # ---- pods --------------------------------------------------------------------------------
 
@@ -117,7 +160,7 @@ class Cache:
             self._orphans.setdefault(node_name, {})[pod_info.uid] = pod_info
             return
         info.add_pod(pod_info)
-        self.table.sync(info, node_changed=False)
+        self._touch(info)
 
     def _unplace(self, uid: str, node_name: str) -> None:
         info = self._nodes.get(node_name)
@@ -125,7 +168,7 @@ class Cache:
             self._orphans.get(node_name, {}).pop(uid, None)
             return
         info.remove_pod(uid)
-        self.table.sync(info, node_changed=False)
+        self._touch(info)
 
     def assume_pod(self, pod_info: PodInfo, node_name: str) -> PodInfo:
         """Account for the pod on ``node_name`` now, before it is bound; returns the assumed copy."""
@@ -190,10 +233,53 @@ class Cache:
                     order.append(names[i])
         return order
 
+    def update_snapshot(self, snapshot: Snapshot) -> int:
+        """Bring ``snapshot`` to the cache's generation; returns how many NodeInfos were copied."""
+        since = snapshot.generation
+        if since == self._generation:
+            return 0
+        if self._removed_at > since:
+            self._prune(snapshot)
+        changed: list[NodeInfo] = []
+        for name in reversed(self._recent):
+            info = self._nodes[name]
+            if info.generation <= since:
+                break
+            changed.append(info)
+        table = snapshot.table
+        by_name = snapshot.by_name
+        # A node removed and re-added under its name moved to a new slot; clear every old slot first so that
+        # a slot reused by another node in this same update is never cleared after it was written.
+        for info in changed:
+            old = by_name.get(info.name)
+            if old is not None and old.slot != info.slot and table.infos[old.slot] is old:
+                table.clear(old.slot)
+        positions_stale = self._order_changed_at > since
+        for info in changed:
+            old = by_name.get(info.name)
+            copy = info.clone()
+            by_name[info.name] = copy
+            table.sync(copy, node_changed=old is None or old.node is not info.node or old.slot != info.slot)
+            if not positions_stale and old is not None:
+                # Same node tree: the copy takes its predecessor's place in the ordered list.
+                snapshot.node_infos[int(snapshot.position_of_slot[old.slot])] = copy
+        if positions_stale:
+            snapshot.node_infos = [by_name[name] for name in self.node_order()]
+            snapshot.set_order(snapshot.node_infos)
+        if self._images_changed_at > since:
+            snapshot.image_node_counts = dict(self._image_nodes)
+        snapshot.generation = self._generation
+        return len(changed)
+
+    def _prune(self, snapshot: Snapshot) -> None:
+        for name in [name for name in snapshot.by_name if name not in self._nodes]:
+            gone = snapshot.by_name.pop(name)
+            if snapshot.table.infos[gone.slot] is gone:
+                snapshot.table.clear(gone.slot)
+
     def snapshot(self) -> Snapshot:
-        """The cycle's view; rebuilt only when the set of nodes changed (aggregates are live)."""
-        if self._snapshot is None:
-            infos = [self._nodes[name] for name in self.node_order()]
-            slots = np.fromiter((info.slot for info in infos), dtype=np.int64, count=len(infos))
-            self._snapshot = Snapshot(infos, self.table, slots, self._image_nodes, self._nodes_version)
-        return self._snapshot
+        """A snapshot of the cache as it is now (kept and updated in place on every call: tests, tools)."""
+        if self._own_snapshot is None:
+            self._own_snapshot = Snapshot()
+        self.update_snapshot(self._own_snapshot)
+        return self._own_snapshot

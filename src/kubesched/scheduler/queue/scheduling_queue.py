@@ -3,8 +3,9 @@
 One queue serves all profiles (hence one QueueSort). The scheduler adds pending pods, pops the next
 one for a scheduling cycle, and hands failures back with the plugins that rejected them; cluster
 events move unschedulable pods back when a rejecting plugin's queueing hint says the event may help.
-Time comes from the injected clock; flushing is done lazily on every pop and by the scheduler's
-periodic loop in live mode.
+The pod nominator lives here too, as in kube-scheduler. Time comes from the injected clock; backoff is
+flushed lazily on every pop, and the queue wakes the scheduler's run loop (``on_ready``) whenever a pod
+becomes poppable, so an idle scheduler sleeps instead of polling.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
 from kubesched.scheduler.queue.backoff import backoff_expiry
+from kubesched.scheduler.queue.nominator import PodNominator
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         pre_enqueue: Callable[[PodInfo], Status | None] | None = None,
         hints_for: Callable[[Pod], HintTable] | None = None,
+        nominator: PodNominator | None = None,
     ) -> None:
         self._less = less
         self._clock = clock
@@ -98,6 +101,9 @@ class SchedulingQueue:
         self._tiebreak = itertools.count()
         self.scheduling_cycle = 0
         self.incoming: dict[tuple[str, str], int] = {}
+        self.nominator = nominator if nominator is not None else PodNominator()
+        # Called whenever a pod enters activeQ or backoffQ: the run loop's wake-up.
+        self.on_ready: Callable[[], None] | None = None
 
     # ---- adding pods -------------------------------------------------------------------------
 
@@ -132,12 +138,16 @@ class SchedulingQueue:
         self._active_uids[uid] = qpi
         heapq.heappush(self._active, _ActiveEntry(qpi, self._less, next(self._tiebreak)))
         self._count("active", event)
+        if self.on_ready is not None:
+            self.on_ready()
 
     def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
         expiry = backoff_expiry(qpi, self._initial_backoff, self._max_backoff)
         self._backoff_uids[qpi.pod_info.uid] = qpi
         heapq.heappush(self._backoff, (expiry, next(self._tiebreak), qpi))
         self._count("backoff", event)
+        if self.on_ready is not None:
+            self.on_ready()
 
     def _count(self, queue: str, event: str) -> None:
         key = (queue, event)
@@ -209,6 +219,15 @@ class SchedulingQueue:
 
     def next_backoff_expiry(self) -> float | None:
         live = [expiry for expiry, _, qpi in self._backoff if self._backoff_uids.get(qpi.pod_info.uid) is qpi]
+        return min(live) if live else None
+
+    def next_error_backoff_expiry(self) -> float | None:
+        """When the first pod backing off after an error may be popped (others are poppable at once)."""
+        live = [
+            expiry
+            for expiry, _, qpi in self._backoff
+            if qpi.consecutive_errors_count and self._backoff_uids.get(qpi.pod_info.uid) is qpi
+        ]
         return min(live) if live else None
 
     # ---- failures and completion -------------------------------------------------------------

@@ -3,6 +3,7 @@ reload on change (incl. a ConfigMap-style symlink swap), broken reloads, and sco
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from kubesched.errors import ValidationFailed
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime.framework import Framework, FrameworkBuildError, ScoreOutcome
 from kubesched.framework.runtime.registry import PluginRegistration, Registry
-from kubesched.framework.runtime.waiting_pods import WaitingPods
+from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.plugins.security.compliance_data import (
@@ -84,13 +85,24 @@ def build(
 
 
 def scores(plugin: ComplianceScore, cache: Cache) -> dict[str, int]:
-    """One cycle: PreScore, then Score per node and in batch (which must agree); name -> score."""
+    """A cycle after the reload check it may start has finished: PreScore, then Score per node and in batch
+    (which must agree); name -> score."""
     snapshot = cache.snapshot()
-    state = CycleState()
-    assert pre_score(plugin, state, POD, snapshot) is None
+    _cycle(plugin, snapshot)
+    state = _cycle(plugin, snapshot)
     per_node = score_nodes(plugin, state, POD, snapshot)
     assert score_nodes_batch(plugin, state, POD, snapshot) == per_node
     return {info.name: s for info, s in zip(snapshot.node_infos, per_node, strict=True)}
+
+
+def _cycle(plugin: ComplianceScore, snapshot: Snapshot) -> CycleState:
+    """PreScore of one cycle, then the reload check it may have started (off the cycle) runs to its end."""
+    state = CycleState()
+    assert pre_score(plugin, state, POD, snapshot) is None
+    handle = plugin.handle
+    assert isinstance(handle, PluginHandle)
+    asyncio.run(handle.run_spawned())
+    return state
 
 
 # ---- args ---------------------------------------------------------------------------------------------
@@ -397,7 +409,7 @@ def _profile(path: str, *, multi_point: bool) -> Any:
 def test_framework_reports_a_broken_file_as_a_build_error(tmp_path: Path) -> None:
     path = write_atomically(tmp_path / "compliance.json", {"nodes": {"node-a": {"score": 140}}})
     with pytest.raises(FrameworkBuildError) as caught:
-        Framework(_profile(path, multi_point=True), _registry(), PluginHandle(), WaitingPods())
+        Framework(_profile(path, multi_point=True), _registry(), PluginHandle().context)
     assert str(caught.value) == (
         f'initializing plugin "ComplianceScore": {path}: nodes.node-a.score: must be between 0 and 100, got 140'
     )
@@ -410,9 +422,7 @@ def test_in_a_framework_batch_and_reference_paths_agree(tmp_path: Path, multi_po
     handle = PluginHandle(cache, clock=VirtualClock(NOW))
     totals = []
     for use_batch in (True, False):
-        fwk = Framework(
-            _profile(path, multi_point=multi_point), _registry(), handle, WaitingPods(), use_batch=use_batch
-        )
+        fwk = Framework(_profile(path, multi_point=multi_point), _registry(), handle.context, use_batch=use_batch)
         state = CycleState()
         assert fwk.run_pre_score(state, POD, snapshot.node_infos) is None
         outcome = fwk.run_score(state, POD, batch_of(snapshot))
@@ -764,8 +774,8 @@ def _check_cycle(
     plugin: ComplianceScore, cache: Cache, subset: Sequence[str] | None, reference: Any, now: float
 ) -> None:
     snapshot = cache.snapshot()
-    state = CycleState()
-    assert pre_score(plugin, state, POD, snapshot) is None
+    _cycle(plugin, snapshot)
+    state = _cycle(plugin, snapshot)
     assert plugin.data == reference
     infos = snapshot.node_infos if subset is None else [snapshot.by_name[n] for n in subset]
     per_node = [plugin.score(state, POD, info) for info in infos]

@@ -14,7 +14,7 @@ from kubesched.api.objects import Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
-from kubesched.framework.verdict import verdicts_of
+from kubesched.framework.verdict import PolicyVerdict
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.plugins.security.security_audit_filter import SecurityAuditFilter
 from kubesched.plugins.security.security_audit_permit import SecurityAuditPermit
@@ -97,10 +97,15 @@ async def run(
     records = Records()
     scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
     scheduler.max_attempts = 3
-    cluster.subscribe(scheduler)
+    cluster.subscribe(scheduler.event_handlers)
     await scheduler.run_until_idle(clock)
     await scheduler.close()
     return scheduler, cluster, records
+
+
+def about(record: AttemptRecord, target: str | None) -> list[PolicyVerdict]:
+    """The record's verdicts about ``target`` and about the pod as a whole."""
+    return [verdict for verdict in record.verdicts if verdict.target in ("", target)]
 
 
 def plugin(scheduler: Scheduler, name: str) -> Any:
@@ -124,7 +129,7 @@ def test_denied_nodes_are_filtered_with_the_seed_message(run_async: Runner) -> N
         assert web.node_to_status["node-x"].plugin == "SecurityAuditFilter"
         pay = records.last("pay")
         assert pay.node == "node-a", "prod needs a pci node; only node-a is pci"
-        [verdict] = verdicts_of(pay.state, "node-a")
+        [verdict] = about(pay, "node-a")
         assert verdict.allowed and verdict.engine == "embedded" and verdict.revision and verdict.input_digest
 
     run_async(scenario())
@@ -207,7 +212,7 @@ def test_exempt_pods_skip_the_policy(run_async: Runner, namespace: str, labels: 
         _, _, records = await run(filter_config(exemptPodLabels={"app": "opa"}), [raw])
         record = records.last("x")
         assert record.result == "Scheduled"
-        [verdict] = verdicts_of(record.state, record.node)
+        [verdict] = about(record, record.node)
         assert verdict.exempt == exempt and verdict.allowed
 
     run_async(scenario())
@@ -224,7 +229,7 @@ def test_warn_and_dryrun_never_reject(run_async: Runner, action: str, events: li
         _, cluster, records = await run(filter_config(enforcementAction=action), [untrusted])
         record = records.last("m")
         assert record.result == "Scheduled"
-        assert [v.allowed for v in verdicts_of(record.state, record.node)] == [False]
+        assert [v.allowed for v in about(record, record.node)] == [False]
         assert [e.reason for e in cluster.events_for("default", "m") if e.reason != "Scheduled"] == events
 
     run_async(scenario())
@@ -262,7 +267,7 @@ def test_engine_failure_follows_failure_policy(run_async: Runner, tmp_path: Path
             )
             assert record.attempts == 3, "retried with backoff"
         else:
-            [verdict] = verdicts_of(record.state, record.node)
+            [verdict] = about(record, record.node)
             assert verdict.skipped and "evaluation failed" in verdict.error
 
     run_async(scenario())
@@ -280,7 +285,7 @@ def test_policy_reload_changes_decisions(run_async: Runner, tmp_path: Path) -> N
         cluster = SimulatedCluster(clock, nodes(), [pod("first", namespace="prod")])
         records = Records()
         scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
-        cluster.subscribe(scheduler)
+        cluster.subscribe(scheduler.event_handlers)
         await scheduler.run_until_idle(clock)
         assert records.last("first").node == "node-a"
         data.write_text(data.read_text().replace('"node-b": {"level": "standard"', '"node-b": {"level": "pci"'))
@@ -289,7 +294,7 @@ def test_policy_reload_changes_decisions(run_async: Runner, tmp_path: Path) -> N
         await scheduler.run_until_idle(clock)
         assert records.last("second").node == "node-b", "node-a is full; node-b became pci after the reload"
         audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
-        revisions = {v.revision for r in records.all for v in verdicts_of(r.state, r.node)}
+        revisions = {v.revision for r in records.all for v in about(r, r.node)}
         assert len(revisions) == 2 and audit.calls == 2
         await scheduler.close()
 
@@ -317,7 +322,7 @@ def test_permit_allows_approved_and_rejects_denied(run_async: Runner, tmp_path: 
         cfg, _ = permit_config(tmp_path, {"CHG-1": "approved", "CHG-2": "rejected"})
         scheduler, _, records = await run(cfg, [ticket_pod("ok", "CHG-1"), ticket_pod("no", "CHG-2")])
         assert records.last("ok").result == "Scheduled"
-        [verdict] = verdicts_of(records.last("ok").state, records.last("ok").node)
+        [verdict] = about(records.last("ok"), records.last("ok").node)
         assert verdict.stage == "permit" and verdict.allowed
         rejected = records.last("no")
         assert rejected.result == "Unschedulable"
@@ -335,8 +340,8 @@ def test_permit_waits_for_pending_approval_without_blocking_others(run_async: Ru
         cluster = SimulatedCluster(clock, nodes(), [ticket_pod("waits", "CHG-3"), ticket_pod("quick", "CHG-1")])
         records = Records()
         scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
-        cluster.subscribe(scheduler)
-        while scheduler.schedule_next():
+        cluster.subscribe(scheduler.event_handlers)
+        while await scheduler.schedule_next():
             pass
         for _ in range(5):
             await asyncio.sleep(0)

@@ -1,10 +1,11 @@
-"""Decision cache: one policy evaluation per (policy revision, pod projection, node facts, time bucket).
+"""Decision cache: the policy's answers per (policy revision, pod input, time bucket, operation).
 
 OPA keeps no decisions between queries, so the scheduler keeps them: a pod retried after backoff, or a
-replica whose policy input equals another's, reuses the evaluation. The key holds everything the
-decision depends on, so an entry can never answer for another policy revision or another version of
-the node facts; entries of an older revision are dropped as soon as a newer revision is seen.
-Used by the SecurityAudit plugins.
+replica whose policy input equals another's, reuses what was decided. The key holds everything the
+decision depends on except the node, and each entry holds per-node decisions keyed by the node's policy
+facts (so a node whose labels changed is decided again, and one whose status changed is not); an entry can
+never answer for another policy revision; entries of an older revision are dropped as soon as a newer
+revision is seen. Used by SecurityAuditFilter.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ V = TypeVar("V")
 class CacheKey:
     revision: str
     pod_digest: str
-    facts_version: int
     time: str
     operation: str
 
@@ -58,11 +58,6 @@ class DecisionCache(Generic[V]):
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
-
-    def discard(self, revision: str) -> None:
-        """Forget everything decided under ``revision`` (after an engine failure)."""
-        if revision == self._revision:
-            self._entries.clear()
 
     def __len__(self) -> int:
         return len(self._entries)

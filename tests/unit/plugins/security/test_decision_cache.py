@@ -1,4 +1,4 @@
-"""The decision cache never answers for another policy revision, pod input, node-facts version or time."""
+"""The decision cache never answers for another policy revision, pod input, time bucket or operation."""
 
 from __future__ import annotations
 
@@ -6,13 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.framework.policy import digest
-from kubesched.policy.cache import CacheKey, DecisionCache
+from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
 
 keys = st.builds(
     CacheKey,
     revision=st.sampled_from(["r1", "r2", "r3"]),
     pod_digest=st.sampled_from(["p1", "p2"]),
-    facts_version=st.integers(0, 3),
     time=st.sampled_from(["t1", "t2"]),
     operation=st.sampled_from(["schedule", "permit"]),
 )
@@ -40,9 +39,9 @@ def test_a_hit_is_always_the_value_stored_under_that_exact_key(
 
 def test_new_revision_drops_old_entries() -> None:
     cache: DecisionCache[str] = DecisionCache(10)
-    old = CacheKey("r1", "p", 1, "t", "schedule")
+    old = CacheKey("r1", "p", "t", "schedule")
     cache.put(old, "old")
-    assert cache.get(CacheKey("r2", "p", 1, "t", "schedule")) is None
+    assert cache.get(CacheKey("r2", "p", "t", "schedule")) is None
     assert cache.get(old) is None, "seeing revision r2 dropped r1's decisions"
 
 

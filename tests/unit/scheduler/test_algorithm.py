@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from kubesched.framework.status import Code, Status
+from kubesched.scheduler.algorithm import num_feasible_nodes_to_find
 from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message, truncate_event_message
-from kubesched.scheduler.schedule_one import num_feasible_nodes_to_find
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """Run a whole simulation: manifests + configuration → which pod went where, and why.
 
-Called by ``kubesched simulate`` and by tests. Builds a scheduler over a :class:`SimulatedCluster` on a
-virtual clock, schedules until nothing can make progress, and collects the last attempt of every pod
-the configuration's profiles are responsible for.
+Called by ``kubesched simulate`` and by tests. It sits above the scheduler and the in-memory backend
+(``backends/`` only provides clusters; it never drives a scheduler). Builds a scheduler over a
+:class:`SimulatedCluster` on a virtual clock, schedules until nothing can make progress, and collects the
+last attempt of every pod the configuration's profiles are responsible for.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ async def simulate_async(
     observer: AttemptObserver = FanOut(collector, *observers) if observers else collector
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=seed, use_batch=use_batch, observer=observer)
     scheduler.max_attempts = max_attempts
-    cluster.subscribe(scheduler)
+    cluster.subscribe(scheduler.event_handlers)
     try:
         await scheduler.run_until_idle(clock)
     finally:

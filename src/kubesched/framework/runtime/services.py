@@ -1,0 +1,121 @@
+"""Named shared services and background work: what the runtime hands plugins besides the cluster state.
+
+:class:`Services` holds one instance per (kind, spec): every plugin asking for the policy engine of equal
+args gets the same client (one connection pool or worker, one revision). The scheduler registers the
+factories (it may import the implementations; plugins and the framework may not) and closes the
+instances at shutdown.
+
+:class:`BackgroundTasks` runs the work plugins spawn through the Handle (a Permit approval check, a file
+reload): each task is tracked, a failure is logged and never raised into the scheduler, and sleeps go
+through the injected clock so that a simulation on virtual time knows which tasks merely wait for time to
+pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Coroutine, Hashable, Mapping
+from typing import Any
+
+from kubesched.clock import Clock
+
+log = logging.getLogger(__name__)
+
+ServiceFactory = Callable[[Hashable], object]
+
+
+class Services:
+    """Instances by (kind, spec), created on first request by the kind's factory."""
+
+    def __init__(self, factories: Mapping[str, ServiceFactory] | None = None) -> None:
+        self._factories: dict[str, ServiceFactory] = dict(factories or {})
+        self._instances: dict[tuple[str, Hashable], object] = {}
+
+    def register(self, kind: str, factory: ServiceFactory) -> None:
+        self._factories[kind] = factory
+
+    def get(self, kind: str, spec: Hashable) -> object:
+        key = (kind, spec)
+        instance = self._instances.get(key)
+        if instance is None:
+            factory = self._factories.get(kind)
+            if factory is None:
+                known = ", ".join(sorted(self._factories)) or "none"
+                raise KeyError(f"no service of kind {kind!r} is provided (provided: {known})")
+            instance = self._instances[key] = factory(spec)
+        return instance
+
+    def __len__(self) -> int:
+        return len(self._instances)
+
+    async def aclose(self) -> None:
+        instances, self._instances = list(self._instances.values()), {}
+        for instance in instances:
+            closer = getattr(instance, "aclose", None) or getattr(instance, "close", None)
+            if closer is None:
+                continue
+            try:
+                outcome = closer()
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                log.exception("closing service %r failed", instance)
+
+
+class BackgroundTasks:
+    """Tracked asyncio tasks for plugins' background work; sleeps are on the injected clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sleeping: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, work: Coroutine[Any, Any, None], *, name: str | None = None) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(_guarded(work), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep on the clock; with a virtual clock the simulation jumps to the wake-up time."""
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        handle = self.clock.call_later(seconds, wake)
+        task = asyncio.current_task()
+        if task is not None:
+            self._sleeping.add(task)
+        try:
+            await woken
+        finally:
+            handle.cancel()
+            if task is not None:
+                self._sleeping.discard(task)
+
+    def busy(self) -> bool:
+        """Whether some task can make progress without the clock moving (it runs, or awaits real I/O)."""
+        return any(not task.done() and task not in self._sleeping for task in self._tasks)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def aclose(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _guarded(work: Coroutine[Any, Any, None]) -> None:
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("background work of a plugin failed")

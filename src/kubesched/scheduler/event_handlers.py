@@ -1,0 +1,128 @@
+"""Informer event handlers: cluster changes into the cache, the scheduling queue and the nominator.
+
+The backend (simulated cluster, later the API server's informers) calls these for every Node and Pod
+event, as kube-scheduler's ``eventhandlers.go`` does: assigned pods and nodes go to the cache; pending
+pods this scheduler is responsible for go to the queue (their nomination to the nominator); every change
+is also a cluster event that may move unschedulable pods back to the queue. Handlers never run inside a
+scheduling cycle's reads: the cycle works on its own snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kubesched.api.objects import Node, Pod
+from kubesched.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    NODE_DELETE,
+    ActionType,
+    ClusterEvent,
+    EventResource,
+)
+from kubesched.framework.runtime.waiting_pods import WaitingPods
+from kubesched.framework.types import PodInfo
+from kubesched.scheduler.cache.cache import Cache
+from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class EventHandlers:
+    """The scheduler's informer callbacks (a :class:`~kubesched.backends.base.ClusterEventHandler`)."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        queue: SchedulingQueue,
+        waiting_pods: WaitingPods,
+        responsible_for: Callable[[Pod], bool],
+        pending: dict[str, Pod],
+    ) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.nominator = queue.nominator
+        self.waiting_pods = waiting_pods
+        self.responsible_for = responsible_for
+        # Latest version of every pending pod this scheduler places, by uid (the Handle's get_pod).
+        self.pending = pending
+
+    # ---- nodes -------------------------------------------------------------------------------
+
+    def on_node_add(self, node: Node) -> None:
+        self.cache.add_node(node)
+        self.queue.on_event(NODE_ADD, None, node)
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        self.cache.update_node(new)
+        action = node_update_action(old, new)
+        if action:
+            self.queue.on_event(ClusterEvent(EventResource.NODE, action, "NodeUpdate"), old, new)
+
+    def on_node_delete(self, node: Node) -> None:
+        self.cache.remove_node(node.metadata.name)
+        self.queue.on_event(NODE_DELETE, node, None)
+
+    # ---- pods --------------------------------------------------------------------------------
+
+    def on_pod_add(self, pod: Pod) -> None:
+        if pod.spec.node_name:
+            self.cache.add_pod(pod)
+            self.queue.on_event(ASSIGNED_POD_ADD, None, pod)
+            return
+        if not self.responsible_for(pod) or pod.status.phase in TERMINAL_PHASES:
+            return
+        pod_info = PodInfo(pod)
+        self.pending[pod_info.uid] = pod
+        if pod.status.nominated_node_name:
+            self.nominator.add_nominated_pod(pod_info, pod.status.nominated_node_name)
+        self.queue.add(pod_info)
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        uid = new.metadata.uid
+        if new.spec.node_name:
+            self.pending.pop(uid, None)
+            self.nominator.delete_nominated_pod_if_exists(uid)
+            self.queue.delete(uid)
+            self.cache.add_pod(new)
+            event = (
+                ASSIGNED_POD_ADD
+                if not old.spec.node_name
+                else ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate")
+            )
+            self.queue.on_event(event, old if old.spec.node_name else None, new)
+            return
+        if not self.responsible_for(new):
+            return
+        self.pending[uid] = new
+        pod_info = PodInfo(new)
+        self.nominator.update_nominated_pod(pod_info)
+        self.queue.update(pod_info)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        uid = pod.metadata.uid
+        self.nominator.delete_nominated_pod_if_exists(uid)
+        if self.pending.pop(uid, None) is not None:
+            self.queue.delete(uid)
+            waiting = self.waiting_pods.get(uid)
+            if waiting is not None:
+                waiting.reject("", "pod was deleted")
+        if self.cache.remove_pod(pod) is not None:
+            self.queue.on_event(ASSIGNED_POD_DELETE, pod, None)
+
+
+def node_update_action(old: Node, new: Node) -> ActionType:
+    """Which parts of a node changed, as the NodeUpdate event's action (0: nothing scheduling cares about)."""
+    action = ActionType(0)
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.metadata.labels != new.metadata.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.spec_unschedulable != new.spec_unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.raw.get("status", {}).get("conditions") != new.raw.get("status", {}).get("conditions"):
+        action |= ActionType.UPDATE_NODE_CONDITION
+    if old.metadata.annotations != new.metadata.annotations:
+        action |= ActionType.UPDATE_NODE_ANNOTATION
+    return action
