@@ -135,6 +135,16 @@ def boolean(obj: Mapping[str, Any], key: str, where: str, path: str) -> bool:
     return raw
 
 
+def string_list(obj: Mapping[str, Any], key: str, where: str, path: str) -> list[str]:
+    """A list of strings (selector values, access modes, topology keys); absent or null reads as empty."""
+    here = join(path, key)
+    items = sequence(obj, key, where, path)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            wrong_type(where, f"{here}[{i}]", "a string", item)
+    return items
+
+
 def string_map(obj: Mapping[str, Any], key: str, where: str, path: str) -> dict[str, str]:
     """labels, annotations, nodeSelector: string keys to string values (YAML `true`/`1` are not strings)."""
     here = join(path, key)

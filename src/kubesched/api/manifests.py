@@ -2,7 +2,12 @@
 
 Who calls it: the CLI (``kubesched simulate -f cluster.yaml``), the simulated backend when seeded from files,
 and tests (through :func:`load_manifest_text`). Every problem is a :class:`ManifestError` naming the file, the
-object and the field; kinds kubesched has no use for (Services, Deployments, ...) are skipped with a warning.
+object and the field; kinds kubesched has no use for (Deployments, ConfigMaps, ...) are skipped with a warning.
+
+Loaded kinds: Pod, Node, Namespace (core), PriorityClass (scheduling.k8s.io), PodDisruptionBudget (policy),
+and the objects plugins read through the framework's listers: Service, ReplicationController,
+PersistentVolume, PersistentVolumeClaim (core), ReplicaSet, StatefulSet (apps), StorageClass, CSINode
+(storage.k8s.io). A kind is recognised by its API group; the version is not checked.
 
 After loading, pod priorities are resolved from PriorityClasses as the API server's Priority admission plugin
 would have done on create (:func:`resolve_priorities`).
@@ -22,6 +27,8 @@ from kubesched.errors import FieldError, ManifestError
 
 from ._fields import type_name
 from .objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
+from .storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+from .workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 
 __all__ = [
     "MANIFEST_SUFFIXES",
@@ -53,26 +60,41 @@ class LoadedManifests:
     namespaces: list[Namespace] = field(default_factory=list)
     priority_classes: list[PriorityClass] = field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    replica_sets: list[ReplicaSet] = field(default_factory=list)
+    replication_controllers: list[ReplicationController] = field(default_factory=list)
+    stateful_sets: list[StatefulSet] = field(default_factory=list)
+    persistent_volumes: list[PersistentVolume] = field(default_factory=list)
+    persistent_volume_claims: list[PersistentVolumeClaim] = field(default_factory=list)
+    storage_classes: list[StorageClass] = field(default_factory=list)
+    csi_nodes: list[CSINode] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     origins: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
-# kind -> (API group, namespaced)
-_KINDS: dict[str, tuple[str, bool]] = {
-    "Pod": ("", True),
-    "Node": ("", False),
-    "Namespace": ("", False),
-    "PriorityClass": ("scheduling.k8s.io", False),
-    "PodDisruptionBudget": ("policy", True),
-}
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    group: str
+    namespaced: bool
+    build: Callable[[Mapping[str, Any], str], Any]
+    target: Callable[[LoadedManifests], list[Any]]
+    """The LoadedManifests list the objects go to."""
 
 
-_BUILDERS: dict[str, Callable[[Mapping[str, Any], str], Any]] = {
-    "Pod": Pod.from_dict,
-    "Node": Node.from_dict,
-    "Namespace": Namespace.from_dict,
-    "PriorityClass": PriorityClass.from_dict,
-    "PodDisruptionBudget": PodDisruptionBudget.from_dict,
+_KINDS: dict[str, _Kind] = {
+    "Pod": _Kind("", True, Pod.from_dict, lambda m: m.pods),
+    "Node": _Kind("", False, Node.from_dict, lambda m: m.nodes),
+    "Namespace": _Kind("", False, Namespace.from_dict, lambda m: m.namespaces),
+    "PriorityClass": _Kind("scheduling.k8s.io", False, PriorityClass.from_dict, lambda m: m.priority_classes),
+    "PodDisruptionBudget": _Kind("policy", True, PodDisruptionBudget.from_dict, lambda m: m.pdbs),
+    "Service": _Kind("", True, Service.from_dict, lambda m: m.services),
+    "ReplicationController": _Kind("", True, ReplicationController.from_dict, lambda m: m.replication_controllers),
+    "ReplicaSet": _Kind("apps", True, ReplicaSet.from_dict, lambda m: m.replica_sets),
+    "StatefulSet": _Kind("apps", True, StatefulSet.from_dict, lambda m: m.stateful_sets),
+    "PersistentVolume": _Kind("", False, PersistentVolume.from_dict, lambda m: m.persistent_volumes),
+    "PersistentVolumeClaim": _Kind("", True, PersistentVolumeClaim.from_dict, lambda m: m.persistent_volume_claims),
+    "StorageClass": _Kind("storage.k8s.io", False, StorageClass.from_dict, lambda m: m.storage_classes),
+    "CSINode": _Kind("storage.k8s.io", False, CSINode.from_dict, lambda m: m.csi_nodes),
 }
 
 
@@ -199,12 +221,12 @@ def _add_object(
     name = meta.get("name") if isinstance(meta.get("name"), str) else None
     group = api_version.rpartition("/")[0]
     known = _KINDS.get(kind)
-    if known is None or known[0] != group:
+    if known is None or known.group != group:
         in_version = f' in apiVersion "{api_version}"' if known is not None else ""
         named = f" ({name})" if name else ""
         loaded.warnings.append(f'{source}: skipping unsupported kind "{kind}"{in_version}{named}')
         return
-    namespaced = known[1]
+    namespaced = known.namespaced
     namespace = (meta.get("namespace") or "default") if namespaced else ""
     if not name:
         where = f"{doc_where}: {kind}"
@@ -213,21 +235,14 @@ def _add_object(
     else:
         where = f"{source}: {kind} {name}"
 
-    obj = _BUILDERS[kind](document, where)
+    obj = known.build(document, where)
     key = (kind, obj.metadata.namespace, obj.metadata.name)
     first = loaded.origins.get(key)
     if first is not None:
         first_file = first.split(": ", 1)[0]
         raise ManifestError(f"{where}: defined twice (first in {first_file})")
     loaded.origins[key] = where
-    targets: dict[str, list[Any]] = {
-        "Pod": loaded.pods,
-        "Node": loaded.nodes,
-        "Namespace": loaded.namespaces,
-        "PriorityClass": loaded.priority_classes,
-        "PodDisruptionBudget": loaded.pdbs,
-    }
-    targets[kind].append(obj)
+    known.target(loaded).append(obj)
 
 
 def resolve_priorities(loaded: LoadedManifests) -> None:

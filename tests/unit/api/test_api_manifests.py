@@ -45,8 +45,8 @@ CLUSTER = textwrap.dedent(
     spec: {maxUnavailable: 1}
     ---
     apiVersion: v1
-    kind: Service
-    metadata: {name: my-svc}
+    kind: ConfigMap
+    metadata: {name: settings}
     """
 )
 
@@ -70,7 +70,7 @@ def test_every_supported_kind_is_loaded() -> None:
     assert [n.metadata.name for n in loaded.namespaces] == ["prod"]
     assert [(c.metadata.name, c.value) for c in loaded.priority_classes] == [("high", 1000)]
     assert [(p.metadata.name, p.max_unavailable) for p in loaded.pdbs] == [("web", 1)]
-    assert loaded.warnings == ['cluster.yaml: skipping unsupported kind "Service" (my-svc)']
+    assert loaded.warnings == ['cluster.yaml: skipping unsupported kind "ConfigMap" (settings)']
 
 
 def test_kubectl_list_and_typed_list_items() -> None:

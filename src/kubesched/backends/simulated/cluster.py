@@ -16,6 +16,7 @@ from kubesched.api.objects import Node, Pod
 from kubesched.backends.base import ClusterEventHandler
 from kubesched.clock import Clock
 from kubesched.framework.interface import ApiError
+from kubesched.framework.listers import Listers
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +33,18 @@ class RecordedEvent:
 class SimulatedCluster:
     """Nodes and pods in memory, with the API semantics the scheduler relies on."""
 
-    def __init__(self, clock: Clock, nodes: Iterable[Node] = (), pods: Iterable[Pod] = ()) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        nodes: Iterable[Node] = (),
+        pods: Iterable[Pod] = (),
+        *,
+        listers: Listers | None = None,
+    ) -> None:
         self._clock = clock
+        # Services, volumes, claims, ... loaded with the nodes and pods (``Listers.from_objects(manifests)``):
+        # the cluster owns every object of the simulated API, and plugins reach these through the Handle.
+        self.listers: Listers = listers if listers is not None else Listers.empty()
         self.nodes: dict[str, Node] = {node.metadata.name: node for node in nodes}
         self.pods: dict[str, Pod] = {pod.metadata.uid: pod for pod in pods}
         self.events: list[RecordedEvent] = []
