@@ -12,9 +12,10 @@ time, seeded tie-breaking): ids are uuid5 values of (salt, seed, sequence number
 ``kubesched simulate`` salts them with the head hash of the log it appends to, so runs appended to one
 log never share ids; the pod uid keeps the ids of different workloads apart.
 
-A sink that raises (a full disk) costs that sink's record, counted as dropped with reason
+A sink whose ``write`` raises (it is closed) costs that sink's record, counted as dropped with reason
 ``write_error`` and logged; it never stops scheduling: by the time the record is written the decision
-has been made and, for a scheduled pod, the binding done.
+has been made and, for a scheduled pod, the binding done. Sinks persist in writers of their own and count
+what those lose (a full disk) themselves, on the observer's metrics, which it shares with them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from kubesched.audit.records import (
     Target,
     rfc3339,
 )
-from kubesched.audit.sinks.base import AuditSink
+from kubesched.audit.sinks.base import AuditSink, SharesMetrics
 from kubesched.framework.verdict import PolicyVerdict
 from kubesched.scheduler.results import PHASE_ORDER, AttemptObserver, AttemptRecord
 
@@ -170,6 +171,10 @@ class AuditObserver:
         self.ids = ids if ids is not None else random_ids()
         self.labels = dict(labels) if labels is not None else default_labels()
         self.metrics = metrics if metrics is not None else default_metrics()
+        for sink in sinks:
+            # Drops a sink's writer counts after write returned belong with the observer's own counts.
+            if isinstance(sink, SharesMetrics):
+                sink.share_metrics(self.metrics)
         self.records = 0
         self.write_errors = 0
 

@@ -7,13 +7,17 @@ between them.
 
 ``kubesched_audit_records_total{sink}`` counts records a sink accepted (its ``write`` returned);
 ``kubesched_audit_dropped_records_total{sink, reason}`` counts records lost, whether refused at ``write``
-or lost later on the way (so for the webhook, accepted − dropped = delivered or still queued). Reasons:
+or lost later on the way by the sink's writer (so accepted − dropped = written or delivered, or still
+queued). Reasons:
 
-* ``queue_full``: a network sink's bounded queue was full; the record was dropped so scheduling never waits;
-* ``undeliverable``: every retry failed (timeouts, connection errors, 5xx/429 answers);
+* ``queue_full``: a sink's bounded queue was full (a slow receiver, a stalled disk); the record was dropped
+  so scheduling never waits;
+* ``undeliverable``: every retry failed (timeouts, connection errors, 5xx/429 answers), or the batch
+  killed the sender task twice;
 * ``rejected``: the receiver refused the batch with a 4xx answer that retrying cannot fix;
 * ``closed``: the sink was closed (or its drain timed out) with the record still queued;
-* ``write_error``: the sink raised while writing (disk full, file removed); see the log.
+* ``write_error``: the sink refused the record (it was closed), or its writer could not write or fsync it
+  (disk full, EIO); see the log.
 """
 
 from __future__ import annotations

@@ -109,6 +109,9 @@ def simulation_audit(path: str | None, durability: str, seed: int | None) -> Ite
         ids = seeded_ids(seed, sink.opened_at_head) if seed is not None else random_ids()
         observer = AuditObserver(sink, ids=ids)
         yield [observer]
-    if observer.write_errors:
-        raise KubeschedError(f"{path}: {observer.write_errors} audit record(s) could not be written (see the log)")
+    # The sink is closed, so its writer is done: it counts what it lost after write returned, the
+    # observer what write refused.
+    lost = observer.write_errors + sink.dropped
+    if lost:
+        raise KubeschedError(f"{path}: {lost} audit record(s) could not be written (see the log)")
     print(f"audit: {observer.records} record(s) appended to {path}", file=sys.stderr)

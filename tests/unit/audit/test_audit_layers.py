@@ -42,7 +42,7 @@ def test_audit_module_imports(path: Path) -> None:
     wrong = sorted(n for n in ours if n != "kubesched" and not any(n == a or n.startswith(a + ".") for a in ALLOWED))
     assert wrong == []
     http = {name.split(".")[0] for name in names} & HTTP_LIBRARIES
-    assert http == ({"aiohttp"} if path.name == "webhook.py" else set())
+    assert http == ({"httpx"} if path.name == "webhook.py" else set())
 
 
 def test_every_audit_module_is_checked() -> None:

@@ -1,5 +1,5 @@
-"""WebhookSink against a real aiohttp server on loopback: batching, flush, retries with backoff, timeouts,
-rejections, the bounded queue and its drop counter."""
+"""WebhookSink (an httpx client) against a real aiohttp server on loopback: batching, flush, retries with
+backoff, timeouts, rejections, the bounded queue and its drop counter, a sender task that dies."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 from audittest_helpers import fresh_metrics, make_record
 
+from kubesched.audit.builder import AuditObserver
 from kubesched.audit.metrics import AuditMetrics
 from kubesched.audit.sinks.webhook import WebhookSink
 
@@ -264,6 +265,75 @@ def test_drain_timeout_drops_what_is_left(run_async: Runner) -> None:
     assert metrics.dropped_total("webhook", "closed") == 5
 
 
+def failing_deliveries(
+    monkeypatch: pytest.MonkeyPatch, sink: WebhookSink, fails: Callable[[list[dict[str, Any]], int], bool]
+) -> list[list[str]]:
+    """Make the sender raise (a bug) before sending a batch whenever ``fails(batch, calls so far)``; returns
+    the pod names of every batch the sender took, in order."""
+    real = sink._deliver
+    taken: list[list[str]] = []
+
+    async def deliver(client: Any, batch: list[dict[str, Any]]) -> None:
+        taken.append([record["pod"]["name"] for record in batch])
+        if fails(batch, len(taken)):
+            raise RuntimeError("bug in the sender")
+        await real(client, batch)
+
+    monkeypatch.setattr(sink, "_deliver", deliver)
+    return taken
+
+
+def test_a_dead_sender_is_restarted_and_resends_its_batch(
+    run_async: Runner, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> tuple[Receiver, WebhookSink, AuditMetrics, list[list[str]]]:
+        metrics = fresh_metrics()
+        async with Receiver() as receiver:
+            sink = sink_for(receiver, metrics, batch_size=1, max_queue=3)
+            taken = failing_deliveries(monkeypatch, sink, lambda batch, calls: calls == 1)
+            # More records than the queue holds, one at a time: a sender that stayed dead would leave them
+            # queued until the queue overflowed.
+            for index in range(8):
+                sink.write(make_record(index))
+                await eventually(lambda: sink.delivered == index + 1)  # noqa: B023 - awaited in this iteration
+            await sink.close()
+        return receiver, sink, metrics, taken
+
+    receiver, sink, metrics, taken = run_async(scenario())
+    assert taken[:2] == [["web-0"], ["web-0"]], "the batch in hand when the sender died is sent again"
+    assert receiver.names() == [[f"web-{index}"] for index in range(8)]
+    assert (sink.restarts, sink.delivered, metrics.dropped_total("webhook")) == (1, 8, 0)
+    assert "the sender task failed; starting a new one" in caplog.text and "RuntimeError" in caplog.text
+
+
+def test_a_batch_that_kills_the_sender_twice_is_dropped(
+    run_async: Runner, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> tuple[Receiver, WebhookSink, AuditMetrics]:
+        metrics = fresh_metrics()
+        async with Receiver() as receiver:
+            sink = sink_for(receiver, metrics, batch_size=2)
+            failing_deliveries(monkeypatch, sink, lambda batch, calls: batch[0]["pod"]["name"] == "web-2")
+            for index in range(6):
+                sink.write(make_record(index))
+            await sink.close()
+        return receiver, sink, metrics
+
+    receiver, sink, metrics = run_async(scenario())
+    assert receiver.names() == [["web-0", "web-1"], ["web-4", "web-5"]]
+    assert sink.restarts == 2
+    assert metrics.dropped_total("webhook", "undeliverable") == 2 == metrics.dropped_total("webhook")
+    assert "failed twice on a batch of 2 record(s); dropping it" in caplog.text
+
+
+def test_the_observer_shares_its_metrics_with_the_webhook(tmp_path: Any) -> None:
+    observer_metrics, own = fresh_metrics(), fresh_metrics()
+    shared = WebhookSink("http://127.0.0.1:1/audit")
+    given = WebhookSink("http://127.0.0.1:1/audit", metrics=own)
+    AuditObserver(shared, given, metrics=observer_metrics)
+    assert shared.metrics is observer_metrics and given.metrics is own
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
@@ -272,8 +342,11 @@ def test_drain_timeout_drops_what_is_left(run_async: Runner) -> None:
         pytest.param({"flush_interval": 0}, "flush_interval must be positive, not 0", id="flush-interval"),
         pytest.param({"timeout": -1}, "timeout must be positive, not -1", id="timeout"),
         pytest.param({"retries": -1, "backoff": -2}, "retries must be 0 or more, not -1; backoff", id="several"),
+        pytest.param({"url": "ftp://host/audit"}, "url must be http:// or https://", id="scheme"),
+        pytest.param({"url": "http://[::1/audit"}, "is not a URL", id="malformed-url"),
     ],
 )
 def test_bad_settings_are_reported_together(settings: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        WebhookSink("http://127.0.0.1:1/audit", metrics=fresh_metrics(), **settings)
+    url = settings.pop("url", "http://127.0.0.1:1/audit")
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        WebhookSink(url, metrics=fresh_metrics(), **settings)

@@ -1,15 +1,24 @@
-"""The default audit sink: a hash-chained JSON-lines file with a chosen durability.
+"""The default audit sink: a hash-chained JSON-lines file, persisted by a writer thread of its own.
 
-Created by ``kubesched simulate --audit-log`` and ``kubesched run`` (through the audit observer); its
-files are checked by :func:`kubesched.audit.verify.verify_chain` and read by :mod:`kubesched.audit.query`.
-The chain format is in :mod:`kubesched.audit.chain`.
+Created by ``kubesched simulate --audit-log`` (:func:`kubesched.cli.audit.simulation_audit`) and by whoever
+wires a live scheduler's audit observer; its files are checked by :func:`kubesched.audit.verify.verify_chain`
+and read by :mod:`kubesched.audit.query`. The chain format is in :mod:`kubesched.audit.chain`.
 
-Durability (when the file is fsync'ed):
+The audit observer calls ``write`` on the scheduler's event loop at the end of every attempt, so ``write``
+never touches the disk: it snapshots the record (``to_json``), puts it on an in-memory queue and returns.
+One writer thread per sink takes the records in the order they were handed in (from any number of
+threads) and, for each one, seals it into the chain, appends its line and fsyncs as the durability says:
 
-* ``every``: after every record (a record is on disk before the next attempt's record is built);
+* ``every``: after every record, before the next one is appended;
 * ``batch``: after every ``batch_size`` records, and on ``flush``/``close``;
-* ``never``: never; the OS writes back when it likes (records survive a crash of the process, since every
-  line is handed to the OS at once, but not necessarily a crash of the machine).
+* ``never``: never; the OS writes back when it likes (records survive a crash of the process once the
+  writer has appended them, but not necessarily a crash of the machine).
+
+``write`` does not wait for any of this. ``flush`` blocks its caller until every record handed in before it
+is appended and fsynced (with ``never``: appended, head moved); ``drain`` waits the same way without
+forcing a sync; ``close_sync`` flushes, stops the writer and closes the file; ``async close`` does that in
+a worker thread so that the awaiting coroutine does not stall its loop. Records still queued when the
+interpreter exits are flushed by an ``atexit`` hook, but owners should close the sink themselves.
 
 A newly created log is followed by an fsync of its directory (except with ``never``), so the file's name
 is durable too. At every sync point the writer replaces the head file (``<log>.head``) with the record
@@ -17,20 +26,44 @@ count and the last hash, written *after* the log's fsync: the head may lag the l
 never runs ahead of it, so it never needs an fsync of its own. Verification uses it to detect records
 removed from the end of the log, which the chain alone cannot show.
 
-Appending to an existing log continues its chain from the last line's hash. The writer refuses a log
+Appending to an existing log continues its chain from the last line's hash. The constructor refuses a log
 whose last line is not an intact record, and one whose head file names a record the log no longer holds
 (appending would otherwise paper over a truncation). One process writes a log at a time (``flock``).
+
+What the writer cannot do, it counts on the audit metrics and logs, since ``write`` has long returned:
+
+* a record it cannot append (disk full, EIO) is dropped (reason ``write_error``): a partial line is cut
+  off again, and the chain goes on from the record before it;
+* an fsync that fails counts the records it should have made durable as dropped (``write_error``): they are
+  in the log as far as this process can tell, but the disk did not confirm them, and the head is not moved;
+* when ``max_queue`` records are already waiting (the disk has stalled), a new one is dropped
+  (``queue_full``) rather than letting memory grow without bound.
+
+The metrics are the ones given to the constructor, else the audit observer's (it shares them), else
+:func:`~kubesched.audit.metrics.default_metrics`. :attr:`JsonlSink.dropped` counts the same records.
+
+If the writer thread dies of an unexpected exception (a bug), it is logged and a new writer takes over:
+it cuts off any line its predecessor appended but did not commit to the chain and retries the step that
+failed. A record (or sync) that kills the writer twice is given up, logged and counted, so one bad record
+cannot stop the log.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import collections
 import contextlib
 import fcntl
 import json
+import logging
 import os
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Final, Self
 
 from kubesched.audit.chain import (
     GENESIS,
@@ -44,7 +77,10 @@ from kubesched.audit.chain import (
     read_head,
     seal,
 )
+from kubesched.audit.metrics import REASON_QUEUE_FULL, REASON_WRITE_ERROR, AuditMetrics, default_metrics
 from kubesched.audit.records import AuditRecord
+
+log = logging.getLogger(__name__)
 
 DURABILITY_EVERY = "every"
 DURABILITY_BATCH = "batch"
@@ -52,69 +88,184 @@ DURABILITY_NEVER = "never"
 DURABILITIES = (DURABILITY_EVERY, DURABILITY_BATCH, DURABILITY_NEVER)
 
 DEFAULT_BATCH_SIZE = 100
+# Records waiting for the writer; only reached when the disk stalls for a long while.
+DEFAULT_MAX_QUEUE = 100_000
+
+# How often a thread waiting for the writer checks that the writer is still alive.
+_LIVENESS_INTERVAL = 0.5
+# A step (a record, a sync) is tried this often by successive writers before it is given up.
+_MAX_TRIES = 2
+_MAX_RESTART_DELAY = 2.0
+
+
+@dataclass(eq=False, slots=True)
+class _Pending:
+    """A record handed to ``write``: its JSON snapshot, and what to call it in log lines."""
+
+    body: dict[str, Any]
+    key: str
+
+
+@dataclass(eq=False, slots=True)
+class _Barrier:
+    """Queued behind the records a flush/drain/close waits for; the writer sets ``done`` on reaching it."""
+
+    sync: bool
+    stop: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _SyncDue:
+    """The sync a record made due (``every``, or a full batch): a step of its own so it can be retried."""
+
+
+_SYNC_DUE: Final = _SyncDue()
+
+_Item = _Pending | _Barrier
+_Step = _Pending | _Barrier | _SyncDue
 
 
 class JsonlSink:
-    """Appends hash-chained records to ``path``; see the module docstring for durability and the head."""
+    """Appends hash-chained records to ``path`` from a writer thread; see the module docstring."""
 
     name = "jsonl"
 
-    def __init__(self, path: str | Path, *, durability: str = DURABILITY_EVERY, batch_size: int = DEFAULT_BATCH_SIZE):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        durability: str = DURABILITY_EVERY,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        metrics: AuditMetrics | None = None,
+    ):
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {', '.join(DURABILITIES)}, not {durability!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        if max_queue < 1:
+            raise ValueError(f"max_queue must be at least 1, not {max_queue}")
         self.path = Path(path)
         self.durability = durability
         self.batch_size = batch_size
-        self._unsynced = 0
-        self._closed = False
+        self.max_queue = max_queue
+        self._metrics = metrics
+        self._metrics_given = metrics is not None
         self._fd, created = _open_locked(self.path)
         try:
             if created:
                 self._size = 0
-                self.records = 0
-                self.head = GENESIS
+                chain = Head(0, GENESIS)
                 if durability != DURABILITY_NEVER:
                     _fsync_directory(self.path)
             else:
                 self._size = os.fstat(self._fd).st_size
-                self.records, self.head = _resume(self.path, self._size)
+                chain = Head(*_resume(self.path, self._size))
         except BaseException:
             os.close(self._fd)
             raise
+        # Replaced whole by the writer, so another thread never reads a count and a hash that disagree.
+        self._chain = chain
         # The chain head when the log was opened: lets a seeded run derive decision ids that differ
         # between runs appended to the same log.
-        self.opened_at_head = self.head
+        self.opened_at_head = chain.hash
+        #: Records handed to ``write`` that were lost (any reason); the metrics count them too.
+        self.dropped = 0
+        #: How many times a writer thread died and was replaced.
+        self.restarts = 0
+
+        # Shared with the writer, under _lock (held for queue operations only, never across I/O).
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._closing = False
+        self._stopped = False
+        self._overflowing = False
+        self._closed = threading.Event()
+
+        # The writer's own state; a replacement writer takes it over from a dead one.
+        self._unsynced = 0
+        self._torn = False  # bytes past _size may be on disk (a partial line not yet cut off)
+        self._current: _Step | None = None  # the step in hand, kept so a replacement can retry it
+        self._tries = 0
+        self._deaths_in_row = 0
+
+        self._thread = self._new_writer(0.0)
+        with _open_sinks_lock:
+            _open_sinks.add(self)
+
+    # ---- what other threads see ----------------------------------------------------------------
+
+    @property
+    def records(self) -> int:
+        """Records in the log, as far as the writer has got (``drain`` or ``flush`` first for a settled count)."""
+        return self._chain.records
+
+    @property
+    def head(self) -> str:
+        """The hash of the last record the writer appended (GENESIS for an empty log)."""
+        return self._chain.hash
+
+    @property
+    def metrics(self) -> AuditMetrics:
+        return self._metrics if self._metrics is not None else default_metrics()
+
+    def share_metrics(self, metrics: AuditMetrics) -> None:
+        """Called by the audit observer: count drops on its metrics, unless this sink was given its own."""
+        if not self._metrics_given:
+            self._metrics = metrics
 
     # ---- the sink contract -------------------------------------------------------------------
 
     def write(self, record: AuditRecord) -> None:
-        if self._closed:
-            raise AuditLogError(f"{self.path}: the audit log is closed")
-        line = seal(record.to_json(), self.head)
-        self._append(encode_line(line))
-        self.head = line[HASH_KEY]
-        self.records += 1
-        self._unsynced += 1
-        if self.durability == DURABILITY_EVERY or self._unsynced >= self.batch_size:
-            self._sync()
+        """Queue one record for the writer and return; raises only when the sink is closed."""
+        body = record.to_json()
+        with self._lock:
+            if self._closing:
+                raise AuditLogError(f"{self.path}: the audit log is closed")
+            if len(self._queue) >= self.max_queue:
+                first = not self._overflowing
+                self._overflowing = True
+                self._count_drop_locked(REASON_QUEUE_FULL)
+            else:
+                first = False
+                self._overflowing = False
+                self._queue.append(_Pending(body, record.pod.key))
+                self._wakeup.notify()
+                self._ensure_writer_locked()
+                return
+        if first:
+            log.warning(
+                "audit log %s: %d records are waiting for the disk; dropping new ones until it catches up",
+                self.path,
+                self.max_queue,
+            )
 
     def flush(self) -> None:
-        if not self._closed and self._unsynced:
-            self._sync()
+        """Block until every record handed in so far is appended and synced per the durability."""
+        self._wait_for_writer(sync=True)
+
+    def drain(self) -> None:
+        """Block until the writer has handled every record handed in so far, without forcing a sync."""
+        self._wait_for_writer(sync=False)
 
     async def close(self) -> None:
-        self.close_sync()
+        """Flush and close from a coroutine: the blocking part runs in a worker thread, not on the loop."""
+        if not self._closed.is_set():
+            await asyncio.to_thread(self.close_sync)
 
     def close_sync(self) -> None:
-        if self._closed:
-            return
-        try:
-            self.flush()
-        finally:
-            self._closed = True
-            os.close(self._fd)  # releases the flock too
+        """Flush, stop the writer and close the file (releasing the flock); later writes raise."""
+        with self._lock:
+            if not self._closing:
+                self._closing = True
+                self._enqueue_locked(_Barrier(sync=True, stop=True))
+        # The writer closes the file itself when it reaches the stop barrier: a closer interrupted while it
+        # waits (Ctrl-C) must not close a descriptor the writer is still writing to.
+        self._wait(self._closed)
+        with self._lock:
+            thread = self._thread
+        thread.join()
 
     def __enter__(self) -> Self:
         return self
@@ -124,7 +275,181 @@ class JsonlSink:
     ) -> None:
         self.close_sync()
 
-    # ---- internals ---------------------------------------------------------------------------
+    # ---- callers' side of the queue ------------------------------------------------------------
+
+    def _enqueue_locked(self, barrier: _Barrier) -> _Barrier:
+        self._queue.append(barrier)
+        self._wakeup.notify()
+        self._ensure_writer_locked()
+        return barrier
+
+    def _wait_for_writer(self, *, sync: bool) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            barrier = self._enqueue_locked(_Barrier(sync=sync))
+        self._wait(barrier.done)
+
+    def _wait(self, done: threading.Event) -> None:
+        # Waking up now and then lets a waiter notice a writer that vanished without being replaced.
+        while not done.wait(_LIVENESS_INTERVAL):
+            with self._lock:
+                self._ensure_writer_locked()
+
+    def _ensure_writer_locked(self) -> None:
+        """Replace a writer that is gone although it was never stopped (its own replacement failed)."""
+        if self._stopped or self._thread.is_alive():
+            return
+        log.error("audit log %s: the writer thread is gone; starting a new one", self.path)
+        try:
+            self._thread = self._new_writer(self._next_restart_delay())
+        except Exception:
+            # Whatever was queued stays queued; the next write, flush or close tries again.
+            log.exception("audit log %s: could not start a new writer", self.path)
+            return
+        self.restarts += 1
+
+    def _count_drop_locked(self, reason: str, count: int = 1) -> None:
+        self.dropped += count
+        self.metrics.drop(self.name, reason, count)
+
+    def _count_drop(self, reason: str, count: int = 1) -> None:
+        with self._lock:
+            self._count_drop_locked(reason, count)
+
+    # ---- the writer thread ---------------------------------------------------------------------
+
+    def _new_writer(self, delay: float) -> threading.Thread:
+        # A daemon, so a sink nobody closed cannot hang the interpreter's exit; the atexit hook flushes it.
+        thread = threading.Thread(
+            target=self._writer_main, args=(delay,), name=f"kubesched-audit-writer:{self.path.name}", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _next_restart_delay(self) -> float:
+        # The first replacement starts at once; a writer that keeps dying without progress backs off
+        # instead of spinning.
+        self._deaths_in_row += 1
+        if self._deaths_in_row <= 1:
+            return 0.0
+        return float(min(0.05 * 2 ** (self._deaths_in_row - 2), _MAX_RESTART_DELAY))
+
+    def _writer_main(self, delay: float) -> None:
+        try:
+            if delay:
+                time.sleep(delay)
+            # Check before the first append that nothing follows the last committed line: a writer that
+            # died mid-append may have left part of a line (or a whole uncommitted one) behind.
+            self._torn = True
+            self._loop()
+        except BaseException:
+            log.exception("audit log %s: the writer thread failed; starting a new one", self.path)
+            with self._lock:
+                if self._thread is threading.current_thread() and not self._stopped:
+                    try:
+                        self._thread = self._new_writer(self._next_restart_delay())
+                        self.restarts += 1
+                    except Exception:
+                        # This thread ends anyway; the next write, flush or close finds it gone and retries.
+                        log.exception("audit log %s: could not start a new writer", self.path)
+
+    def _loop(self) -> None:
+        while True:
+            step = self._current
+            if step is None:
+                step = self._take()
+                self._advance(step)
+            if self._tries >= _MAX_TRIES:
+                stopped = self._give_up(step)
+            else:
+                self._tries += 1
+                stopped = self._do(step)
+            self._deaths_in_row = 0
+            if stopped:
+                return
+
+    def _take(self) -> _Item:
+        with self._wakeup:
+            while not self._queue:
+                self._wakeup.wait()
+            return self._queue.popleft()
+
+    def _advance(self, step: _Step | None) -> None:
+        self._current = step
+        self._tries = 0
+
+    def _do(self, step: _Step) -> bool:
+        """Carry out one step; True once the stop barrier is reached."""
+        if isinstance(step, _Pending):
+            self._append_record(step)
+        elif isinstance(step, _SyncDue):
+            self._sync()
+            self._advance(None)
+        else:
+            if step.sync and self._unsynced:
+                self._sync()
+            return self._pass(step)
+        return False
+
+    def _pass(self, barrier: _Barrier) -> bool:
+        if barrier.stop:
+            with self._lock:
+                self._stopped = True
+            self._release()
+        self._advance(None)
+        barrier.done.set()
+        return barrier.stop
+
+    def _release(self) -> None:
+        try:
+            os.close(self._fd)  # releases the flock too
+        except OSError as exc:
+            log.warning("audit log %s: error closing the log: %s", self.path, exc.strerror or exc)
+        finally:
+            with _open_sinks_lock:
+                _open_sinks.discard(self)
+            self._closed.set()
+
+    def _give_up(self, step: _Step) -> bool:
+        if isinstance(step, _Pending):
+            log.error("audit log %s: the writer failed twice on the record of %s; dropping it", self.path, step.key)
+            self._advance(None)
+            self._count_drop(REASON_WRITE_ERROR)
+        elif isinstance(step, _SyncDue):
+            log.error("audit log %s: the writer failed twice to sync; the next sync point will", self.path)
+            self._advance(None)
+        else:
+            log.error("audit log %s: the writer failed twice at a flush; releasing its caller", self.path)
+            return self._pass(step)
+        return False
+
+    def _append_record(self, pending: _Pending) -> None:
+        chain = self._chain
+        try:
+            line = seal(pending.body, chain.hash)
+            data = encode_line(line)
+        except (TypeError, ValueError) as exc:
+            log.error("audit log %s: cannot encode the record of %s (%s); dropping it", self.path, pending.key, exc)
+            self._advance(None)
+            self._count_drop(REASON_WRITE_ERROR)
+            return
+        try:
+            if self._torn:
+                self._cut_back()
+            self._append(data)
+        except AuditLogError as exc:
+            log.error("%s; the record of %s is dropped, the chain goes on from the one before", exc, pending.key)
+            self._advance(None)
+            self._count_drop(REASON_WRITE_ERROR)
+            return
+        # Committing the line and moving to the next step involve nothing that can fail, so a writer that
+        # dies is either before the commit (the line is cut off and retried) or after it (never repeated).
+        self._size += len(data)
+        self._chain = Head(chain.records + 1, line[HASH_KEY])
+        self._unsynced += 1
+        due = self.durability == DURABILITY_EVERY or self._unsynced >= self.batch_size
+        self._advance(_SYNC_DUE if due else None)
 
     def _append(self, data: bytes) -> None:
         written = 0
@@ -134,16 +459,61 @@ class JsonlSink:
         except OSError as exc:
             # A torn line would break the chain for every later record: cut the file back to its last
             # complete line so the next write continues a valid chain.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
+            self._torn = True
+            with contextlib.suppress(AuditLogError):
+                self._cut_back()
             raise AuditLogError(f"{self.path}: cannot write the audit record: {exc.strerror or exc}") from exc
-        self._size += written
+
+    def _cut_back(self) -> None:
+        """Remove whatever follows the last committed line (only ever shrinks the file)."""
+        try:
+            if os.fstat(self._fd).st_size > self._size:
+                os.ftruncate(self._fd, self._size)
+        except OSError as exc:
+            raise AuditLogError(
+                f"{self.path}: cannot cut a partial line off the audit log: {exc.strerror or exc}"
+            ) from exc
+        self._torn = False
 
     def _sync(self) -> None:
+        """fsync the log (unless ``never``), then replace the head file: in that order, never the other."""
+        covered = self._chain
         if self.durability != DURABILITY_NEVER:
-            os.fsync(self._fd)
-        _write_head(self.path, Head(self.records, self.head))
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                unconfirmed, self._unsynced = self._unsynced, 0
+                log.error(
+                    "audit log %s: fsync failed (%s): %d record(s) are in the log but may not be on disk; "
+                    "counted as dropped, the head file is not moved",
+                    self.path,
+                    exc.strerror or exc,
+                    unconfirmed,
+                )
+                self._count_drop(REASON_WRITE_ERROR, unconfirmed)
+                return
         self._unsynced = 0
+        try:
+            _write_head(self.path, covered)
+        except OSError as exc:
+            # The records are durable; the head only lags, which verification and resuming tolerate.
+            log.warning("audit log %s: cannot replace the head file (%s); it lags the log", self.path, exc)
+
+
+# Sinks still open, closed (so flushed) at interpreter exit: the writer threads are daemons.
+_open_sinks: set[JsonlSink] = set()
+_open_sinks_lock = threading.Lock()
+
+
+@atexit.register
+def _close_open_sinks() -> None:
+    with _open_sinks_lock:
+        sinks = list(_open_sinks)
+    for sink in sinks:
+        try:
+            sink.close_sync()
+        except Exception:
+            log.exception("audit log %s: could not close at exit", sink.path)
 
 
 def _open_locked(path: Path) -> tuple[int, bool]:

@@ -14,9 +14,14 @@ array per POST (``Content-Type: application/json``), when ``batch_size`` records
   sending the same body again cannot succeed.
 * ``close`` sends what is queued and waits at most ``drain_timeout`` seconds; records still queued then
   are dropped (``closed``).
+* A sender task that dies of an unexpected exception (a bug) is logged and replaced at once, so records
+  keep flowing instead of filling the queue. The batch it was sending is sent again by the new task (a
+  receiver may see it twice); a batch that kills the sender twice is dropped (``undeliverable``).
 
-This module is the only place in the audit package that speaks HTTP; aiohttp's errors never leave it
-(they become retries, drops and log lines).
+The client is httpx's ``AsyncClient`` (one per sender task, ``trust_env=False`` so proxy variables of the
+scheduler's environment do not reroute audit records; redirects are followed). This module is the only
+place in the audit package that speaks HTTP; httpx's errors never leave it (they become retries, drops
+and log lines).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import aiohttp
+import httpx
 
 from kubesched.audit.metrics import (
     REASON_CLOSED,
@@ -46,6 +51,7 @@ log = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 
 _OK, _RETRY, _REJECT = "ok", "retry", "reject"
+_MAX_RESTART_DELAY = 5.0
 
 
 class WebhookSink:
@@ -82,6 +88,7 @@ class WebhookSink:
             )
             if not ok
         ]
+        problems.extend(_url_problems(url))
         if problems:
             raise ValueError("; ".join(problems))
         self.url = url
@@ -97,8 +104,15 @@ class WebhookSink:
         self.metrics = metrics if metrics is not None else default_metrics()
         self._sleep = sleep
         self._pending: collections.deque[dict[str, Any]] = collections.deque()
-        self._in_flight = 0
+        # The batch being sent, and one a dead sender left behind for its replacement to send again.
+        self._in_flight: list[dict[str, Any]] | None = None
+        self._resend: list[dict[str, Any]] | None = None
+        self._resending = False
         self.delivered = 0
+        #: How many times a sender task died and was replaced.
+        self.restarts = 0
+        self._deaths_in_row = 0
+        self._metrics_given = metrics is not None
         self._wakeup = asyncio.Event()
         self._flush_requested = False
         self._closing = False
@@ -108,7 +122,12 @@ class WebhookSink:
     @property
     def queued(self) -> int:
         """Records waiting to be sent (not counting the batch being sent)."""
-        return len(self._pending)
+        return len(self._pending) + len(self._resend or ())
+
+    def share_metrics(self, metrics: AuditMetrics) -> None:
+        """Called by the audit observer: count drops on its metrics, unless this sink was given its own."""
+        if not self._metrics_given:
+            self.metrics = metrics
 
     # ---- the sink contract -------------------------------------------------------------------
 
@@ -122,7 +141,9 @@ class WebhookSink:
             return
         self._pending.append(record.to_json())
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="kubesched-audit-webhook")
+            self._start_sender(0.0)
+        elif self._task.done():
+            self._replace(self._task, even_if_cancelled=True)
         self._wakeup.set()
 
     def flush(self) -> None:
@@ -136,36 +157,97 @@ class WebhookSink:
             return
         self._closing = True
         self._wakeup.set()
-        task = self._task
-        if task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(task), self.drain_timeout)
-            except TimeoutError:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.drain_timeout
+        # A loop rather than one wait: a sender that dies while draining is replaced, and the drain goes on
+        # with its replacement until the deadline.
+        while (task := self._live_sender()) is not None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        left = len(self._pending) + self._in_flight
+                break
+            await asyncio.wait({task}, timeout=remaining)
+        left = len(self._pending) + len(self._in_flight or ()) + len(self._resend or ())
         if left:
             log.warning("audit webhook %s: closed with %d record(s) undelivered", self.url, left)
         self.metrics.drop(self.name, REASON_CLOSED, left)
         self._pending.clear()
-        self._in_flight = 0
+        self._in_flight = self._resend = None
         self._closed = True
 
     # ---- the sender task ---------------------------------------------------------------------
 
-    async def _run(self) -> None:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as session:
+    def _start_sender(self, delay: float) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(delay), name="kubesched-audit-webhook")
+        task.add_done_callback(self._replace)
+        self._task = task
+
+    def _live_sender(self) -> asyncio.Task[None] | None:
+        """The running sender, after replacing one that died; None once the sender has finished."""
+        task = self._task
+        if task is not None and task.done():
+            # A dead sender's done callback may not have run yet (its replacement can even have died in
+            # turn): a finished task is not a drained queue unless it ended without an exception.
+            self._replace(task)
+            task = self._task
+        return task if task is not None and not task.done() else None
+
+    def _replace(self, task: asyncio.Task[None], *, even_if_cancelled: bool = False) -> None:
+        """Start a new sender in place of ``task`` if it died of an exception; otherwise do nothing.
+
+        The done callback of every sender; ``write`` and ``close`` call it too, since they may see a dead
+        sender before its callback has run. Whoever comes first replaces it, once. A cancelled sender is
+        replaced only from ``write`` (``even_if_cancelled``): as a done callback, a cancellation is the
+        loop shutting down, where a new task would be left pending.
+        """
+        if task is not self._task or not task.done():
+            return
+        if task.cancelled():
+            if not even_if_cancelled or self._closing:
+                return
+            log.warning("audit webhook %s: the sender task was cancelled; starting a new one", self.url)
+        else:
+            error = task.exception()
+            if error is None:
+                return
+            log.error("audit webhook %s: the sender task failed; starting a new one", self.url, exc_info=error)
+        self.restarts += 1
+        batch, self._in_flight = self._in_flight, None
+        if batch is not None and self._resending:
+            log.error(
+                "audit webhook %s: the sender failed twice on a batch of %d record(s); dropping it",
+                self.url,
+                len(batch),
+            )
+            self.metrics.drop(self.name, REASON_UNDELIVERABLE, len(batch))
+        elif batch is not None:
+            self._resend = batch
+        self._deaths_in_row += 1
+        # The first replacement starts at once; one that keeps dying backs off instead of spinning the loop.
+        delay = 0.0 if self._deaths_in_row <= 1 else min(0.05 * 2 ** (self._deaths_in_row - 2), _MAX_RESTART_DELAY)
+        self._start_sender(delay)
+
+    async def _run(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, trust_env=False) as client:
             while True:
                 batch = await self._next_batch()
                 if batch is None:
                     return
-                self._in_flight = len(batch)
-                await self._deliver(session, batch)
-                self._in_flight = 0
+                await self._deliver(client, batch)
+                self._in_flight = None
+                self._deaths_in_row = 0
 
     async def _next_batch(self) -> list[dict[str, Any]] | None:
-        """The next batch to send; None once closing with nothing left."""
+        """The next batch to send (kept as ``_in_flight``); None once closing with nothing left."""
+        if self._resend is not None:
+            self._in_flight, self._resend = self._resend, None
+            self._resending = True
+            return self._in_flight
+        self._resending = False
         while not self._pending:
             if self._closing:
                 return None
@@ -178,7 +260,7 @@ class WebhookSink:
                     while not self._send_now():
                         self._wakeup.clear()
                         await self._wakeup.wait()
-        batch = [self._pending.popleft() for _ in range(min(self.batch_size, len(self._pending)))]
+        batch = self._in_flight = [self._pending.popleft() for _ in range(min(self.batch_size, len(self._pending)))]
         if not self._pending:
             self._flush_requested = False
         return batch
@@ -186,7 +268,7 @@ class WebhookSink:
     def _send_now(self) -> bool:
         return len(self._pending) >= self.batch_size or self._flush_requested or self._closing
 
-    async def _deliver(self, session: aiohttp.ClientSession, batch: list[dict[str, Any]]) -> None:
+    async def _deliver(self, client: httpx.AsyncClient, batch: list[dict[str, Any]]) -> None:
         body = json.dumps(batch, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         delay = self.backoff
         problem = ""
@@ -194,7 +276,7 @@ class WebhookSink:
             if attempt:
                 await self._sleep(delay)
                 delay = min(delay * 2, self.max_backoff)
-            outcome, problem = await self._post(session, body)
+            outcome, problem = await self._post(client, body)
             if outcome == _OK:
                 self.delivered += len(batch)
                 return
@@ -208,15 +290,26 @@ class WebhookSink:
         )
         self.metrics.drop(self.name, REASON_UNDELIVERABLE, len(batch))
 
-    async def _post(self, session: aiohttp.ClientSession, body: bytes) -> tuple[str, str]:
+    async def _post(self, client: httpx.AsyncClient, body: bytes) -> tuple[str, str]:
         try:
-            async with session.post(self.url, data=body, headers=self.headers) as response:
-                status = response.status
-                await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
+            # httpx's timeout bounds each phase (connect, each read...); this bounds the whole POST, as
+            # ``timeout`` promises.
+            async with asyncio.timeout(self.timeout):
+                response = await client.post(self.url, content=body, headers=self.headers)
+        except (httpx.HTTPError, TimeoutError) as exc:
             return _RETRY, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        status = response.status_code
         if 200 <= status < 300:
             return _OK, ""
         if status in (408, 429) or status >= 500:
             return _RETRY, f"HTTP {status}"
         return _REJECT, f"HTTP {status}"
+
+
+def _url_problems(url: str) -> list[str]:
+    # Checked up front: httpx raises InvalidURL for these at every POST, which no retry can fix.
+    try:
+        scheme = httpx.URL(url).scheme
+    except httpx.InvalidURL as exc:
+        return [f"url {url!r} is not a URL: {exc}"]
+    return [] if scheme in ("http", "https") else [f"url must be http:// or https://, not {url!r}"]
