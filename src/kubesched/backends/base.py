@@ -11,6 +11,7 @@ from typing import Protocol
 
 from kubesched.api.objects import Node, Pod
 from kubesched.framework.interface import ClusterClient, EventRecorder
+from kubesched.framework.listers import Listers
 
 
 class ClusterEventHandler(Protocol):
@@ -30,6 +31,11 @@ class ClusterEventHandler(Protocol):
 
 
 class Backend(ClusterClient, EventRecorder, Protocol):
+    @property
+    def listers(self) -> Listers:
+        """The objects plugins read besides pods and nodes, as the backend's informers keep them."""
+        ...
+
     def subscribe(self, handler: ClusterEventHandler) -> None:
         """Deliver every existing object as an add, then every later change."""
         ...

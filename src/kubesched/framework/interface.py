@@ -23,6 +23,7 @@ from kubesched.api.objects import Pod
 from kubesched.clock import Clock
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ClusterEventWithHint
+from kubesched.framework.listers import Listers
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
@@ -253,6 +254,12 @@ class Handle(Protocol):
 
     @property
     def nominator(self) -> PodNominator: ...
+
+    @property
+    def listers(self) -> Listers:
+        """Typed listers of the objects plugins read besides pods and nodes (namespaces, PriorityClasses,
+        PDBs, Services and workloads, volumes and storage)."""
+        ...
 
     def iterate_waiting_pods(self) -> Iterable[WaitingPod]: ...
 

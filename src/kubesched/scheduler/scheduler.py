@@ -79,6 +79,7 @@ class Scheduler:
             activate=lambda uids: self.queue.activate(uids),
             tasks=self.tasks,
             services=self.services,
+            listers=backend.listers,
         )
         self.frameworks: dict[str, Framework] = {
             profile.scheduler_name: Framework(profile, registry, context, use_batch=use_batch)

@@ -17,6 +17,7 @@ from kubesched.audit.builder import FanOut
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.framework.listers import Listers
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.types import PodInfo
 from kubesched.scheduler.results import UNSCHEDULABLE, AttemptObserver, AttemptRecord
@@ -79,7 +80,7 @@ async def simulate_async(
 ) -> SimulationReport:
     """``observers`` (the audit trail) see every attempt too, after the report's own collector."""
     clock = VirtualClock()
-    cluster = SimulatedCluster(clock, manifests.nodes, manifests.pods)
+    cluster = SimulatedCluster(clock, manifests.nodes, manifests.pods, listers=Listers.from_objects(manifests))
     collector = _LastAttempts()
     observer: AttemptObserver = FanOut(collector, *observers) if observers else collector
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=seed, use_batch=use_batch, observer=observer)

@@ -32,6 +32,7 @@ from kubesched.framework.interface import (
     ScorePlugin,
 )
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
+from kubesched.framework.listers import Listers
 from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
 from kubesched.framework.runtime.services import BackgroundTasks, Services
 from kubesched.framework.runtime.waiting_pods import WaitingPods
@@ -111,6 +112,7 @@ class PluginHandle(ContextHandle):
         clock: Clock | None = None,
         profile_name: str = "default-scheduler",
         services: Services | None = None,
+        listers: Listers | None = None,
     ) -> None:
         self.cache = cache if cache is not None else Cache()
         the_clock: Clock = clock if clock is not None else VirtualClock()
@@ -130,6 +132,7 @@ class PluginHandle(ContextHandle):
                 activate=self.activated.extend,
                 tasks=BackgroundTasks(the_clock),
                 services=services if services is not None else Services(policy_services(the_clock)),
+                listers=listers if listers is not None else Listers.empty(),
             ),
             profile_name,
         )

@@ -2,7 +2,7 @@
 
 :class:`FrameworkContext` is what the scheduler gives every framework it builds (one per scheduler, shared
 by all profiles): clock, API client, event recorder, nominator, waiting pods, the cycle's snapshot, the
-latest version of pending pods, the activator, background tasks and named services. :class:`ContextHandle`
+latest version of pending pods, the activator, background tasks, named services and the listers. :class:`ContextHandle`
 implements the Handle's accessors over a context; :class:`~kubesched.framework.runtime.framework.Framework`
 adds the plugin runners, and :class:`kubesched.testing.framework_helpers.PluginHandle` builds one for a
 plugin under test.
@@ -17,6 +17,7 @@ from typing import Any
 from kubesched.api.objects import Pod
 from kubesched.clock import Clock
 from kubesched.framework.interface import ClusterClient, EventRecorder, PodNominator, WaitingPod
+from kubesched.framework.listers import Listers
 from kubesched.framework.runtime.services import BackgroundTasks, Services
 from kubesched.framework.runtime.waiting_pods import WaitingPods
 from kubesched.framework.snapshot import Snapshot
@@ -36,6 +37,7 @@ class FrameworkContext:
     activate: Callable[[Iterable[str]], None]
     tasks: BackgroundTasks
     services: Services
+    listers: Listers
 
 
 class ContextHandle:
@@ -64,6 +66,10 @@ class ContextHandle:
 
     def snapshot(self) -> Snapshot:
         return self.context.snapshot()
+
+    @property
+    def listers(self) -> Listers:
+        return self.context.listers
 
     def iterate_waiting_pods(self) -> Iterable[WaitingPod]:
         return iter(self.waiting_pods)
