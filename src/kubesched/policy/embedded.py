@@ -4,20 +4,28 @@ Loads ``.rego`` files (or every ``.rego`` file in a directory, ``*_test.rego`` e
 (JSON or YAML, merged into ``data`` at the root), adds the generated batch module, and smoke-evaluates
 every entry point, because regorus compiles lazily and would otherwise report an unknown function only
 at the first decision. The revision is a digest of every policy and data byte, so a decision cache
-keyed by it can never serve a decision made under other policy or data.
+keyed by it can never serve a decision made under other policy or data; every Decision carries it.
 
 Files are re-read when they change (checked at most every ``reload_interval`` seconds of the injected
-clock); a change that does not compile keeps the last good engine and is reported through
-``last_reload_error``. regorus engines are bound to the thread that made them, so one engine serves the
-scheduler's event-loop thread only. Used by the SecurityAudit plugins and by the OPA test server.
+clock, or on demand with :meth:`EmbeddedRegoEngine.check_for_changes`); a change that does not compile
+keeps the last good engine and is reported through ``last_reload_error``, and that same broken state of
+the files is not compiled again until they change once more.
+
+regorus engines are bound to the thread that made them and hold the GIL while they evaluate, so this
+synchronous engine is for callers that may block: the policy worker process
+(:mod:`kubesched.policy.worker`, which is what the scheduler uses), the OPA test server and
+``kubesched policy test``. In a process with other threads, keep an engine out of reference cycles (a
+traceback kept alive holds the frames that see it): the cycle may be collected on another thread, where the
+regorus engine cannot be dropped (pyo3 reports "unsendable, but is being dropped on another thread").
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,12 +49,18 @@ SINGLE_PACKAGE = "kubesched.single"
 DATA_SUFFIXES = (".json", ".yaml", ".yml")
 
 
+Stamp = tuple[tuple[str, int, int, int], ...]  # (path, mtime_ns, size, inode) per file
+
+
 @dataclass(frozen=True, slots=True)
-class _Sources:
+class PolicySources:
+    """Everything an engine is built from, as read from the files: picklable, so that the policy worker can
+    hand it to its replacement (which then answers with the same revision without re-reading the files)."""
+
     policies: tuple[tuple[str, str], ...]  # (path, text)
     data: Mapping[str, Any]
     revision: str
-    stamp: tuple[tuple[str, int, int, int], ...]  # (path, mtime_ns, size, inode) per file
+    stamp: Stamp
 
 
 def _expand(paths: Sequence[str], suffixes: tuple[str, ...], *, skip_tests: bool) -> list[Path]:
@@ -64,7 +78,7 @@ def _expand(paths: Sequence[str], suffixes: tuple[str, ...], *, skip_tests: bool
     return files
 
 
-def _stamp(files: Sequence[Path]) -> tuple[tuple[str, int, int, int], ...]:
+def _stamp(files: Sequence[Path]) -> Stamp:
     stamps = []
     for file in files:
         info = file.stat()  # follows symlinks: a ConfigMap update swaps the link target
@@ -84,11 +98,18 @@ def _merge(into: dict[str, Any], addition: Mapping[str, Any], source: str, path:
             into[key] = value
 
 
-def _read_sources(policy_paths: Sequence[str], data_paths: Sequence[str]) -> _Sources:
+def _files(policy_paths: Sequence[str], data_paths: Sequence[str]) -> tuple[list[Path], list[Path]]:
     policy_files = _expand(policy_paths, (".rego",), skip_tests=True)
     if not policy_files:
         raise PolicyError(f"no .rego files found in {', '.join(policy_paths) or '(no paths)'}")
-    data_files = _expand(data_paths, DATA_SUFFIXES, skip_tests=False)
+    return policy_files, _expand(data_paths, DATA_SUFFIXES, skip_tests=False)
+
+
+def _read_sources(policy_paths: Sequence[str], data_paths: Sequence[str]) -> PolicySources:
+    policy_files, data_files = _files(policy_paths, data_paths)
+    # Stamped before reading: a file written while we read it then looks changed at the next check and is
+    # read again, instead of its old content being recorded under its new stamp and never reloaded.
+    stamp = _stamp([*policy_files, *data_files])
     policies = []
     digest = hashlib.sha256()
     for file in policy_files:
@@ -113,7 +134,7 @@ def _read_sources(policy_paths: Sequence[str], data_paths: Sequence[str]) -> _So
             raise PolicyError(f"{file}: a data file must hold an object at the top level")
         _merge(data, loaded, str(file))
     digest.update(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode())
-    return _Sources(tuple(policies), data, digest.hexdigest()[:16], _stamp([*policy_files, *data_files]))
+    return PolicySources(tuple(policies), data, digest.hexdigest()[:16], stamp)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -126,7 +147,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class EmbeddedRegoEngine:
-    """A PolicyEngine evaluating Rego v1 in-process."""
+    """A policy engine evaluating Rego v1 in-process, synchronously, on the thread that built it."""
 
     def __init__(
         self,
@@ -136,7 +157,9 @@ class EmbeddedRegoEngine:
         decision_path: str = "kubernetes/authz",
         clock: Clock | None = None,
         reload_interval: float = 5.0,
+        sources: PolicySources | None = None,
     ) -> None:
+        """Build from the files, or from ``sources`` read earlier (then the files are only watched)."""
         self._policy_paths = list(policies)
         self._data_paths = list(data)
         self._decision_path = decision_path
@@ -145,7 +168,8 @@ class EmbeddedRegoEngine:
         self._reload_interval = reload_interval
         self._last_check = clock.now() if clock is not None else 0.0
         self.last_reload_error = ""
-        self._sources = _read_sources(self._policy_paths, self._data_paths)
+        self._failed_stamp: Stamp | None = None
+        self._sources = sources if sources is not None else _read_sources(self._policy_paths, self._data_paths)
         self._engine = self._build(self._sources)
 
     @property
@@ -156,7 +180,22 @@ class EmbeddedRegoEngine:
     def decision_path(self) -> str:
         return self._decision_path
 
-    def _build(self, sources: _Sources) -> Any:
+    @property
+    def sources(self) -> PolicySources:
+        """What the engine in force was built from."""
+        return self._sources
+
+    @property
+    def failed_stamp(self) -> Stamp | None:
+        """The state of the files whose reload failed (not retried until the files change again)."""
+        return self._failed_stamp
+
+    def remember_failed_reload(self, stamp: Stamp | None, error: str) -> None:
+        """Carry a reload failure over from a predecessor (the policy worker restarts engines)."""
+        self._failed_stamp = stamp
+        self.last_reload_error = error
+
+    def _build(self, sources: PolicySources) -> Any:
         engine = regorus.Engine()
         for path, text in sources.policies:
             try:
@@ -191,40 +230,66 @@ class EmbeddedRegoEngine:
         if now - self._last_check < self._reload_interval:
             return
         self._last_check = now
+        self.check_for_changes()
+
+    def check_for_changes(self, on_change: Callable[[Stamp], None] | None = None) -> bool:
+        """Stat the files now and reload them if they changed; True when another revision is now in force.
+
+        ``on_change`` is called with the new state of the files before they are read and compiled (the
+        policy worker reports it, so that a reload that never finishes can be recognised and skipped).
+        A change that fails keeps the last good engine, sets ``last_reload_error`` and is not retried
+        until the files change again.
+        """
+        stamp: Stamp | None = None
         try:
-            files = [Path(entry[0]) for entry in self._sources.stamp]
-            if _stamp(files) == self._sources.stamp and not self._new_files():
-                return
+            stamp = _stamp([*itertools.chain(*_files(self._policy_paths, self._data_paths))])
+            if stamp == self._sources.stamp or stamp == self._failed_stamp:
+                return False
+            if on_change is not None:
+                on_change(stamp)
             sources = _read_sources(self._policy_paths, self._data_paths)
             if sources.revision == self._sources.revision:
-                self._sources = sources
-                return
+                # Touched or rewritten with the same bytes (or put back after a broken change).
+                self._sources, self._failed_stamp, self.last_reload_error = sources, None, ""
+                return False
             engine = self._build(sources)
-        except (PolicyError, OSError) as exc:
+        except (PolicyError, OSError, ValueError) as exc:  # ValueError: a file that is not UTF-8
+            self._failed_stamp = stamp  # None when the files could not even be listed: retried every check
             self.last_reload_error = str(exc)
             log.error("keeping the last good policy (revision %s): %s", self._sources.revision, exc)
-            return
+            return False
         self._sources, self._engine = sources, engine
-        self.last_reload_error = ""
+        self._failed_stamp, self.last_reload_error = None, ""
         log.info("policy reloaded: revision %s", sources.revision)
+        return True
 
-    def _new_files(self) -> bool:
-        known = {entry[0] for entry in self._sources.stamp}
-        current = _expand(self._policy_paths, (".rego",), skip_tests=True)
-        current += _expand(self._data_paths, DATA_SUFFIXES, skip_tests=False)
-        return {str(path) for path in current} != known
-
-    def _eval(self, rule: str, input_doc: Mapping[str, Any]) -> Any:
+    def _eval(self, rule: str, input_doc: Mapping[str, Any] | str) -> Any:
         try:
-            self._engine.set_input(dict(input_doc))
+            if isinstance(input_doc, str):
+                self._engine.set_input_json(input_doc)
+            else:
+                self._engine.set_input(dict(input_doc))
             return self._engine.eval_rule(rule)
         except RuntimeError as exc:
             raise PolicyError(f"evaluation failed: {_first_line(exc)}") from exc
 
-    def decide(self, input_doc: Mapping[str, Any]) -> Decision:
+    def _decision(self, result: Any, *, defined: bool = True) -> Decision:
+        decision = interpret_result(result, defined=defined)
+        # Built anew rather than dataclasses.replace: a batch makes hundreds of these per call.
+        return Decision(
+            decision.allowed,
+            decision.reasons,
+            decision.decision_id,
+            pending=decision.pending,
+            undefined=decision.undefined,
+            revision=self._sources.revision,
+        )
+
+    def decide(self, input_doc: Mapping[str, Any] | str) -> Decision:
+        """One decision; ``input_doc`` may also be the input already encoded as JSON."""
         self._maybe_reload()
         result = self._eval(f"data.{SINGLE_PACKAGE}.decision", input_doc)
-        return interpret_result(result, defined=result is not None)
+        return self._decision(result, defined=result is not None)
 
     def decide_batch(
         self,
@@ -237,14 +302,21 @@ class EmbeddedRegoEngine:
     ) -> dict[str, Decision]:
         self._maybe_reload()
         document = batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time)
-        answers = self._eval(batch_rule(target_kind), document) or {}
-        if not isinstance(answers, Mapping):
-            raise PolicyError(f"batch rule returned {type(answers).__name__}, not an object")
+        answers = self.decide_batch_document(document, target_kind)
+        revision = self._sources.revision
         decisions: dict[str, Decision] = {}
         for target in targets:
             name = target["metadata"]["name"]
-            decisions[name] = interpret_result(answers[name]) if name in answers else undefined_decision()
+            decisions[name] = answers[name] if name in answers else undefined_decision(revision=revision)
         return decisions
+
+    def decide_batch_document(self, document: Mapping[str, Any] | str, target_kind: str) -> dict[str, Decision]:
+        """The decisions of a batch input (:func:`~kubesched.policy.contract.batch_input`, or its JSON),
+        for the targets that have one: a target left out is undefined (the caller knows the names)."""
+        answers = self._eval(batch_rule(target_kind), document) or {}
+        if not isinstance(answers, Mapping):
+            raise PolicyError(f"batch rule returned {type(answers).__name__}, not an object")
+        return {name: self._decision(answer) for name, answer in answers.items()}
 
     def close(self) -> None:
         return None
