@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import re
 import socket
@@ -227,6 +228,10 @@ class OpaTestServer:
     def start(self) -> OpaTestServer:
         if self._thread is not None:
             raise RuntimeError("the OPA test server is already running")
+        # regorus engines are bound to their thread, and Python's cycle collector runs on whichever thread
+        # happens to allocate: collect the caller's cyclic garbage now, so that the server thread never
+        # frees an engine the caller made (which regorus reports as an error).
+        gc.collect()
         self._thread = threading.Thread(target=self._run, name="opa-test-server", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout=30):
@@ -307,6 +312,7 @@ class OpaTestServer:
         finally:
             self._store = None
             loop.close()
+            gc.collect()  # free this thread's engines here, not on another thread later
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
