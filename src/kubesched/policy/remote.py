@@ -1,38 +1,62 @@
-"""Remote OPA: the PolicyEngine that asks an Open Policy Agent server over its v1 Data API.
+"""Remote OPA: the :class:`~kubesched.framework.policy.PolicyClient` that asks an Open Policy Agent server.
 
-Who calls it: the SecurityAudit plugins (PreFilter/PreScore call :meth:`RemoteOpaEngine.decide_batch` once
-per pod; the Permit plugin awaits :meth:`RemoteOpaEngine.decide_async` off the scheduling loop) and the
-engine factory that reads the plugin args. Nothing else in kubesched talks to OPA, and no library exception
-leaves this module: every failure is a :class:`~kubesched.policy.contract.PolicyError` (DESIGN rule 8),
-with the library exception chained as ``__cause__``. What a failure *means* (deny, retry later) is the
-caller's failure policy (DESIGN rule 6); this module only guarantees that it is reported, and reported
-before the deadline.
+Who calls it: the scheduler's policy-engine service builds one per distinct remote
+:class:`~kubesched.framework.policy.PolicyEngineSpec` (plugins get it from
+:func:`~kubesched.framework.policy.policy_client`); the SecurityAudit plugins await
+:meth:`RemoteOpaEngine.decide_batch` once per pod between Filter batches and the Permit plugin awaits
+:meth:`RemoteOpaEngine.decide`. Nothing else in kubesched talks to OPA, and no library exception leaves this
+module: every failure is a :class:`~kubesched.framework.policy.PolicyError` (DESIGN rule 8), with the library
+exception chained as ``__cause__``. What a failure *means* (deny, retry later) is the caller's failure policy
+(DESIGN rule 6); this module only guarantees that it is reported, and reported before the deadline.
 
-Transport. The scheduling cycle is serial and PreFilter is synchronous, so this client is synchronous and
-uses the standard library's :mod:`http.client`:
+Transport. Every call is a coroutine on an :class:`httpx.AsyncClient` (httpcore on anyio underneath), so no
+network I/O blocks the event loop. The client is created lazily, on first use, inside the running loop, and
+stays bound to that loop: the engine may be built before the loop runs, but it must then be used and closed
+(:meth:`RemoteOpaEngine.aclose`) on that one loop. It uses OPA's v1 Data API (``POST /v1/data/<path>`` with
+``{"input": ...}``):
 
-* a small pool of persistent keep-alive connections, ``TCP_NODELAY`` on every socket (without it a
-  keep-alive call costs ~44 ms: Nagle's algorithm against delayed ACKs, reference/opa-policy.md §4);
-* one deadline per call, ``timeout_seconds`` from the start of the call: connecting, sending and every
-  read of the answer get only the time that is left, so the whole call (retry and batch-module install
-  included) returns by the deadline;
-* a connection that the server closed while it sat idle is detected before reuse; if the server closes a
-  reused connection without sending a byte of the answer (``RemoteDisconnected``, ``BrokenPipeError``,
-  ``ConnectionResetError``), the request is sent once more on a new connection. That is the only retry:
-  a request whose answer was partly received, or that timed out, is never sent again;
-* ``Authorization: Bearer`` from ``token_file``, re-read when the file changes (checked at most once per
-  second: Kubernetes rotates projected service-account tokens by swapping the file);
-* for ``https`` endpoints, TLS verified against ``ca_file`` (or the system trust store).
+* a pool of keep-alive connections: ``pool_size`` idle connections are kept (each at most
+  :data:`KEEPALIVE_EXPIRY_SECONDS` idle, shorter than the idle timeouts of the load balancers and NATs that
+  drop connections silently), and concurrent callers get connections of their own instead of queueing;
+* ``TCP_NODELAY`` on every socket: without it a keep-alive call costs ~44 ms (Nagle's algorithm against
+  delayed ACKs, reference/opa-policy.md §4). asyncio already sets it on the TCP transports it creates and
+  httpcore's anyio backend relies on that; it is passed as a socket option anyway, so that it does not depend
+  on the event loop implementation. And a request goes out in one write: httpcore writes a request's head
+  and body apart, which is what walks into the Nagle trap; the engine's stream wrapper joins them, as
+  :mod:`http.client` does, so that a socket without ``TCP_NODELAY`` would not cost 44 ms either;
+* one deadline per call, ``timeout_seconds`` from the start of the call, enforced with :func:`asyncio.timeout`
+  around the whole call: reading the token file, installing the batch module, connecting, sending, a retry
+  and reading the body all share it. httpx's own per-phase timeouts are set to the same value only as a
+  backstop: a per-read timeout alone would let an answer that trickles in run far past the deadline;
+* a connection that the server closed while it sat idle is detected before reuse: httpcore checks, before it
+  hands out an idle HTTP/1.1 connection, whether the socket is readable - an idle connection has nothing to
+  read unless the server closed it (EOF, or a reset) - and closes it instead (anyio stops reading idle
+  sockets, so the EOF waits in the kernel where that check sees it). That is how connections to a restarted
+  OPA are replaced without a failed request;
+* if the server closes a *reused* connection anyway (it closed it just as we sent) before a single byte of
+  the answer arrived, the request is sent once more on a new connection (the pool's other idle connections
+  are closed first: they are as old). That is the only retry: a request whose answer was partly received,
+  that failed on a connection opened for it, or that timed out, is never sent again. The engine counts the
+  bytes each attempt received in its own wrapper of httpcore's network streams; with a foreign ``transport``
+  (tests' :class:`httpx.MockTransport`) nothing is known of connections, so nothing is retried;
+* ``Authorization: Bearer`` from ``token_file``, re-read (in a worker thread: it is disk I/O) when the file
+  changes, checked at most once per second of the injected clock (Kubernetes rotates projected
+  service-account tokens by swapping the file); a 401 makes the next call check the file again;
+* for ``https`` endpoints, TLS verified against ``ca_file`` (or the system trust store, not certifi's).
 
 Every query carries ``strict-builtin-errors=true`` (a failing built-in must not silently make a deny rule
-undefined) and ``provenance=true`` (for bundle revisions, below).
+undefined) and ``provenance=true`` (for bundle revisions, below). An answer with OPA's ``api_usage_warning``
+is an error (the input did not arrive as ``input``); ``decision_id`` is kept on every Decision.
 
 Batch. ``decide_batch`` makes one request per pod: it POSTs the batch input to
 ``/v1/data/kubesched/batch/<kind>_decisions``, served by the generated module
 :func:`~kubesched.policy.contract.batch_module`, which this engine installs with
 ``PUT /v1/policies/kubesched-batch`` (``kubesched-batch-<kind>`` for other target kinds) at first use. When
-bundles own OPA's policy tree the PUT is refused; then load the module in your bundle and set
-``batch_endpoint`` (or ``install_batch_module=False`` if it is served at the default path).
+bundles own OPA's policy tree the PUT is refused (a 4xx, remembered for ``max(revision_ttl_seconds, 1)`` so
+that it is not repeated on every pod); then load the module in your bundle and set ``batch_endpoint`` (or
+``install_batch_module=False`` if it is served at the default path). The generated rule is always defined,
+so an undefined batch answer means the module was deleted behind our back: every target is an undefined
+deny and the module is installed again at the next call.
 
 Revision. OPA keeps no decision cache (maintainers, OPA issue #3405), so the scheduler caches decisions
 keyed by :meth:`RemoteOpaEngine.revision`. When OPA reports bundle revisions (``provenance.bundles.<name>
@@ -40,27 +64,30 @@ keyed by :meth:`RemoteOpaEngine.revision`. When OPA reports bundle revisions (``
 confirmed the bundle revisions for ``revision_ttl_seconds``, it is ``remote:<endpoint>:<generation>``: the
 generation moves on when this engine (re)installs its batch module and every ``revision_ttl_seconds``
 (default 10 s), because policies and data can be PUT into OPA behind our back and nothing tells us, so a
-remote answer can be trusted for a short time only.
+remote answer can be trusted for a short time only. Every Decision carries the revision that answered it:
+the bundle revisions that this very answer's provenance reported, else the generation current when the
+answer arrived.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import http.client
-import io
+import contextlib
+import contextvars
+import dataclasses
 import json
 import math
 import os
-import select
 import socket
 import ssl
 import threading
-import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import httpcore
+import httpx
 
 from kubesched import __version__
 from kubesched.clock import Clock, RealClock
@@ -74,24 +101,29 @@ from kubesched.policy.contract import (
 )
 
 __all__ = [
+    "DEFAULT_POOL_SIZE",
     "DEFAULT_REVISION_TTL_SECONDS",
+    "KEEPALIVE_EXPIRY_SECONDS",
     "OpaHttpError",
     "OpaTransportError",
+    "PooledConnection",
     "RemoteOpaEngine",
     "batch_module_id",
 ]
 
 DEFAULT_REVISION_TTL_SECONDS = 10.0
 DEFAULT_POOL_SIZE = 4
+KEEPALIVE_EXPIRY_SECONDS = 60.0
 TOKEN_CHECK_INTERVAL_SECONDS = 1.0
 DATA_API_PREFIX = "/v1/data/"
 QUERY_PARAMETERS = "strict-builtin-errors=true&provenance=true"
 USAGE_WARNING_CODE = "api_usage_warning"
 USER_AGENT = f"kubesched/{__version__}"
 
-# A reused keep-alive connection that fails this way before any byte of the answer arrived was closed by
-# the server while idle; the request is sent once more on a new connection.
-_STALE_CONNECTION_ERRORS = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+#: Set on every socket the engine's own pool opens (module-level so that a benchmark can show the Nagle trap).
+SOCKET_OPTIONS: list[tuple[int, int, int]] = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+
+_T = TypeVar("_T")
 
 
 class OpaTransportError(PolicyError):
@@ -117,258 +149,249 @@ def batch_module_id(target_kind: str) -> str:
     return "kubesched-batch" if target_kind == "node" else f"kubesched-batch-{target_kind}"
 
 
+@dataclass(frozen=True, slots=True)
+class PooledConnection:
+    """Diagnostics of one open connection of the pool, read from its socket when asked."""
+
+    local_port: int
+    nodelay: bool
+    tls_version: str | None
+
+
 # --------------------------------------------------------------------------------------------- transport
 
 
 @dataclass(slots=True)
-class _Budget:
-    """The deadline of the request in flight on one connection, and how much of its answer has arrived."""
+class _Call:
+    """One engine call: the request in flight (for messages) and where it stands, as far as it is known."""
 
-    deadline: float = 0.0
+    what: str
+    phase: str | None = None
+
+
+# httpcore's trace events that tell where a request stands (a foreign transport sends none).
+_TRACE_PHASES = {
+    "connection.connect_tcp.started": "connecting",
+    "connection.start_tls.started": "connecting",
+    "http11.send_request_headers.started": "sending the request",
+    "http11.receive_response_headers.started": "waiting for the answer",
+    "http11.receive_response_body.started": "reading the answer",
+}
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One sending of a request: did it open its connection, and how much of the answer arrived."""
+
+    call: _Call
+    opened: bool = False  # this attempt opened the connection it was sent on
+    sent: bool = False  # it was sent on some connection (so not opened = reused)
     received: int = 0
-    phase: str = "connecting"
+    eof: bool = False  # the server closed the connection (a read returned no bytes)
 
-    def remaining(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("deadline passed")
-        return left
+    @property
+    def reused(self) -> bool:
+        return self.sent and not self.opened
 
-
-class _DeadlineReader(io.RawIOBase):
-    """Reads the socket with a timeout of the time left until the deadline, before every ``recv``."""
-
-    def __init__(self, sock: socket.socket, budget: _Budget) -> None:
-        super().__init__()
-        self._sock = sock
-        self._budget = budget
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        self._sock.settimeout(self._budget.remaining())
-        count = self._sock.recv_into(buffer)
-        self._budget.received += count
-        return count
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        phase = _TRACE_PHASES.get(event)
+        if phase is not None:
+            self.call.phase = phase
+        if event == "connection.connect_tcp.started":
+            self.opened = True
+        elif event == "http11.send_request_headers.started":
+            self.sent = True
 
 
-class _DeadlineResponse(http.client.HTTPResponse):
-    budget: _Budget  # set on the per-connection subclass made by _response_class
-
-    def __init__(
-        self, sock: socket.socket, debuglevel: int = 0, method: str | None = None, url: str | None = None
-    ) -> None:
-        super().__init__(sock, debuglevel, method, url)
-        self.fp.close()  # the plain makefile() reader; reading goes through the deadline reader instead
-        self.fp = io.BufferedReader(_DeadlineReader(sock, self.budget))
+# The attempt whose request the current task is sending; the network streams report their reads to it
+# (httpcore does all of a request's I/O in the task that sent it).
+_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("kubesched_opa_attempt", default=None)
 
 
-def _response_class(bound: _Budget) -> type[http.client.HTTPResponse]:
-    class _BoundDeadlineResponse(_DeadlineResponse):
-        budget = bound
+class _CountingStream(httpcore.AsyncNetworkStream):
+    """httpcore's network stream, reporting what each read returned to the attempt in flight.
 
-    return _BoundDeadlineResponse
+    It also holds a request's writes back until the first read of the answer and sends them in one: httpcore
+    writes the head and the body of a request separately, which without TCP_NODELAY waits for the server's
+    delayed ACK (~40 ms a call) and with it still costs the server two wake-ups per request (measured: about
+    a tenth of a loopback call). http.client joins them the same way.
+    """
 
+    def __init__(self, inner: httpcore.AsyncNetworkStream, backend: _CountingBackend) -> None:
+        self._inner = inner
+        self._backend = backend
+        self._unsent: list[bytes] = []
+        self._write_timeout: float | None = None
+        backend.streams.add(self)
 
-def _set_nodelay(sock: socket.socket) -> None:
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    async def _flush(self) -> None:
+        unsent, self._unsent = self._unsent, []
+        # As httpcore does for its own writes: the server may have closed early with an answer (a 4xx);
+        # reading tells, and a server that closed without one is reported by the read.
+        with contextlib.suppress(httpcore.WriteError):
+            await self._inner.write(b"".join(unsent), self._write_timeout)
 
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        attempt = _ATTEMPT.get()
+        if self._unsent:
+            phase = attempt.call.phase if attempt is not None else None
+            if attempt is not None:
+                attempt.call.phase = "sending the request"
+            await self._flush()
+            if attempt is not None:
+                attempt.call.phase = phase
+        data = await self._inner.read(max_bytes, timeout)
+        if attempt is not None:
+            if data:
+                attempt.received += len(data)
+            else:
+                attempt.eof = True
+        return data
 
-class _PlainConnection(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, budget: _Budget) -> None:
-        super().__init__(host, port)
-        self.budget = budget
-        self.response_class = _response_class(budget)
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if buffer:
+            self._unsent.append(buffer)
+            self._write_timeout = timeout
 
-    def connect(self) -> None:
-        super().connect()
-        _set_nodelay(self.sock)
+    async def aclose(self) -> None:
+        self._unsent.clear()
+        self._backend.streams.discard(self)
+        await self._inner.aclose()
 
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        # The TLS stream replaces this one (httpcore closes the TCP stream itself when the handshake fails).
+        if self._unsent:
+            await self._flush()
+        self._backend.streams.discard(self)
+        tls = await self._inner.start_tls(ssl_context, server_hostname, timeout)
+        return _CountingStream(tls, self._backend)
 
-class _TlsConnection(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, budget: _Budget, context: ssl.SSLContext) -> None:
-        super().__init__(host, port, context=context)
-        self.budget = budget
-        self.response_class = _response_class(budget)
-
-    def connect(self) -> None:
-        super().connect()
-        _set_nodelay(self.sock)
-
-
-_Connection = _PlainConnection | _TlsConnection
-
-
-def _still_open(sock: socket.socket | None) -> bool:
-    """False if an idle keep-alive socket was closed by the server (readable = EOF or stray bytes)."""
-    if sock is None:
-        return False
-    try:
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(sock, select.POLLIN)
-            readable = bool(poller.poll(0))
-        else:  # pragma: no cover - Windows
-            readable = bool(select.select([sock], [], [], 0)[0])
-        if not readable:
-            return True
-        if isinstance(sock, ssl.SSLSocket):
-            # A TLS record that carries no application data (a session ticket) leaves the socket usable.
-            sock.settimeout(0)
-            try:
-                sock.recv(1)
-            except ssl.SSLWantReadError:
-                return True
-    except (OSError, ValueError):
-        return False
-    return False
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    status: int
-    reason: str
-    body: bytes
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
 
 
-class _Transport:
-    """Keep-alive connections to one OPA origin, each call bounded by its deadline."""
+class _CountingBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's anyio backend, counting the connections it opens and keeping their streams for diagnostics."""
 
-    def __init__(
-        self, scheme: str, host: str, port: int, *, pool_size: int, context: ssl.SSLContext | None
-    ) -> None:
-        self.origin = f"{scheme}://{host}:{port}" if ":" not in host else f"{scheme}://[{host}]:{port}"
-        self._host = host
-        self._port = port
-        self._context = context
-        self._pool_size = pool_size
-        self._idle: list[_Connection] = []
-        self._lock = threading.Lock()
-        self._closed = False
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self.streams: set[_CountingStream] = set()
         self.connections_opened = 0
-        self.stale_retries = 0
 
-    def _new_connection(self) -> _Connection:
-        budget = _Budget()
-        if self._context is not None:
-            return _TlsConnection(self._host, self._port, budget, self._context)
-        return _PlainConnection(self._host, self._port, budget)
-
-    def _acquire(self) -> tuple[_Connection, bool]:
-        with self._lock:
-            if self._closed:
-                raise PolicyError(f"the OPA client for {self.origin} is closed")
-            while self._idle:
-                connection = self._idle.pop()
-                if _still_open(connection.sock):
-                    return connection, True
-                connection.close()
-        return self._new_connection(), False
-
-    def _release(self, connection: _Connection) -> None:
-        with self._lock:
-            if not self._closed and len(self._idle) < self._pool_size:
-                self._idle.append(connection)
-                return
-        connection.close()
-
-    def _drop_idle(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-        self._drop_idle()
-
-    def idle_sockets(self) -> list[socket.socket]:
-        with self._lock:
-            return [connection.sock for connection in self._idle if connection.sock is not None]
-
-    def request(
-        self, method: str, target: str, body: bytes, headers: Mapping[str, str], *, deadline: float, timeout: float
-    ) -> _Answer:
-        """Send one request and read the whole answer by ``deadline``; the only retry is a stale connection."""
-        what = f"{method} {target.split('?', 1)[0]}"
-        retried = False
-        while True:
-            connection, reused = self._acquire()
-            try:
-                return self._exchange(connection, method, target, body, headers, deadline)
-            except _STALE_CONNECTION_ERRORS as error:
-                connection.close()
-                if reused and not retried and connection.budget.received == 0 and time.monotonic() < deadline:
-                    # The server closed this idle connection (OPA restarted, or its idle timeout); the others
-                    # in the pool are as old, so none of them is worth trying.
-                    retried = True
-                    self.stale_retries += 1
-                    self._drop_idle()
-                    continue
-                raise self._translate(error, what, timeout, connection) from error
-            except (OSError, http.client.HTTPException, ValueError) as error:
-                connection.close()
-                raise self._translate(error, what, timeout, connection) from error
-
-    def _exchange(
+    async def connect_tcp(
         self,
-        connection: _Connection,
-        method: str,
-        target: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        deadline: float,
-    ) -> _Answer:
-        budget = connection.budget
-        budget.deadline = deadline
-        budget.received = 0
-        budget.phase = "connecting"
-        if connection.sock is None:
-            connection.timeout = budget.remaining()
-            connection.connect()
-            self.connections_opened += 1
-        budget.phase = "sending the request"
-        connection.sock.settimeout(budget.remaining())
-        connection.request(method, target, body=body, headers=dict(headers))
-        budget.phase = "waiting for the answer"
-        response = connection.getresponse()
-        budget.phase = "reading the answer"
-        payload = response.read()
-        answer = _Answer(response.status, response.reason, payload)
-        if response.will_close:
-            connection.close()
-        else:
-            self._release(connection)
-        return answer
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        self.connections_opened += 1
+        return _CountingStream(stream, self)
 
-    def _translate(self, error: BaseException, what: str, timeout: float, connection: _Connection) -> PolicyError:
-        where = f"OPA at {self.origin}"
-        phase = connection.budget.phase
-        if isinstance(error, TimeoutError):
-            return OpaTransportError(f"{where} timed out after {timeout:g}s while {phase} ({what})", timed_out=True)
-        if isinstance(error, ssl.SSLCertVerificationError):
-            return OpaTransportError(f"{where}: TLS certificate verification failed: {error.verify_message} ({what})")
-        if isinstance(error, ssl.SSLError):
-            return OpaTransportError(f"{where}: TLS error while {phase}: {error.reason or error} ({what})")
-        if isinstance(error, http.client.RemoteDisconnected):
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return await self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _PoolTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over an httpcore pool that uses :class:`_CountingBackend`.
+
+    httpx (0.27, 0.28) has no parameter for httpcore's ``network_backend``, so the pool httpx builds is
+    replaced by one built here with our settings plus the backend (``_pool`` is the one private name this
+    module touches); the rest (request and response conversion, the mapping of httpcore's exceptions onto
+    httpx's) is httpx's own.
+    """
+
+    def __init__(self, pool: httpcore.AsyncConnectionPool, ssl_context: ssl.SSLContext | None) -> None:
+        super().__init__(verify=ssl_context if ssl_context is not None else False, trust_env=False)
+        self._pool = pool
+
+
+def _open_pool(
+    ssl_context: ssl.SSLContext | None, pool_size: int
+) -> tuple[httpcore.AsyncConnectionPool, _CountingBackend]:
+    backend = _CountingBackend()
+    pool = httpcore.AsyncConnectionPool(
+        ssl_context=ssl_context,
+        max_connections=None,  # concurrent callers never wait for one another's connection
+        max_keepalive_connections=pool_size,
+        keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
+        socket_options=list(SOCKET_OPTIONS),
+        network_backend=backend,
+    )
+    return pool, backend
+
+
+def _is_stale(error: httpx.HTTPError | httpx.InvalidURL, attempt: _Attempt) -> bool:
+    """A reused connection that the server had closed: it failed before any byte of the answer arrived."""
+    return (
+        isinstance(error, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError)
+        and attempt.reused
+        and attempt.received == 0
+    )
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from (httpx wraps httpcore's, which wrap OSError/ssl's)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _find(chain: list[BaseException], kind: type[_T]) -> _T | None:
+    return next((item for item in chain if isinstance(item, kind)), None)
+
+
+def _while(phase: str | None) -> str:
+    return f" while {phase}" if phase else ""
+
+
+def _translate(error: httpx.HTTPError | httpx.InvalidURL, origin: str, call: _Call, attempt: _Attempt) -> PolicyError:
+    where = f"OPA at {origin}"
+    what, phase = call.what, call.phase
+    chain = _causes(error)
+    if isinstance(error, httpx.TimeoutException):
+        return OpaTransportError(f"{where} timed out{_while(phase)} ({what})", timed_out=True)
+    verification = _find(chain, ssl.SSLCertVerificationError)
+    if verification is not None:
+        return OpaTransportError(
+            f"{where}: TLS certificate verification failed: {verification.verify_message} ({what})"
+        )
+    tls = _find(chain, ssl.SSLError)
+    if tls is not None:
+        return OpaTransportError(f"{where}: TLS error{_while(phase)}: {tls.reason or tls} ({what})")
+    if _find(chain, ConnectionResetError) is not None:
+        return OpaTransportError(f"{where} reset the connection{_while(phase)} ({what})")
+    if _find(chain, BrokenPipeError) is not None:
+        return OpaTransportError(f"{where} closed the connection{_while(phase)} ({what})")
+    if _find(chain, ConnectionRefusedError) is not None:
+        return OpaTransportError(f"{where} refused the connection ({what})")
+    unresolved = _find(chain, socket.gaierror)
+    if unresolved is not None:
+        return OpaTransportError(f"{where}: cannot resolve the host name: {unresolved.strerror} ({what})")
+    if isinstance(error, httpx.RemoteProtocolError | httpx.ReadError) and attempt.eof:
+        if attempt.received == 0:
             return OpaTransportError(f"{where} closed the connection without answering ({what})")
-        if isinstance(error, ConnectionResetError):
-            return OpaTransportError(f"{where} reset the connection while {phase} ({what})")
-        if isinstance(error, BrokenPipeError):
-            return OpaTransportError(f"{where} closed the connection while {phase} ({what})")
-        if isinstance(error, ConnectionRefusedError):
-            return OpaTransportError(f"{where} refused the connection ({what})")
-        if isinstance(error, socket.gaierror):
-            return OpaTransportError(f"{where}: cannot resolve the host name: {error.strerror} ({what})")
-        if isinstance(error, http.client.IncompleteRead):
-            return OpaTransportError(f"{where} closed the connection in the middle of the answer ({what})")
-        if isinstance(error, http.client.HTTPException):
-            return OpaTransportError(f"{where} sent a malformed HTTP answer: {type(error).__name__} ({what})")
-        if isinstance(error, ValueError):
-            return PolicyError(f"cannot send {what} to {where}: {error}")
-        return OpaTransportError(f"{where}: connection error while {phase}: {error} ({what})")
+        return OpaTransportError(f"{where} closed the connection in the middle of the answer ({what})")
+    if isinstance(error, httpx.RemoteProtocolError | httpx.DecodingError):
+        return OpaTransportError(f"{where} sent a malformed HTTP answer: {error or type(error).__name__} ({what})")
+    if isinstance(error, httpx.InvalidURL | httpx.UnsupportedProtocol | httpx.LocalProtocolError):
+        return PolicyError(f"cannot send {what} to {where}: {error}")
+    detail = str(error) or type(error).__name__
+    if isinstance(error, httpx.TransportError):
+        return OpaTransportError(f"{where}: connection error{_while(phase)}: {detail} ({what})")
+    return PolicyError(f"{where}: {what} failed: {detail}")
 
 
 # ------------------------------------------------------------------------------------------------ token
@@ -380,37 +403,54 @@ class _TokenFile:
     def __init__(self, path: str, clock: Clock) -> None:
         self._path = path
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = asyncio.Lock()  # one reader at a time; binds to a loop only when contended
         self._token: str | None = None
         self._identity: tuple[int, int, int, int] | None = None
         self._checked_at = -math.inf
 
-    def current(self) -> str:
-        with self._lock:
-            now = self._clock.now()
-            if self._token is not None and abs(now - self._checked_at) < TOKEN_CHECK_INTERVAL_SECONDS:
-                return self._token
-            self._checked_at = now
-            try:
-                status = os.stat(self._path)
-                identity = (status.st_dev, status.st_ino, status.st_mtime_ns, status.st_size)
-                if self._token is None or identity != self._identity:
-                    with open(self._path, encoding="utf-8") as handle:
-                        token = handle.read().strip()
-                    if not token:
-                        raise PolicyError(f"the OPA token file {self._path} is empty")
-                    if any(character.isspace() or ord(character) < 0x20 for character in token):
-                        raise PolicyError(f"the OPA token file {self._path} holds more than one token")
-                    self._token, self._identity = token, identity
-            except (OSError, UnicodeDecodeError) as error:
-                self._token = None
-                raise PolicyError(f"cannot read the OPA token file {self._path}: {error}") from error
+    def _fresh(self) -> str | None:
+        if self._token is not None and abs(self._clock.now() - self._checked_at) < TOKEN_CHECK_INTERVAL_SECONDS:
             return self._token
+        return None
+
+    async def current(self) -> str:
+        token = self._fresh()
+        if token is not None:
+            return token
+        async with self._lock:
+            token = self._fresh()
+            if token is not None:
+                return token
+            self._checked_at = self._clock.now()
+            try:
+                read, self._identity = await asyncio.to_thread(self._read, self._token, self._identity)
+            except BaseException:
+                self._token = None  # every call looks again until the file is usable
+                raise
+            self._token = read
+            return read
+
+    def _read(
+        self, token: str | None, identity: tuple[int, int, int, int] | None
+    ) -> tuple[str, tuple[int, int, int, int]]:
+        try:
+            status = os.stat(self._path)
+            now_identity = (status.st_dev, status.st_ino, status.st_mtime_ns, status.st_size)
+            if token is not None and now_identity == identity:
+                return token, now_identity
+            with open(self._path, encoding="utf-8") as handle:
+                text = handle.read().strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise PolicyError(f"cannot read the OPA token file {self._path}: {error}") from error
+        if not text:
+            raise PolicyError(f"the OPA token file {self._path} is empty")
+        if any(character.isspace() or ord(character) < 0x20 for character in text):
+            raise PolicyError(f"the OPA token file {self._path} holds more than one token")
+        return text, now_identity
 
     def invalidate(self) -> None:
         """Check the file again at the next call (OPA said 401: the token may have been rotated)."""
-        with self._lock:
-            self._checked_at = -math.inf
+        self._checked_at = -math.inf
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -421,6 +461,11 @@ class _Origin:
     scheme: str
     host: str
     port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 def _with_decision_path(endpoint: str, decision_path: str | None) -> str:
@@ -455,12 +500,13 @@ def _split_endpoint(url: str, name: str) -> tuple[_Origin, str]:
 
 
 class RemoteOpaEngine:
-    """A :class:`~kubesched.policy.contract.PolicyEngine` backed by an OPA server's REST API.
+    """A :class:`~kubesched.framework.policy.PolicyClient` backed by an OPA server's REST API.
 
     ``endpoint`` is the decision's Data API URL, e.g. ``http://opa:8181/v1/data/kubernetes/authz``; or OPA's
     base URL (``http://opa:8181``) with the document in ``decision_path`` (``kubernetes/authz``).
     ``batch_endpoint`` (same origin) may contain ``{target_kind}``, replaced by ``node`` or ``cluster``.
-    Thread-safe: concurrent callers (``decide_async`` runs in worker threads) get separate connections.
+    ``transport`` replaces the engine's own connection pool (tests pass an :class:`httpx.MockTransport`).
+    Concurrent calls are safe on the loop that first used the engine; see the module docstring for the rest.
     """
 
     def __init__(
@@ -476,6 +522,7 @@ class RemoteOpaEngine:
         revision_ttl_seconds: float = DEFAULT_REVISION_TTL_SECONDS,
         pool_size: int = DEFAULT_POOL_SIZE,
         clock: Clock | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not (isinstance(timeout_seconds, int | float) and math.isfinite(timeout_seconds) and timeout_seconds > 0):
             raise PolicyError(f"timeout_seconds must be a positive number of seconds, not {timeout_seconds!r}")
@@ -486,6 +533,7 @@ class RemoteOpaEngine:
         endpoint = _with_decision_path(endpoint, decision_path)
         origin, self._decision_target = _split_endpoint(endpoint, "endpoint")
         self._endpoint = endpoint
+        self._origin = origin.url
         self._decision_path = urllib.parse.unquote(self._decision_target.split("?", 1)[0][len(DATA_API_PREFIX) :])
         self._batch_endpoint = batch_endpoint
         if batch_endpoint is not None:
@@ -494,21 +542,30 @@ class RemoteOpaEngine:
                 raise PolicyError(f"batch_endpoint {batch_endpoint!r} must be on the same server as {endpoint!r}")
         self._install = install_batch_module and batch_endpoint is None
         self._batch_targets: dict[str, str] = {}
+        self._urls: dict[str, httpx.URL] = {}
         self._timeout = float(timeout_seconds)
         self._revision_ttl = float(revision_ttl_seconds)
         self._clock: Clock = clock if clock is not None else RealClock()
         self._token = _TokenFile(token_file, self._clock) if token_file is not None else None
-        context: ssl.SSLContext | None = None
+        self._ssl_context: ssl.SSLContext | None = None
         if origin.scheme == "https":
             try:
-                context = ssl.create_default_context(cafile=ca_file)
+                self._ssl_context = ssl.create_default_context(cafile=ca_file)
             except (OSError, ssl.SSLError) as error:
                 raise PolicyError(f"cannot load the CA bundle {ca_file}: {error}") from error
         elif ca_file is not None:
             raise PolicyError(f"ca_file is set but endpoint {endpoint!r} is not https://")
-        self._transport = _Transport(origin.scheme, origin.host, origin.port, pool_size=pool_size, context=context)
+        self._pool_size = pool_size
+        self._foreign_transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._pool: httpcore.AsyncConnectionPool | None = None
+        self._backend: _CountingBackend | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._stale_retries = 0
+        # Revision state is read by revision(), which plugins may call from any thread; never held across awaits.
         self._state_lock = threading.Lock()
-        self._install_lock = threading.Lock()
+        self._install_locks: dict[str, asyncio.Lock] = {}
         self._installed: set[str] = set()
         self._refused: dict[str, tuple[float, PolicyError]] = {}
         self._generation = 0
@@ -516,7 +573,7 @@ class RemoteOpaEngine:
         self._bundles: tuple[tuple[str, str], ...] | None = None
         self._bundles_seen_at = -math.inf
 
-    # ------------------------------------------------------------------------------------ PolicyEngine
+    # ------------------------------------------------------------------------------------ PolicyClient
 
     @property
     def kind(self) -> str:
@@ -527,23 +584,25 @@ class RemoteOpaEngine:
         return self._endpoint
 
     def revision(self) -> str:
+        now = self._clock.now()
         with self._state_lock:
-            now = self._clock.now()
             if self._bundles is not None and now - self._bundles_seen_at < self._revision_ttl:
-                return "bundles:" + ",".join(f"{name}={revision}" for name, revision in self._bundles)
-            if self._revision_ttl == 0 or now - self._generation_started >= self._revision_ttl:
-                self._next_generation(now)
-            return f"remote:{self._endpoint}:{self._generation}"
+                return _bundles_revision(self._bundles)
+            return self._generation_revision(now)
 
-    def decide(self, input_doc: Mapping[str, Any]) -> Decision:
-        deadline = time.monotonic() + self._timeout
-        answer = self._post_data(self._decision_target, input_doc, deadline)
-        decision_id = _decision_id(answer)
-        if "result" not in answer:
-            return interpret_result(None, defined=False, decision_id=decision_id)
-        return interpret_result(answer["result"], decision_id=decision_id)
+    async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
+        client = self._client()
+        body = _encode(input_doc)
+        call = _Call(f"POST {self._decision_target.split('?', 1)[0]}")
+        document, revision = await self._within_deadline(
+            call, self._post_data(client, call, self._decision_target, body)
+        )
+        decision_id = _decision_id(document)
+        if "result" not in document:
+            return undefined_decision(decision_id, revision)
+        return dataclasses.replace(interpret_result(document["result"], decision_id=decision_id), revision=revision)
 
-    def decide_batch(
+    async def decide_batch(
         self,
         pod: Mapping[str, Any],
         targets: Sequence[Mapping[str, Any]],
@@ -552,74 +611,129 @@ class RemoteOpaEngine:
         operation: str,
         time: str,
     ) -> dict[str, Decision]:
+        client = self._client()
         names = [_target_name(target, target_kind) for target in targets]
-        deadline = _monotonic() + self._timeout
-        if self._install:
-            self._ensure_batch_module(target_kind, deadline)
-        document = batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time)
-        answer = self._post_data(self._batch_target(target_kind), document, deadline)
-        decision_id = _decision_id(answer)
-        undefined = undefined_decision(decision_id)
-        if "result" not in answer:
+        body = _encode(batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time))
+        target = self._batch_target(target_kind)
+        path = target.split("?", 1)[0]
+        call = _Call(f"POST {path}")
+
+        async def install_and_ask() -> tuple[dict[str, Any], str]:
+            if self._install:
+                await self._ensure_batch_module(client, call, target_kind)
+            return await self._post_data(client, call, target, body)
+
+        document, revision = await self._within_deadline(call, install_and_ask())
+        decision_id = _decision_id(document)
+        undefined = undefined_decision(decision_id, revision)
+        if "result" not in document:
             if self._install:
                 # The generated rule is always defined (an empty object at worst): our module is gone.
-                self._forget_batch_module(target_kind)
+                self._installed.discard(batch_module_id(target_kind))
             return dict.fromkeys(names, undefined)
-        result = answer["result"]
+        result = document["result"]
         if not isinstance(result, Mapping):
             raise PolicyError(
-                f"batch result from {self._batch_target(target_kind).split('?', 1)[0]} is {json_type_phrase(result)}, "
-                f"not an object keyed by {target_kind} name"
+                f"batch result from {path} is {json_type_phrase(result)}, not an object keyed by {target_kind} name"
             )
         return {
-            name: interpret_result(result[name], decision_id=decision_id) if name in result else undefined
+            name: (
+                dataclasses.replace(interpret_result(result[name], decision_id=decision_id), revision=revision)
+                if name in result
+                else undefined
+            )
             for name in names
         }
 
-    def close(self) -> None:
-        self._transport.close()
-
-    async def decide_async(self, input_doc: Mapping[str, Any]) -> Decision:
-        """:meth:`decide` in a worker thread, for asynchronous callers (the Permit plugin)."""
-        return await asyncio.to_thread(self.decide, input_doc)
-
-    async def decide_batch_async(
-        self,
-        pod: Mapping[str, Any],
-        targets: Sequence[Mapping[str, Any]],
-        *,
-        target_kind: str,
-        operation: str,
-        time: str,
-    ) -> dict[str, Decision]:
-        """:meth:`decide_batch` in a worker thread."""
-        call = functools.partial(
-            self.decide_batch, pod, targets, target_kind=target_kind, operation=operation, time=time
-        )
-        return await asyncio.to_thread(call)
-
-    def __enter__(self) -> RemoteOpaEngine:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    async def aclose(self) -> None:
+        """Close the connections; the engine refuses calls from then on. Idempotent."""
+        self._closed = True
+        client, self._http = self._http, None
+        self._pool = None
+        if client is None:
+            return
+        if self._loop is not asyncio.get_running_loop():
+            # The connections belong to another loop (gone, or running elsewhere): they cannot be closed from
+            # here, and die with it.
+            return
+        await client.aclose()
 
     # ------------------------------------------------------------------------------------ diagnostics
 
-    def idle_sockets(self) -> list[socket.socket]:
-        """The sockets of the idle keep-alive connections (diagnostics: their options, their count)."""
-        return self._transport.idle_sockets()
-
     @property
     def connections_opened(self) -> int:
-        return self._transport.connections_opened
+        """TCP connections the engine's pool has opened (0 with a foreign ``transport``)."""
+        return self._backend.connections_opened if self._backend is not None else 0
 
     @property
     def stale_retries(self) -> int:
         """How many requests were sent again because a reused connection had been closed by the server."""
-        return self._transport.stale_retries
+        return self._stale_retries
+
+    def pooled_connections(self) -> list[PooledConnection]:
+        """The pool's open connections, as their sockets say now (between calls, all of them are idle)."""
+        if self._backend is None:
+            return []
+        found: list[PooledConnection] = []
+        for stream in list(self._backend.streams):
+            sock = stream.get_extra_info("socket")
+            try:
+                port = int(sock.getsockname()[1])
+                nodelay = bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            except (AttributeError, OSError, ValueError):
+                continue  # closed under us
+            ssl_object = stream.get_extra_info("ssl_object")
+            found.append(PooledConnection(port, nodelay, ssl_object.version() if ssl_object is not None else None))
+        return sorted(found, key=lambda connection: connection.local_port)
 
     # ------------------------------------------------------------------------------------ internals
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._closed:
+            raise PolicyError(f"the OPA client for {self._origin} is closed")
+        loop = asyncio.get_running_loop()
+        if self._http is None:
+            self._http = self._open_client()
+            self._loop = loop
+        elif loop is not self._loop:
+            raise PolicyError(
+                f"the OPA client for {self._origin} is bound to the event loop that first used it, not this one"
+            )
+        return self._http
+
+    def _open_client(self) -> httpx.AsyncClient:
+        transport = self._foreign_transport
+        if transport is None:
+            self._pool, self._backend = _open_pool(self._ssl_context, self._pool_size)
+            transport = _PoolTransport(self._pool, self._ssl_context)
+        return httpx.AsyncClient(
+            transport=transport,
+            # A backstop only: the call's deadline (asyncio.timeout) ends it first.
+            timeout=httpx.Timeout(self._timeout),
+            # No proxies, .netrc or SSL_CERT_* from the environment: OPA is reached directly, as configured.
+            trust_env=False,
+            # identity: the http.client engine never asked for compression; a loopback OPA gains nothing by it.
+            headers={"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"},
+        )
+
+    async def _within_deadline(self, call: _Call, work: Awaitable[_T]) -> _T:
+        deadline = asyncio.timeout(self._timeout)
+        try:
+            async with deadline:
+                return await work
+        except TimeoutError as error:
+            if not deadline.expired():
+                raise
+            raise OpaTransportError(
+                f"OPA at {self._origin} timed out after {self._timeout:g}s{_while(call.phase)} ({call.what})",
+                timed_out=True,
+            ) from error
+
+    def _generation_revision(self, now: float) -> str:
+        """``remote:<endpoint>:<generation>``, moving the generation on when the TTL is over (lock held)."""
+        if self._revision_ttl == 0 or now - self._generation_started >= self._revision_ttl:
+            self._next_generation(now)
+        return f"remote:{self._endpoint}:{self._generation}"
 
     def _next_generation(self, now: float) -> None:
         self._generation += 1
@@ -636,64 +750,98 @@ class RemoteOpaEngine:
             self._batch_targets[target_kind] = target
         return target
 
-    def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Content-Type": content_type, "Accept": "application/json", "User-Agent": USER_AGENT}
+    def _url(self, target: str) -> httpx.URL:
+        url = self._urls.get(target)
+        if url is None:
+            url = self._urls[target] = httpx.URL(self._origin + target)
+        return url
+
+    async def _exchange(
+        self, client: httpx.AsyncClient, call: _Call, method: str, target: str, body: bytes, content_type: str
+    ) -> httpx.Response:
+        """Send one request and read its whole answer; the only retry is a stale reused connection."""
+        call.what = f"{method} {target.split('?', 1)[0]}"
+        headers = {"Content-Type": content_type}
         if self._token is not None:
-            headers["Authorization"] = f"Bearer {self._token.current()}"
-        return headers
+            call.phase = "reading the token file"
+            headers["Authorization"] = f"Bearer {await self._token.current()}"
+        url = self._url(target)
+        retried = False
+        while True:
+            attempt = _Attempt(call)
+            # Where the request stands is known only from our own pool's trace events.
+            call.phase = "waiting for a connection" if self._pool is not None else None
+            reset = _ATTEMPT.set(attempt)
+            try:
+                response = await client.request(
+                    method, url, content=body, headers=headers, extensions={"trace": attempt.trace}
+                )
+            except (httpx.HTTPError, httpx.InvalidURL) as error:
+                if not retried and _is_stale(error, attempt):
+                    retried = True
+                    self._stale_retries += 1
+                    await self._drop_idle_connections()
+                    continue
+                raise _translate(error, self._origin, call, attempt) from error
+            finally:
+                _ATTEMPT.reset(reset)
+            if response.status_code == 401 and self._token is not None:
+                self._token.invalidate()
+            return response
 
-    def _call(self, method: str, target: str, body: bytes, content_type: str, deadline: float) -> _Answer:
-        headers = self._headers(content_type)
-        answer = self._transport.request(method, target, body, headers, deadline=deadline, timeout=self._timeout)
-        if answer.status == 401 and self._token is not None:
-            self._token.invalidate()
-        return answer
+    async def _drop_idle_connections(self) -> None:
+        # The server closed one of them behind our back (OPA restarted, or its idle timeout): the others are as
+        # old, so the retry goes out on a new connection.
+        if self._pool is None:
+            return
+        for connection in self._pool.connections:
+            if connection.is_idle():
+                await connection.aclose()
 
-    def _post_data(self, target: str, input_doc: Mapping[str, Any], deadline: float) -> dict[str, Any]:
-        try:
-            body = json.dumps({"input": input_doc}, separators=(",", ":"), allow_nan=False).encode()
-        except (TypeError, ValueError) as error:
-            raise PolicyError(f"the policy input cannot be sent as JSON: {error}") from error
-        answer = self._call("POST", target, body, "application/json", deadline)
-        path = target.split("?", 1)[0]
-        if not 200 <= answer.status < 300:
-            raise _http_error(self._transport.origin, f"POST {path}", answer)
-        document = _json_object(answer, f"POST {path}", self._transport.origin)
+    async def _post_data(
+        self, client: httpx.AsyncClient, call: _Call, target: str, body: bytes
+    ) -> tuple[dict[str, Any], str]:
+        """The Data API's answer document, and the revision that answered."""
+        response = await self._exchange(client, call, "POST", target, body, "application/json")
+        what = f"POST {target.split('?', 1)[0]}"
+        if not 200 <= response.status_code < 300:
+            raise _http_error(self._origin, what, response)
+        document = _json_object(response, what, self._origin)
         warning = document.get("warning")
         if isinstance(warning, Mapping) and warning.get("code") == USAGE_WARNING_CODE:
+            path = target.split("?", 1)[0]
             raise PolicyError(f"OPA warned about the request to {path}: {warning.get('message', USAGE_WARNING_CODE)}")
-        self._observe_provenance(document.get("provenance"))
-        return document
+        return document, self._answer_revision(document.get("provenance"))
 
-    def _observe_provenance(self, provenance: object) -> None:
-        if not isinstance(provenance, Mapping):
-            return
-        bundles = provenance.get("bundles")
-        revisions: list[tuple[str, str]] = []
-        if isinstance(bundles, Mapping):
-            for name, info in bundles.items():
-                if isinstance(info, Mapping) and isinstance(info.get("revision"), str):
-                    revisions.append((str(name), info["revision"]))
+    def _answer_revision(self, provenance: object) -> str:
+        """Remember the bundle revisions this answer reports; the revision that answered it."""
+        now = self._clock.now()
         with self._state_lock:
-            self._bundles = tuple(sorted(revisions)) or None
-            self._bundles_seen_at = self._clock.now()
+            if isinstance(provenance, Mapping):
+                self._bundles = _bundle_revisions(provenance)
+                self._bundles_seen_at = now
+                if self._bundles is not None:
+                    return _bundles_revision(self._bundles)
+            return self._generation_revision(now)
 
-    def _ensure_batch_module(self, target_kind: str, deadline: float) -> None:
+    async def _ensure_batch_module(self, client: httpx.AsyncClient, call: _Call, target_kind: str) -> None:
         module_id = batch_module_id(target_kind)
         if module_id in self._installed:
             return
-        with self._install_lock:
+        target = f"/v1/policies/{module_id}"
+        call.what, call.phase = f"PUT {target}", "waiting for another call to install the batch module"
+        lock = self._install_locks.setdefault(module_id, asyncio.Lock())
+        async with lock:
             if module_id in self._installed:
                 return
             refused = self._refused.get(module_id)
             if refused is not None and abs(self._clock.now() - refused[0]) < max(self._revision_ttl, 1.0):
                 raise refused[1]
             source = batch_module(self._decision_path, target_kind).encode()
-            target = f"/v1/policies/{module_id}"
-            answer = self._call("PUT", target, source, "text/plain", deadline)
-            if not 200 <= answer.status < 300:
-                error = _http_error(self._transport.origin, f"PUT {target}", answer)
-                if 400 <= answer.status < 500:
+            response = await self._exchange(client, call, "PUT", target, source, "text/plain")
+            if not 200 <= response.status_code < 300:
+                error = _http_error(self._origin, f"PUT {target}", response)
+                if 400 <= response.status_code < 500:
                     refusal = PolicyError(
                         f"OPA refused to install kubesched's batch module: {error}. If bundles own OPA's "
                         f"policies, add the module (kubesched.policy.contract.batch_module) to your bundle and "
@@ -709,14 +857,26 @@ class RemoteOpaEngine:
             with self._state_lock:
                 self._next_generation(self._clock.now())
 
-    def _forget_batch_module(self, target_kind: str) -> None:
-        with self._install_lock:
-            self._installed.discard(batch_module_id(target_kind))
+
+def _encode(input_doc: Mapping[str, Any]) -> bytes:
+    try:
+        return json.dumps({"input": input_doc}, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as error:
+        raise PolicyError(f"the policy input cannot be sent as JSON: {error}") from error
 
 
-def _monotonic() -> float:
-    # ``decide_batch`` has a parameter named ``time``; this keeps the module readable there.
-    return time.monotonic()
+def _bundle_revisions(provenance: Mapping[str, Any]) -> tuple[tuple[str, str], ...] | None:
+    bundles = provenance.get("bundles")
+    revisions: list[tuple[str, str]] = []
+    if isinstance(bundles, Mapping):
+        for name, info in bundles.items():
+            if isinstance(info, Mapping) and isinstance(info.get("revision"), str):
+                revisions.append((str(name), info["revision"]))
+    return tuple(sorted(revisions)) or None
+
+
+def _bundles_revision(bundles: tuple[tuple[str, str], ...]) -> str:
+    return "bundles:" + ",".join(f"{name}={revision}" for name, revision in bundles)
 
 
 def _target_name(target: Mapping[str, Any], target_kind: str) -> str:
@@ -732,9 +892,9 @@ def _decision_id(document: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _json_object(answer: _Answer, what: str, origin: str) -> dict[str, Any]:
+def _json_object(response: httpx.Response, what: str, origin: str) -> dict[str, Any]:
     try:
-        document = json.loads(answer.body)
+        document = json.loads(response.content)
     except ValueError as error:
         raise PolicyError(f"OPA at {origin} answered {what} with a body that is not JSON") from error
     if not isinstance(document, dict):
@@ -742,12 +902,12 @@ def _json_object(answer: _Answer, what: str, origin: str) -> dict[str, Any]:
     return document
 
 
-def _http_error(origin: str, what: str, answer: _Answer) -> OpaHttpError:
+def _http_error(origin: str, what: str, response: httpx.Response) -> OpaHttpError:
     code: str | None = None
     message: str | None = None
     details: list[str] = []
     try:
-        document = json.loads(answer.body) if answer.body else None
+        document = json.loads(response.content) if response.content else None
     except ValueError:
         document = None
     if isinstance(document, Mapping):
@@ -756,9 +916,10 @@ def _http_error(origin: str, what: str, answer: _Answer) -> OpaHttpError:
         errors = document.get("errors")
         if isinstance(errors, list):
             details = [str(item.get("message")) for item in errors[:3] if isinstance(item, Mapping)]
-    text = f"OPA at {origin} answered {what} with {answer.status} {answer.reason}".rstrip()
+    status = response.status_code
+    text = f"OPA at {origin} answered {what} with {status} {response.reason_phrase}".rstrip()
     if code is not None or message is not None:
         text += ": " + ": ".join(part for part in (code, message) if part)
     if details:
         text += " (" + "; ".join(details) + ")"
-    return OpaHttpError(text, status=answer.status, code=code, opa_message=message)
+    return OpaHttpError(text, status=status, code=code, opa_message=message)

@@ -142,6 +142,7 @@ class Scheduler:
 
     async def settle(self) -> None:
         """Let binding and background tasks run until each has finished or waits on the clock or at Permit."""
+        await asyncio.sleep(0)  # callbacks already due (a timer that fired) run first
         spins = 0
         while self._busy():
             spins += 1

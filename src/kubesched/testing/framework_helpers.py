@@ -31,8 +31,8 @@ from kubesched.framework.interface import (
     ScoreNormalizer,
     ScorePlugin,
 )
-from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.listers import Listers
+from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
 from kubesched.framework.runtime.services import BackgroundTasks, Services
 from kubesched.framework.runtime.waiting_pods import WaitingPods

@@ -3,11 +3,13 @@
 Who calls it: tests of :mod:`kubesched.policy.remote` and of the SecurityAudit plugins with a remote engine,
 and anyone who wants to try a policy against the remote engine without an ``opa`` binary (none is packaged for
 our platforms, reference/opa-policy.md §5.5). It is real HTTP on 127.0.0.1 with an ephemeral port, served by
-aiohttp from a background thread with its own event loop, so synchronous tests can call it::
+aiohttp from a background thread with its own event loop, so that a test's own loop (or a synchronous test)
+can talk to it::
 
     with OpaTestServer(policies={"authz.rego": SOURCE}, data={"compliance": {...}}) as server:
         engine = RemoteOpaEngine(f"{server.url}/v1/data/kubesched/allow", timeout_seconds=1)
         server.faults.delay_seconds = 2.0   # faults can be switched at any time
+        asyncio.run(scenario(engine))       # awaits engine.decide(...), then engine.aclose()
 
 What it implements, with OPA's answers (reference/opa-policy.md §1): ``POST``/``GET /v1/data/{path}`` (200
 without ``result`` when undefined; an ``api_usage_warning`` warning when the body lacks ``input``;
@@ -75,6 +77,8 @@ class RecordedRequest:
     query: Mapping[str, str]
     authorization: str | None
     connection: int  # which connection carried it, numbered in the order of their first requests
+    client_port: int = 0  # the client's TCP port on that connection (ties a client socket to it)
+
 
 @dataclass
 class _Counters:
@@ -354,11 +358,18 @@ class OpaTestServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         connection = self._connection_number(request)
+        peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+        client_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else 0
         with self._lock:
             self._counters.requests += 1
             self._counters.log.append(
                 RecordedRequest(
-                    request.method, request.path, dict(request.query), request.headers.get("Authorization"), connection
+                    request.method,
+                    request.path,
+                    dict(request.query),
+                    request.headers.get("Authorization"),
+                    connection,
+                    client_port,
                 )
             )
         if request.path != "/health":

@@ -4,6 +4,8 @@ loader accepts the default configuration with them."""
 
 from __future__ import annotations
 
+import asyncio
+
 from pathlib import Path
 
 import pytest
@@ -100,5 +102,7 @@ def test_kubesched_plugins_need_their_files_and_construct_with_them(name: str) -
     assert registration.factory is not None and registration.args_type is not None
     with pytest.raises(ValidationFailed):
         registration.factory(registration.args_type(), PluginHandle())
-    plugin = registration.factory(registration.args_type(**KUBESCHED_ARGS[name]), PluginHandle())
+    handle = PluginHandle()
+    plugin = registration.factory(registration.args_type(**KUBESCHED_ARGS[name]), handle)
     assert plugin.name == name
+    asyncio.run(handle.aclose())  # the policy engine the plugin asked for

@@ -1,20 +1,26 @@
 """RemoteOpaEngine against real HTTP: the OPA test server (regorus behind OPA's REST API) and raw sockets.
 
-Every failure mode the remote engine must turn into a PolicyError or an UNDEFINED deny, the deadline, the
-keep-alive pool (one connection for many calls, TCP_NODELAY on it, stale connections replaced), bearer
-tokens that rotate, TLS with a CA bundle, one request per pod for a batch, and the revision. Nothing of
-ours is mocked: the server is a real aiohttp server on 127.0.0.1 and the scripted servers are real sockets.
+Every failure mode the remote engine must turn into a PolicyError or an UNDEFINED deny, the deadline over the
+whole call, the keep-alive pool (one connection for many calls, TCP_NODELAY on it, stale connections
+replaced), bearer tokens that rotate, TLS with a CA bundle, one request per pod for a batch, and the revision
+every Decision carries. Nothing of ours is mocked: the server is a real aiohttp server on 127.0.0.1 and the
+scripted servers are real sockets; httpx.MockTransport stands in only for faults no real server can produce
+(a library's own timeout, errors of a transport that is not ours). Every scenario runs in ``run_async``, which
+fails a test that leaves asyncio tasks behind, and closes its engines.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import datetime
 import ipaddress
 import os
 import shutil
 import socket
 import ssl
+import statistics
 import subprocess
 import threading
 import time
@@ -22,12 +28,14 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubesched.clock import VirtualClock
-from kubesched.framework.policy import Decision, PolicyError, undefined_decision
+from kubesched.framework.policy import Decision, PolicyClient, PolicyError, undefined_decision
+from kubesched.policy import remote
 from kubesched.policy.contract import batch_module, interpret_result
 from kubesched.policy.remote import (
     OpaHttpError,
@@ -79,8 +87,34 @@ def single(pod: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, Any]:
     return {"pod": pod, "node": target, "operation": "schedule", "time": "2026-01-01T00:00:00Z"}
 
 
-def batch(engine: RemoteOpaEngine, pod: Mapping[str, Any], targets: list[dict[str, Any]]) -> dict[str, Decision]:
-    return engine.decide_batch(pod, targets, target_kind="node", operation="schedule", time="2026-01-01T00:00:00Z")
+async def batch(
+    engine: RemoteOpaEngine, pod: Mapping[str, Any], targets: list[dict[str, Any]]
+) -> dict[str, Decision]:
+    return await engine.decide_batch(
+        pod, targets, target_kind="node", operation="schedule", time="2026-01-01T00:00:00Z"
+    )
+
+
+def bare(decision: Decision) -> Decision:
+    """The decision without its revision (tests of the answer itself; revisions have tests of their own)."""
+    return dataclasses.replace(decision, revision="")
+
+
+def bare_all(decisions: Mapping[str, Decision]) -> dict[str, Decision]:
+    return {name: bare(decision) for name, decision in decisions.items()}
+
+
+def closing(run_async: RunAsync[T], scenario: Coroutine[Any, Any, T], *engines: RemoteOpaEngine) -> T:
+    """Run ``scenario`` on a fresh loop and close the engines on that loop, whatever happens."""
+
+    async def run() -> T:
+        try:
+            return await scenario
+        finally:
+            for engine in engines:
+                await engine.aclose()
+
+    return run_async(run())
 
 
 @pytest.fixture
@@ -90,38 +124,53 @@ def server() -> Iterator[OpaTestServer]:
 
 
 @pytest.fixture
-def engine(server: OpaTestServer) -> Iterator[RemoteOpaEngine]:
-    with RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0) as client:
-        yield client
+def engine(server: OpaTestServer) -> RemoteOpaEngine:
+    # Built outside any event loop, as a plugin may be: the httpx client is created at first use.
+    return RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)
 
 
 # --------------------------------------------------------------------------------------------- decisions
 
 
-def test_decide_returns_the_policy_answer_with_reasons(engine: RemoteOpaEngine) -> None:
-    assert engine.decide(single(ALLOWED_POD, node("n1"))) == Decision(True)
-    denied = engine.decide(single(FORBIDDEN_POD, node("n1", compliant="false")))
-    assert denied == Decision(False, ("namespace is forbidden", "node is not compliant"))
+def test_the_engine_is_a_policy_client(engine: RemoteOpaEngine) -> None:
+    assert isinstance(engine, PolicyClient)
+    assert engine.kind == "remote"
+
+
+def test_decide_returns_the_policy_answer_with_reasons(engine: RemoteOpaEngine, run_async: RunAsync[Any]) -> None:
+    async def scenario() -> tuple[Decision, Decision]:
+        allowed = await engine.decide(single(ALLOWED_POD, node("n1")))
+        denied = await engine.decide(single(FORBIDDEN_POD, node("n1", compliant="false")))
+        return allowed, denied
+
+    allowed, denied = closing(run_async, scenario(), engine)
+    assert bare(allowed) == Decision(True)
+    assert bare(denied) == Decision(False, ("namespace is forbidden", "node is not compliant"))
 
 
 def test_every_query_asks_for_strict_builtin_errors_and_provenance(
-    server: OpaTestServer, engine: RemoteOpaEngine
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
 ) -> None:
-    engine.decide(single(ALLOWED_POD, node("n1")))
-    batch(engine, ALLOWED_POD, [node("n1")])
+    async def scenario() -> None:
+        await engine.decide(single(ALLOWED_POD, node("n1")))
+        await batch(engine, ALLOWED_POD, [node("n1")])
+
+    closing(run_async, scenario(), engine)
     reads = [r for r in server.request_log() if r.method == "POST"]
     assert len(reads) == 2
     assert all(r.query == {"strict-builtin-errors": "true", "provenance": "true"} for r in reads)
 
 
 @pytest.mark.parametrize("logging_on", [pytest.param(True, id="logging-on-keeps-id"), pytest.param(False, id="off")])
-def test_decision_id_is_kept_when_opa_sends_one(logging_on: bool) -> None:
-    with (
-        OpaTestServer(policies={"authz.rego": POLICY}, decision_logging=logging_on) as server,
-        RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0) as engine,
-    ):
-        decision = engine.decide(single(ALLOWED_POD, node("n1")))
-        decisions = batch(engine, ALLOWED_POD, [node("n1"), node("n2")])
+def test_decision_id_is_kept_when_opa_sends_one(logging_on: bool, run_async: RunAsync[Any]) -> None:
+    with OpaTestServer(policies={"authz.rego": POLICY}, decision_logging=logging_on) as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)
+
+        async def scenario() -> tuple[Decision, dict[str, Decision]]:
+            decision = await engine.decide(single(ALLOWED_POD, node("n1")))
+            return decision, await batch(engine, ALLOWED_POD, [node("n1"), node("n2")])
+
+        decision, decisions = closing(run_async, scenario(), engine)
     assert decision.allowed
     if logging_on:
         assert decision.decision_id and len(decision.decision_id) == 36
@@ -132,29 +181,36 @@ def test_decision_id_is_kept_when_opa_sends_one(logging_on: bool) -> None:
         assert all(d.decision_id is None for d in decisions.values())
 
 
-def test_a_document_that_does_not_exist_is_an_undefined_deny(server: OpaTestServer) -> None:
-    with RemoteOpaEngine(server.url + "/v1/data/no/such/rule", timeout_seconds=2.0) as engine:
-        decision = engine.decide(single(ALLOWED_POD, node("n1")))
-    assert decision == undefined_decision()
+def test_a_document_that_does_not_exist_is_an_undefined_deny(server: OpaTestServer, run_async: RunAsync[Any]) -> None:
+    engine = RemoteOpaEngine(server.url + "/v1/data/no/such/rule", timeout_seconds=2.0)
+    decision = closing(run_async, engine.decide(single(ALLOWED_POD, node("n1"))), engine)
+    assert bare(decision) == undefined_decision()
+    assert decision.undefined and not decision.allowed
 
 
-def test_decision_path_can_be_given_apart_from_the_base_url(server: OpaTestServer) -> None:
-    with RemoteOpaEngine(server.url, decision_path="kubernetes/authz", timeout_seconds=2.0) as engine:
-        assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed
-        assert engine.endpoint == server.url + DECISION
+def test_decision_path_can_be_given_apart_from_the_base_url(server: OpaTestServer, run_async: RunAsync[Any]) -> None:
+    engine = RemoteOpaEngine(server.url, decision_path="kubernetes/authz", timeout_seconds=2.0)
+    assert closing(run_async, engine.decide(single(ALLOWED_POD, node("n1"))), engine).allowed
+    assert engine.endpoint == server.url + DECISION
     with pytest.raises(PolicyError, match="another document"):
         RemoteOpaEngine(server.url + "/v1/data/other", decision_path="kubernetes/authz", timeout_seconds=1.0)
 
 
-def test_an_evaluation_error_is_a_policy_error_with_opas_code(server: OpaTestServer) -> None:
+def test_an_evaluation_error_is_a_policy_error_with_opas_code(server: OpaTestServer, run_async: RunAsync[Any]) -> None:
     server.put_policy("broken.rego", "package broken\n\nimport rego.v1\n\nallow if to_number(input.n) > 1\n")
-    with RemoteOpaEngine(server.url + "/v1/data/broken/allow", timeout_seconds=2.0) as engine:
-        assert engine.decide({"n": "2"}).allowed
+    engine = RemoteOpaEngine(server.url + "/v1/data/broken/allow", timeout_seconds=2.0)
+
+    async def scenario() -> OpaHttpError:
+        assert (await engine.decide({"n": "2"})).allowed
         with pytest.raises(OpaHttpError) as caught:
-            engine.decide({"n": "two"})
-    assert caught.value.status == 500
-    assert caught.value.code == "internal_error"
-    assert "internal_error" in str(caught.value)
+            await engine.decide({"n": "two"})
+        return caught.value
+
+    error = closing(run_async, scenario(), engine)
+    assert error.status == 500
+    assert error.code == "internal_error"
+    assert "internal_error" in str(error)
+    assert "answered POST /v1/data/broken/allow with 500" in str(error)
 
 
 # ---------------------------------------------------------------------------------------------- faults
@@ -171,76 +227,150 @@ FAULTS = [
 
 @pytest.mark.parametrize(("faults", "error"), FAULTS)
 def test_single_decision_faults(
-    server: OpaTestServer, engine: RemoteOpaEngine, faults: dict[str, Any], error: str | None
+    server: OpaTestServer,
+    engine: RemoteOpaEngine,
+    faults: dict[str, Any],
+    error: str | None,
+    run_async: RunAsync[None],
 ) -> None:
-    assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed  # the same call works without the fault
-    for name, value in faults.items():
-        setattr(server.faults, name, value)
-    if error is None:
-        assert engine.decide(single(ALLOWED_POD, node("n1"))) == undefined_decision()
-    else:
-        with pytest.raises(PolicyError, match=error):
-            engine.decide(single(ALLOWED_POD, node("n1")))
+    async def scenario() -> None:
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed  # the same call works without the fault
+        for name, value in faults.items():
+            setattr(server.faults, name, value)
+        if error is None:
+            assert bare(await engine.decide(single(ALLOWED_POD, node("n1")))) == undefined_decision()
+        else:
+            with pytest.raises(PolicyError, match=error):
+                await engine.decide(single(ALLOWED_POD, node("n1")))
+
+    closing(run_async, scenario(), engine)
 
 
 @pytest.mark.parametrize(("faults", "error"), FAULTS)
 def test_batch_faults(
-    server: OpaTestServer, engine: RemoteOpaEngine, faults: dict[str, Any], error: str | None
+    server: OpaTestServer,
+    engine: RemoteOpaEngine,
+    faults: dict[str, Any],
+    error: str | None,
+    run_async: RunAsync[None],
 ) -> None:
     nodes = [node("n1"), node("n2")]
-    assert all(d.allowed for d in batch(engine, ALLOWED_POD, nodes).values())
-    for name, value in faults.items():
-        setattr(server.faults, name, value)
-    if error is None:
-        undefined = batch(engine, ALLOWED_POD, nodes)
-        assert undefined == {"n1": undefined_decision(), "n2": undefined_decision()}
-    else:
-        with pytest.raises(PolicyError, match="object keyed by node name" if error == "string" else error):
-            batch(engine, ALLOWED_POD, nodes)
+
+    async def scenario() -> None:
+        assert all(d.allowed for d in (await batch(engine, ALLOWED_POD, nodes)).values())
+        for name, value in faults.items():
+            setattr(server.faults, name, value)
+        if error is None:
+            undefined = await batch(engine, ALLOWED_POD, nodes)
+            assert bare_all(undefined) == {"n1": undefined_decision(), "n2": undefined_decision()}
+        else:
+            with pytest.raises(PolicyError, match="object keyed by node name" if error == "string" else error):
+                await batch(engine, ALLOWED_POD, nodes)
+
+    closing(run_async, scenario(), engine)
 
 
-def test_http_error_keeps_status_code_and_message(server: OpaTestServer, engine: RemoteOpaEngine) -> None:
+def test_http_error_keeps_status_code_and_message(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[Any]
+) -> None:
     server.faults.status_code = 500
-    with pytest.raises(OpaHttpError) as caught:
-        engine.decide({})
-    error = caught.value
+
+    async def scenario() -> OpaHttpError:
+        with pytest.raises(OpaHttpError) as caught:
+            await engine.decide({})
+        return caught.value
+
+    error = closing(run_async, scenario(), engine)
     assert (error.status, error.code, error.opa_message) == (500, "internal_error", "injected fault")
 
 
-def test_library_exceptions_are_chained_not_leaked(server: OpaTestServer, engine: RemoteOpaEngine) -> None:
+def causes(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def test_library_exceptions_are_chained_not_leaked(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[Any]
+) -> None:
     server.faults.reset_connection = True
-    with pytest.raises(OpaTransportError) as caught:
-        engine.decide({})
-    assert isinstance(caught.value.__cause__, ConnectionError)
-    assert not caught.value.timed_out
+
+    async def scenario() -> OpaTransportError:
+        with pytest.raises(OpaTransportError) as caught:
+            await engine.decide({})
+        return caught.value
+
+    error = closing(run_async, scenario(), engine)
+    assert isinstance(error.__cause__, httpx.TransportError)  # the library's exception, chained
+    assert any(isinstance(cause, ConnectionResetError) for cause in causes(error))  # and what it was made of
+    assert not error.timed_out
+    assert f"OPA at {server.url} reset the connection while waiting for the answer (POST {DECISION})" == str(error)
 
 
-def test_connection_refused_is_a_policy_error() -> None:
+def test_connection_refused_is_a_policy_error(run_async: RunAsync[None]) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with (
-        RemoteOpaEngine(f"http://127.0.0.1:{port}{DECISION}", timeout_seconds=1.0) as engine,
-        pytest.raises(OpaTransportError, match="refused the connection"),
-    ):
-        engine.decide({})
+    engine = RemoteOpaEngine(f"http://127.0.0.1:{port}{DECISION}", timeout_seconds=1.0)
+
+    async def scenario() -> None:
+        with pytest.raises(OpaTransportError, match=f"OPA at http://127.0.0.1:{port} refused the connection"):
+            await engine.decide({})
+
+    closing(run_async, scenario(), engine)
 
 
 @pytest.mark.parametrize(
     "payload",
     [pytest.param({"bad": {1, 2}}, id="a-set-is-not-json"), pytest.param({"bad": float("nan")}, id="nan-is-not-json")],
 )
-def test_input_that_is_not_json_is_a_policy_error(engine: RemoteOpaEngine, payload: dict[str, Any]) -> None:
-    with pytest.raises(PolicyError, match="cannot be sent as JSON"):
-        engine.decide(payload)
+def test_input_that_is_not_json_is_a_policy_error(
+    engine: RemoteOpaEngine, payload: dict[str, Any], run_async: RunAsync[None]
+) -> None:
+    async def scenario() -> None:
+        with pytest.raises(PolicyError, match="cannot be sent as JSON"):
+            await engine.decide(payload)
+
+    closing(run_async, scenario(), engine)
 
 
-def test_a_closed_engine_refuses_calls(server: OpaTestServer) -> None:
+def test_a_closed_engine_refuses_calls(server: OpaTestServer, run_async: RunAsync[None]) -> None:
     engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=1.0)
-    engine.decide({})
-    engine.close()
-    with pytest.raises(PolicyError, match="closed"):
-        engine.decide({})
+    never_used = RemoteOpaEngine(server.url + DECISION, timeout_seconds=1.0)
+
+    async def scenario() -> None:
+        await engine.decide({})
+        await engine.aclose()
+        await engine.aclose()  # idempotent
+        with pytest.raises(PolicyError, match="closed"):
+            await engine.decide({})
+        with pytest.raises(PolicyError, match="closed"):
+            await batch(engine, ALLOWED_POD, [node("a")])
+        await never_used.aclose()
+        with pytest.raises(PolicyError, match="closed"):
+            await never_used.decide({})
+
+    run_async(scenario())
+    assert server.requests == 1
+
+
+def test_the_client_is_made_in_the_loop_and_bound_to_it(server: OpaTestServer, run_async: RunAsync[None]) -> None:
+    async def scenario() -> None:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)  # built inside the loop this time
+        try:
+            assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+            with pytest.raises(PolicyError, match="bound to the event loop"):
+                # Another loop, in a worker thread: the pool's connections belong to this one.
+                await asyncio.to_thread(asyncio.run, engine.decide({}))
+            assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+        finally:
+            await engine.aclose()
+
+    run_async(scenario())
+    assert server.requests == 2
 
 
 @pytest.mark.parametrize(
@@ -250,6 +380,8 @@ def test_a_closed_engine_refuses_calls(server: OpaTestServer) -> None:
         pytest.param("http://opa:8181/v0/data/x", {}, "v1 Data API", id="v0-api"),
         pytest.param("http://opa:8181/v1/data/", {}, "v1 Data API", id="no-document"),
         pytest.param("http://opa:8181/v1/data/x", {"timeout_seconds": 0}, "positive", id="zero-timeout"),
+        pytest.param("http://opa:8181/v1/data/x", {"pool_size": 0}, "pool_size", id="zero-pool"),
+        pytest.param("http://opa:8181/v1/data/x", {"revision_ttl_seconds": -1}, "zero or more", id="negative-ttl"),
         pytest.param("http://opa:8181/v1/data/x", {"ca_file": "/ca.pem"}, "not https", id="ca-file-on-http"),
         pytest.param(
             "http://opa:8181/v1/data/x",
@@ -269,18 +401,45 @@ def test_configuration_errors_are_policy_errors(endpoint: str, options: dict[str
 # -------------------------------------------------------------------------------------------- deadline
 
 
-def test_deadline_cuts_a_slow_answer_short(server: OpaTestServer) -> None:
+def test_deadline_cuts_a_slow_answer_short(server: OpaTestServer, run_async: RunAsync[Any]) -> None:
     server.faults.delay_seconds = 2.0
-    with RemoteOpaEngine(server.url + DECISION, timeout_seconds=0.2) as engine:
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=0.2)
+
+    async def scenario() -> tuple[OpaTransportError, float, int, int]:
         answered_before = server.answered
         started = time.monotonic()
         with pytest.raises(OpaTransportError, match=r"timed out after 0\.2s while waiting for the answer") as caught:
-            engine.decide(single(ALLOWED_POD, node("n1")))
-        elapsed = time.monotonic() - started
-        answered_at_return = server.answered
-    assert caught.value.timed_out
+            await engine.decide(single(ALLOWED_POD, node("n1")))
+        return caught.value, time.monotonic() - started, answered_before, server.answered
+
+    error, elapsed, answered_before, answered_at_return = closing(run_async, scenario(), engine)
+    assert error.timed_out
+    assert isinstance(error.__cause__, TimeoutError)
+    assert str(error).endswith(f"(POST {DECISION})")
     assert elapsed < 1.0
     assert server.requests >= 1 and answered_at_return == answered_before  # we left before the server answered
+
+
+def test_deadline_covers_the_batch_module_install_and_the_query_together(
+    server: OpaTestServer, run_async: RunAsync[Any]
+) -> None:
+    server.faults.delay_seconds = 0.3  # every request takes 0.3 s; the PUT and the POST together exceed 0.45 s
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=0.45)
+
+    async def scenario() -> tuple[OpaTransportError, float]:
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed  # one request fits in the deadline
+        started = time.monotonic()
+        with pytest.raises(OpaTransportError) as caught:
+            await batch(engine, ALLOWED_POD, [node("a")])
+        return caught.value, time.monotonic() - started
+
+    error, elapsed = closing(run_async, scenario(), engine)
+    assert error.timed_out
+    assert "timed out after 0.45s while waiting for the answer (POST /v1/data/kubesched/batch/node_decisions)" in str(
+        error
+    )
+    assert elapsed < 0.45 + 0.25
+    assert [r.method for r in server.request_log()] == ["POST", "PUT", "POST"]
 
 
 class ScriptedServer:
@@ -337,7 +496,7 @@ def read_request(connection: socket.socket) -> bytes:
     return head
 
 
-def test_deadline_bounds_the_whole_call_even_when_the_answer_trickles_in() -> None:
+def test_deadline_bounds_the_whole_call_even_when_the_answer_trickles_in(run_async: RunAsync[Any]) -> None:
     answer = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 16\r\n\r\n{"result": true}'
     stopped = threading.Event()
 
@@ -348,12 +507,20 @@ def test_deadline_bounds_the_whole_call_even_when_the_answer_trickles_in() -> No
                 return
             connection.sendall(bytes([byte]))
 
-    with ScriptedServer(trickle) as scripted, RemoteOpaEngine(scripted.url + DECISION, timeout_seconds=0.3) as engine:
-        started = time.monotonic()
-        with pytest.raises(OpaTransportError, match="timed out"):
-            engine.decide({})
-        elapsed = time.monotonic() - started
-        stopped.set()
+    with ScriptedServer(trickle) as scripted:
+        engine = RemoteOpaEngine(scripted.url + DECISION, timeout_seconds=0.3)
+
+        async def scenario() -> tuple[OpaTransportError, float]:
+            started = time.monotonic()
+            with pytest.raises(OpaTransportError, match=r"timed out after 0\.3s") as caught:
+                await engine.decide({})
+            return caught.value, time.monotonic() - started
+
+        try:
+            error, elapsed = closing(run_async, scenario(), engine)
+        finally:
+            stopped.set()
+    assert error.timed_out
     assert elapsed < 1.0  # the answer takes ~1.7 s to arrive; a per-read timeout alone would wait for all of it
 
 
@@ -364,102 +531,304 @@ def test_deadline_bounds_the_whole_call_even_when_the_answer_trickles_in() -> No
         pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n[1]\n", "not an object", id="body-not-object"),
         pytest.param(b"SMTP ready\r\n\r\n", "malformed HTTP answer", id="not-http"),
         pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}", "middle of the answer", id="cut-short"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: 10", "middle of the answer", id="cut-in-the-head"),
         pytest.param(b"", "closed the connection without answering", id="closed-without-answer"),
         pytest.param(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 3\r\n\r\nbad", "502 Bad Gateway", id="http-502"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nnope",
+            "malformed HTTP answer",
+            id="bad-gzip",
+        ),
     ],
 )
-def test_broken_answers_are_policy_errors(answer: bytes, error: str) -> None:
+def test_broken_answers_are_policy_errors(answer: bytes, error: str, run_async: RunAsync[None]) -> None:
     def reply(connection: socket.socket) -> None:
         read_request(connection)
         connection.sendall(answer)
 
-    with (
-        ScriptedServer(reply) as scripted,
-        RemoteOpaEngine(scripted.url + DECISION, timeout_seconds=2.0) as engine,
-        pytest.raises(PolicyError, match=error),
-    ):
-        engine.decide({})
+    with ScriptedServer(reply) as scripted:
+        engine = RemoteOpaEngine(scripted.url + DECISION, timeout_seconds=2.0)
+
+        async def scenario() -> None:
+            with pytest.raises(PolicyError, match=error) as caught:
+                await engine.decide({})
+            assert str(caught.value).startswith(f"OPA at {scripted.url}")
+            assert str(caught.value).endswith(f"(POST {DECISION})") or "answered" in str(caught.value)
+
+        closing(run_async, scenario(), engine)
+    assert engine.stale_retries == 0  # each answer came on a connection opened for it: nothing is sent twice
+
+
+# ---------------------------------------------------------------------- faults no real server can produce
+
+
+def mock_engine(handler: Callable[[httpx.Request], httpx.Response]) -> tuple[RemoteOpaEngine, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return handler(request)
+
+    engine = RemoteOpaEngine(
+        "http://opa.invalid:8181" + DECISION, timeout_seconds=2.0, transport=httpx.MockTransport(recording)
+    )
+    return engine, seen
+
+
+@pytest.mark.parametrize(
+    ("raised", "kind", "message", "timed_out"),
+    [
+        pytest.param(httpx.ReadTimeout("read timed out"), OpaTransportError, "timed out", True, id="library-timeout"),
+        pytest.param(httpx.ProxyError("no proxy"), OpaTransportError, "connection error: no proxy", False, id="proxy"),
+        pytest.param(
+            httpx.LocalProtocolError("bad header"), PolicyError, "cannot send POST", False, id="local-protocol-error"
+        ),
+        pytest.param(
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            OpaTransportError,
+            "malformed HTTP answer",
+            False,
+            id="foreign-transport-disconnect-is-not-retried",
+        ),
+    ],
+)
+def test_library_errors_of_a_foreign_transport_are_policy_errors(
+    raised: httpx.HTTPError, kind: type[PolicyError], message: str, timed_out: bool, run_async: RunAsync[None]
+) -> None:
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise raised
+
+    engine, seen = mock_engine(fail)
+
+    async def scenario() -> None:
+        with pytest.raises(kind, match=message) as caught:
+            await engine.decide({})
+        assert caught.value.__cause__ is raised
+        assert isinstance(caught.value, OpaTransportError) == (kind is OpaTransportError)
+        if isinstance(caught.value, OpaTransportError):
+            assert caught.value.timed_out == timed_out
+        assert str(caught.value).endswith(f"(POST {DECISION})") or "cannot send" in str(caught.value)
+
+    closing(run_async, scenario(), engine)
+    assert len(seen) == 1  # whether a foreign transport's connection was reused is unknown: never retried
+    assert engine.stale_retries == 0 and engine.connections_opened == 0
+
+
+def test_a_foreign_transport_sees_the_data_api_request(run_async: RunAsync[Decision]) -> None:
+    engine, seen = mock_engine(lambda request: httpx.Response(200, json={"result": True}))
+    decision = closing(run_async, engine.decide({"pod": {}}), engine)
+    assert decision.allowed
+    (request,) = seen
+    assert (request.method, request.url.path) == ("POST", DECISION)
+    assert dict(request.url.params) == {"strict-builtin-errors": "true", "provenance": "true"}
+    assert request.content == b'{"input":{"pod":{}}}'
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["user-agent"].startswith("kubesched/")
 
 
 # ------------------------------------------------------------------------------------------ keep-alive
 
 
-def test_many_calls_share_one_keep_alive_connection(server: OpaTestServer, engine: RemoteOpaEngine) -> None:
-    for _ in range(50):
-        assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed
+def test_many_calls_share_one_keep_alive_connection(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
+) -> None:
+    async def scenario() -> None:
+        for _ in range(50):
+            assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+
+    closing(run_async, scenario(), engine)
     assert server.requests == 50
     assert server.connections == 1
     assert engine.connections_opened == 1
     assert {r.connection for r in server.request_log()} == {1}
 
 
-def test_tcp_nodelay_is_set_on_the_client_socket(engine: RemoteOpaEngine) -> None:
-    engine.decide({})
-    sockets = engine.idle_sockets()
-    assert len(sockets) == 1
-    assert sockets[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+def test_tcp_nodelay_is_set_on_the_socket_of_the_connection_to_the_server(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[Any]
+) -> None:
+    async def scenario() -> list[remote.PooledConnection]:
+        await engine.decide({})
+        return engine.pooled_connections()
+
+    pooled = closing(run_async, scenario(), engine)
+    assert len(pooled) == 1
+    assert pooled[0].nodelay  # read with getsockopt from the client's socket
+    assert pooled[0].tls_version is None
+    assert [r.client_port for r in server.request_log()] == [pooled[0].local_port]  # the very connection served
+
+
+def test_the_socket_options_are_the_engines_own(
+    server: OpaTestServer, run_async: RunAsync[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # asyncio sets TCP_NODELAY by itself; turning it off through the engine's options shows they are applied
+    # (after asyncio's), so TCP_NODELAY does not depend on the event loop implementation.
+    monkeypatch.setattr(remote, "SOCKET_OPTIONS", [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)])
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)
+
+    async def scenario() -> list[remote.PooledConnection]:
+        await engine.decide({})
+        return engine.pooled_connections()
+
+    (pooled,) = closing(run_async, scenario(), engine)
+    assert not pooled.nodelay
+
+
+def test_a_request_goes_out_in_one_write_so_no_delayed_ack_stalls_it(
+    server: OpaTestServer, run_async: RunAsync[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without TCP_NODELAY a request written as head, then body, waits for the server's delayed ACK (~40 ms)
+    # before the body leaves; written at once, it does not wait even then.
+    monkeypatch.setattr(remote, "SOCKET_OPTIONS", [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)])
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)
+
+    async def scenario() -> float:
+        await engine.decide(single(ALLOWED_POD, node("n1")))
+        samples = []
+        for _ in range(9):
+            started = time.monotonic()
+            assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+            samples.append(time.monotonic() - started)
+        return statistics.median(samples)
+
+    assert closing(run_async, scenario(), engine) < 0.02
+    assert engine.connections_opened == 1
 
 
 def test_a_reused_connection_closed_by_the_server_is_retried_once(
-    server: OpaTestServer, engine: RemoteOpaEngine
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
 ) -> None:
-    engine.decide({})
-    server.faults.reset_requests = 1  # the next request on the kept-alive connection is dropped unanswered
-    assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed
+    async def scenario() -> None:
+        await engine.decide({})
+        server.faults.reset_requests = 1  # the next request on the kept-alive connection is dropped unanswered
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+
+    closing(run_async, scenario(), engine)
     assert engine.stale_retries == 1
     assert server.requests == 3
     assert server.connections == 2
+    assert engine.connections_opened == 2
 
 
-def test_a_reused_connection_is_retried_only_once(server: OpaTestServer, engine: RemoteOpaEngine) -> None:
-    engine.decide({})
-    server.faults.reset_connection = True
-    with pytest.raises(OpaTransportError, match="reset"):
-        engine.decide({})
+def test_a_reused_connection_is_retried_only_once(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
+) -> None:
+    async def scenario() -> None:
+        await engine.decide({})
+        server.faults.reset_connection = True
+        with pytest.raises(OpaTransportError, match="reset"):
+            await engine.decide({})
+
+    closing(run_async, scenario(), engine)
     assert server.requests == 3  # the first call, the request, one retry: never a third send
+    assert engine.stale_retries == 1
 
 
-def test_a_fresh_connection_that_fails_is_not_retried(server: OpaTestServer, engine: RemoteOpaEngine) -> None:
+def test_the_retry_goes_out_on_a_new_connection_not_another_idle_one(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
+) -> None:
+    async def scenario() -> None:
+        # Two idle connections in the pool.
+        await asyncio.gather(*(engine.decide(single(ALLOWED_POD, node("n"))) for _ in range(2)))
+        assert engine.connections_opened == 2
+        server.faults.reset_requests = 1
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+
+    closing(run_async, scenario(), engine)
+    assert engine.stale_retries == 1
+    assert engine.connections_opened == 3
+    log = server.request_log()
+    assert log[-1].connection == 3  # neither of the old connections
+
+
+def test_an_answer_partly_received_is_not_sent_again(run_async: RunAsync[None]) -> None:
+    answers = iter(
+        [
+            b'HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n{"result": true}',
+            b'HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n{"res',  # then the connection is closed
+        ]
+    )
+    requests = []
+
+    def keep_alive(connection: socket.socket) -> None:
+        for answer in answers:  # both on one connection, which is closed after the second, partial, answer
+            requests.append(read_request(connection))
+            connection.sendall(answer)
+
+    with ScriptedServer(keep_alive) as scripted:
+        engine = RemoteOpaEngine(scripted.url + DECISION, timeout_seconds=2.0)
+
+        async def scenario() -> None:
+            assert (await engine.decide({})).allowed
+            with pytest.raises(OpaTransportError, match="middle of the answer"):
+                await engine.decide({})
+
+        closing(run_async, scenario(), engine)
+    assert len(requests) == 2
+    assert engine.stale_retries == 0
+
+
+def test_a_fresh_connection_that_fails_is_not_retried(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
+) -> None:
     server.faults.reset_requests = 1
-    with pytest.raises(OpaTransportError, match="reset"):
-        engine.decide({})
+
+    async def scenario() -> None:
+        with pytest.raises(OpaTransportError, match="reset"):
+            await engine.decide({})
+
+    closing(run_async, scenario(), engine)
     assert server.requests == 1
     assert engine.stale_retries == 0
 
 
-def test_connections_to_a_restarted_opa_are_replaced_without_a_failed_request() -> None:
-    with OpaTestServer(policies={"authz.rego": POLICY}) as first:
-        port = first.port
-        engine = RemoteOpaEngine(first.url + DECISION, timeout_seconds=2.0)
-        assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed
-    with OpaTestServer(policies={"authz.rego": POLICY}, port=port) as second, engine:
-        assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed
-        assert second.requests == 1  # the dead connection was noticed before sending, not by a failed request
-        assert engine.stale_retries == 0
-        assert engine.connections_opened == 2
+def test_connections_to_a_restarted_opa_are_replaced_without_a_failed_request(run_async: RunAsync[Any]) -> None:
+    first = OpaTestServer(policies={"authz.rego": POLICY}).start()
+    servers = [first]
+    engine = RemoteOpaEngine(first.url + DECISION, timeout_seconds=2.0)
+
+    async def scenario() -> OpaTestServer:
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+        first.stop()  # closes the idle keep-alive connection
+        second = OpaTestServer(policies={"authz.rego": POLICY}, port=first.port).start()
+        servers.append(second)
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+        return second
+
+    try:
+        second = closing(run_async, scenario(), engine)
+    finally:
+        for running in servers:
+            running.stop()
+    assert second.requests == 1  # the dead connection was noticed before sending, not by a failed request
+    assert engine.stale_retries == 0
+    assert engine.connections_opened == 2
 
 
-def test_concurrent_async_callers_get_separate_connections(
+def test_concurrent_callers_get_separate_connections(
     server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[list[Decision]]
 ) -> None:
-    import asyncio
-
     async def many() -> list[Decision]:
-        calls = [engine.decide_async(single(ALLOWED_POD if i % 2 else FORBIDDEN_POD, node("n"))) for i in range(16)]
+        calls = [engine.decide(single(ALLOWED_POD if i % 2 else FORBIDDEN_POD, node("n"))) for i in range(16)]
         return list(await asyncio.gather(*calls))
 
-    decisions = run_async(many())
+    decisions = closing(run_async, many(), engine)
     assert [d.allowed for d in decisions] == [bool(i % 2) for i in range(16)]
     assert server.requests == 16
+    assert engine.connections_opened == 16  # nobody waited for another caller's connection
+    assert server.connections == 16
 
 
-def test_decide_batch_async(engine: RemoteOpaEngine, run_async: RunAsync[dict[str, Decision]]) -> None:
-    decisions = run_async(
-        engine.decide_batch_async(
-            ALLOWED_POD, [node("a"), node("b", compliant="false")], target_kind="node", operation="schedule", time="t"
-        )
-    )
-    assert decisions == {"a": Decision(True), "b": Decision(False, ("node is not compliant",))}
+def test_concurrent_batches_install_the_module_once(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[list[dict[str, Decision]]]
+) -> None:
+    async def many() -> list[dict[str, Decision]]:
+        calls = [batch(engine, ALLOWED_POD, [node("a"), node("b", compliant="false")]) for _ in range(8)]
+        return list(await asyncio.gather(*calls))
+
+    answers = closing(run_async, many(), engine)
+    expected = {"a": Decision(True), "b": Decision(False, ("node is not compliant",))}
+    assert all(bare_all(answer) == expected for answer in answers)
+    assert [r.method for r in server.request_log()].count("PUT") == 1
 
 
 # ---------------------------------------------------------------------------------------------- tokens
@@ -472,38 +841,68 @@ def write_token(path: Path, token: str) -> None:
     os.replace(staged, path)
 
 
-def test_token_is_sent_and_re_read_at_most_once_a_second_after_rotation(tmp_path: Path) -> None:
+def test_token_is_sent_and_re_read_at_most_once_a_second_after_rotation(
+    tmp_path: Path, run_async: RunAsync[None]
+) -> None:
     token_file = tmp_path / "token"
     write_token(token_file, "first")
     clock = VirtualClock()
-    with (
-        OpaTestServer(policies={"authz.rego": POLICY}) as server,
-        RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, token_file=str(token_file), clock=clock) as engine,
-    ):
-        engine.decide({})
-        write_token(token_file, "second")
-        engine.decide({})  # within the second: the file is not looked at again
-        clock.advance(1.0)
-        engine.decide({})
-        clock.advance(5.0)
-        engine.decide({})
+    with OpaTestServer(policies={"authz.rego": POLICY}) as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, token_file=str(token_file), clock=clock)
+
+        async def scenario() -> None:
+            await engine.decide({})
+            write_token(token_file, "second")
+            await engine.decide({})  # within the second: the file is not looked at again
+            clock.advance(1.0)
+            await engine.decide({})
+            clock.advance(5.0)
+            await engine.decide({})
+
+        closing(run_async, scenario(), engine)
         sent = [r.authorization for r in server.request_log()]
     assert sent == ["Bearer first", "Bearer first", "Bearer second", "Bearer second"]
 
 
-def test_a_401_makes_the_next_call_re_read_the_token(tmp_path: Path) -> None:
+def test_the_token_file_is_read_off_the_event_loop(
+    tmp_path: Path, server: OpaTestServer, run_async: RunAsync[None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token_file = tmp_path / "token"
+    write_token(token_file, "t")
+    readers: list[int] = []
+    real_open = open
+
+    def watching_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file) == str(token_file):
+            readers.append(threading.get_ident())
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", watching_open)
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, token_file=str(token_file))
+
+    async def scenario() -> None:
+        await engine.decide({})
+        assert readers and threading.get_ident() not in readers
+
+    closing(run_async, scenario(), engine)
+
+
+def test_a_401_makes_the_next_call_re_read_the_token(tmp_path: Path, run_async: RunAsync[None]) -> None:
     token_file = tmp_path / "token"
     write_token(token_file, "old")
     clock = VirtualClock()
-    with (
-        OpaTestServer(policies={"authz.rego": POLICY}, token="new") as server,
-        RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, token_file=str(token_file), clock=clock) as engine,
-    ):
-        with pytest.raises(OpaHttpError, match=r"401.*unauthorized") as caught:
-            engine.decide({})
-        assert caught.value.status == 401
-        write_token(token_file, "new")
-        assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed  # no clock advance needed after a 401
+    with OpaTestServer(policies={"authz.rego": POLICY}, token="new") as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, token_file=str(token_file), clock=clock)
+
+        async def scenario() -> None:
+            with pytest.raises(OpaHttpError, match=r"401.*unauthorized") as caught:
+                await engine.decide({})
+            assert caught.value.status == 401
+            write_token(token_file, "new")
+            # no clock advance needed after a 401
+            assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+
+        closing(run_async, scenario(), engine)
 
 
 @pytest.mark.parametrize(
@@ -514,17 +913,22 @@ def test_a_401_makes_the_next_call_re_read_the_token(tmp_path: Path) -> None:
         pytest.param("two tokens", "more than one token", id="whitespace-inside"),
     ],
 )
-def test_unusable_token_files_are_policy_errors(tmp_path: Path, content: str | None, error: str) -> None:
+def test_unusable_token_files_are_policy_errors(
+    tmp_path: Path, content: str | None, error: str, run_async: RunAsync[None]
+) -> None:
     token_file = tmp_path / "token"
     if content is not None:
         token_file.write_text(content)
-    with (
-        OpaTestServer(policies={"authz.rego": POLICY}) as server,
-        RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, token_file=str(token_file)) as engine,
-        pytest.raises(PolicyError, match=error),
-    ):
-        engine.decide({})
-    assert server.requests == 0
+    with OpaTestServer(policies={"authz.rego": POLICY}) as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, token_file=str(token_file))
+
+        async def scenario() -> None:
+            for _ in range(2):  # and again at the next call: an unusable file is never remembered as a token
+                with pytest.raises(PolicyError, match=error):
+                    await engine.decide({})
+
+        closing(run_async, scenario(), engine)
+        assert server.requests == 0
 
 
 # ------------------------------------------------------------------------------------------------- TLS
@@ -647,85 +1051,109 @@ CERTIFICATE_MAKERS = [
 
 @pytest.mark.parametrize("make_certificates", CERTIFICATE_MAKERS)
 def test_tls_with_a_ca_bundle(
-    tmp_path: Path, make_certificates: Callable[[Path], tuple[Path, Path, Path]]
+    tmp_path: Path, make_certificates: Callable[[Path], tuple[Path, Path, Path]], run_async: RunAsync[None]
 ) -> None:
     ca_file, cert_file, key_file = make_certificates(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
     with OpaTestServer(policies={"authz.rego": POLICY}, ssl_context=context) as server:
         assert server.url.startswith("https://")
-        with RemoteOpaEngine(server.url + DECISION, timeout_seconds=5.0, ca_file=str(ca_file)) as engine:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=5.0, ca_file=str(ca_file))
+        untrusting = RemoteOpaEngine(server.url + DECISION, timeout_seconds=5.0)
+
+        async def scenario() -> None:
             for _ in range(3):
-                assert engine.decide(single(ALLOWED_POD, node("n1"))).allowed
+                assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
             assert server.connections == 1
-            assert isinstance(engine.idle_sockets()[0], ssl.SSLSocket)
-        with (
-            RemoteOpaEngine(server.url + DECISION, timeout_seconds=5.0) as untrusting,
-            pytest.raises(OpaTransportError, match="certificate verification failed"),
-        ):
-            untrusting.decide({})
+            (pooled,) = engine.pooled_connections()
+            assert pooled.tls_version is not None and pooled.tls_version.startswith("TLS")
+            assert pooled.nodelay
+            with pytest.raises(OpaTransportError, match="certificate verification failed"):
+                await untrusting.decide({})
+
+        closing(run_async, scenario(), engine, untrusting)
 
 
 # ----------------------------------------------------------------------------------------------- batch
 
 
 def test_batch_installs_the_module_once_and_makes_one_request_per_pod(
-    server: OpaTestServer, engine: RemoteOpaEngine
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[dict[str, Decision]]
 ) -> None:
     nodes = [node(f"n{i}", compliant="false" if i % 3 == 0 else "true") for i in range(100)]
-    for pod in (ALLOWED_POD, FORBIDDEN_POD, ALLOWED_POD):
-        decisions = batch(engine, pod, nodes)
-        assert list(decisions) == [n["metadata"]["name"] for n in nodes]
+
+    async def scenario() -> dict[str, Decision]:
+        for pod in (ALLOWED_POD, FORBIDDEN_POD, ALLOWED_POD):
+            decisions = await batch(engine, pod, nodes)
+            assert list(decisions) == [n["metadata"]["name"] for n in nodes]
+        return decisions
+
+    decisions = closing(run_async, scenario(), engine)
     assert [name for name, d in decisions.items() if not d.allowed] == [f"n{i}" for i in range(0, 100, 3)]
     assert decisions["n0"].reasons == ("node is not compliant",)
     log = [(r.method, r.path) for r in server.request_log()]
     assert log == [("PUT", "/v1/policies/kubesched-batch")] + [("POST", "/v1/data/kubesched/batch/node_decisions")] * 3
 
 
-def test_batch_answers_are_those_of_single_decisions(server: OpaTestServer) -> None:
+def test_batch_answers_are_those_of_single_decisions(server: OpaTestServer, run_async: RunAsync[Any]) -> None:
     nodes = [node("a", zone="a"), node("b", zone="b"), node("c")]
-    with RemoteOpaEngine(server.url + "/v1/data/zoned/allow", timeout_seconds=2.0) as engine:
-        decisions = batch(engine, ALLOWED_POD, nodes)
-        singles = {n["metadata"]["name"]: engine.decide(single(ALLOWED_POD, n)) for n in nodes}
-    assert decisions == singles
-    assert decisions == {"a": Decision(True), "b": Decision(False), "c": undefined_decision()}
+    engine = RemoteOpaEngine(server.url + "/v1/data/zoned/allow", timeout_seconds=2.0)
+
+    async def scenario() -> tuple[dict[str, Decision], dict[str, Decision]]:
+        decisions = await batch(engine, ALLOWED_POD, nodes)
+        singles = {n["metadata"]["name"]: await engine.decide(single(ALLOWED_POD, n)) for n in nodes}
+        return decisions, singles
+
+    decisions, singles = closing(run_async, scenario(), engine)
+    assert decisions == singles  # revisions included: nothing changed in between
+    assert bare_all(decisions) == {"a": Decision(True), "b": Decision(False), "c": undefined_decision()}
 
 
-def test_batch_for_clusters_installs_its_own_module(server: OpaTestServer, engine: RemoteOpaEngine) -> None:
+def test_batch_for_clusters_installs_its_own_module(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[dict[str, Decision]]
+) -> None:
     clusters = [node("east"), node("west", compliant="false")]
-    decisions = engine.decide_batch(ALLOWED_POD, clusters, target_kind="cluster", operation="schedule", time="t")
+    decisions = closing(
+        run_async,
+        engine.decide_batch(ALLOWED_POD, clusters, target_kind="cluster", operation="schedule", time="t"),
+        engine,
+    )
     assert set(decisions) == {"east", "west"}
     assert ("PUT", f"/v1/policies/{batch_module_id('cluster')}") in [(r.method, r.path) for r in server.request_log()]
 
 
-def test_configured_batch_endpoint_is_used_without_installing(server: OpaTestServer) -> None:
+def test_configured_batch_endpoint_is_used_without_installing(
+    server: OpaTestServer, run_async: RunAsync[dict[str, Decision]]
+) -> None:
     server.put_policy("mine.rego", batch_module("kubernetes/authz").replace("kubesched.batch", "team.batch"))
-    with RemoteOpaEngine(
+    engine = RemoteOpaEngine(
         server.url + DECISION,
         timeout_seconds=2.0,
         batch_endpoint=server.url + "/v1/data/team/batch/{target_kind}_decisions",
-    ) as engine:
-        decisions = batch(engine, ALLOWED_POD, [node("a"), node("b", compliant="false")])
-    assert decisions == {"a": Decision(True), "b": Decision(False, ("node is not compliant",))}
+    )
+    decisions = closing(run_async, batch(engine, ALLOWED_POD, [node("a"), node("b", compliant="false")]), engine)
+    assert bare_all(decisions) == {"a": Decision(True), "b": Decision(False, ("node is not compliant",))}
     assert [(r.method, r.path) for r in server.request_log()] == [("POST", "/v1/data/team/batch/node_decisions")]
 
 
-def test_a_refused_install_says_to_configure_batch_endpoint_and_is_not_repeated() -> None:
+def test_a_refused_install_says_to_configure_batch_endpoint_and_is_not_repeated(run_async: RunAsync[None]) -> None:
     clock = VirtualClock()
-    with (
-        OpaTestServer(policies={"authz.rego": POLICY}, owning_bundle="authz") as server,
-        RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock) as engine,
-    ):
-        for _ in range(2):
-            with pytest.raises(PolicyError, match="batchEndpoint") as caught:
-                batch(engine, ALLOWED_POD, [node("a")])
-        assert "owned by bundle" in str(caught.value)
-        assert isinstance(caught.value.__cause__, OpaHttpError)
-        assert server.requests == 1  # the refusal is remembered for a while
-        clock.advance(60)
-        with pytest.raises(PolicyError, match="batchEndpoint"):
-            batch(engine, ALLOWED_POD, [node("a")])
-        assert server.requests == 2
+    with OpaTestServer(policies={"authz.rego": POLICY}, owning_bundle="authz") as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock)
+
+        async def scenario() -> None:
+            for _ in range(2):
+                with pytest.raises(PolicyError, match="batchEndpoint") as caught:
+                    await batch(engine, ALLOWED_POD, [node("a")])
+            assert "owned by bundle" in str(caught.value)
+            assert isinstance(caught.value.__cause__, OpaHttpError)
+            assert server.requests == 1  # the refusal is remembered for a while
+            clock.advance(60)
+            with pytest.raises(PolicyError, match="batchEndpoint"):
+                await batch(engine, ALLOWED_POD, [node("a")])
+            assert server.requests == 2
+
+        closing(run_async, scenario(), engine)
 
 
 def test_a_module_that_does_not_compile_is_refused_with_opas_error_shape(server: OpaTestServer) -> None:
@@ -746,62 +1174,112 @@ def test_a_module_that_does_not_compile_is_refused_with_opas_error_shape(server:
     assert "nope" in body["errors"][0]["message"]
 
 
-def test_a_batch_module_removed_behind_our_back_is_reinstalled(
-    server: OpaTestServer, engine: RemoteOpaEngine
-) -> None:
+def delete_policy(server: OpaTestServer, module_id: str) -> None:
     import urllib.request
 
-    assert batch(engine, ALLOWED_POD, [node("a")])["a"].allowed
-    revision = engine.revision()
-    request = urllib.request.Request(server.url + "/v1/policies/kubesched-batch", method="DELETE")
+    request = urllib.request.Request(f"{server.url}/v1/policies/{module_id}", method="DELETE")
     urllib.request.urlopen(request, timeout=5).close()
-    assert batch(engine, ALLOWED_POD, [node("a")]) == {"a": undefined_decision()}  # fail closed
-    assert batch(engine, ALLOWED_POD, [node("a")])["a"].allowed  # and healed at the next call
-    assert engine.revision() != revision
+
+
+def test_a_batch_module_removed_behind_our_back_is_reinstalled(
+    server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
+) -> None:
+    async def scenario() -> None:
+        assert (await batch(engine, ALLOWED_POD, [node("a")]))["a"].allowed
+        revision = engine.revision()
+        await asyncio.to_thread(delete_policy, server, "kubesched-batch")
+        gone = await batch(engine, ALLOWED_POD, [node("a")])
+        assert bare_all(gone) == {"a": undefined_decision()}  # fail closed
+        assert gone["a"].revision == revision
+        assert (await batch(engine, ALLOWED_POD, [node("a")]))["a"].allowed  # and healed at the next call
+        assert engine.revision() != revision
+
+    closing(run_async, scenario(), engine)
     puts = [r for r in server.request_log() if r.method == "PUT"]
     assert len(puts) == 2
 
 
-def test_a_target_without_a_name_is_a_policy_error(engine: RemoteOpaEngine) -> None:
-    with pytest.raises(PolicyError, match=r"no metadata\.name"):
-        batch(engine, ALLOWED_POD, [{"metadata": {}}])
+def test_a_target_without_a_name_is_a_policy_error(engine: RemoteOpaEngine, run_async: RunAsync[None]) -> None:
+    async def scenario() -> None:
+        with pytest.raises(PolicyError, match=r"no metadata\.name"):
+            await batch(engine, ALLOWED_POD, [{"metadata": {}}])
+
+    closing(run_async, scenario(), engine)
 
 
 # -------------------------------------------------------------------------------------------- revision
 
 
-def test_revision_without_bundles_moves_with_the_ttl_and_the_batch_module(server: OpaTestServer) -> None:
+def test_revision_without_bundles_moves_with_the_ttl_and_the_batch_module(
+    server: OpaTestServer, run_async: RunAsync[None]
+) -> None:
     clock = VirtualClock()
-    with RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock, revision_ttl_seconds=10) as engine:
-        prefix = f"remote:{server.url}{DECISION}:"
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock, revision_ttl_seconds=10)
+    prefix = f"remote:{server.url}{DECISION}:"
+
+    async def scenario() -> None:
         assert engine.revision() == prefix + "0"
         clock.advance(9.9)
-        engine.decide({})
+        assert (await engine.decide({})).revision == prefix + "0"
         assert engine.revision() == prefix + "0"
         clock.advance(0.1)
         assert engine.revision() == prefix + "1"
-        batch(engine, ALLOWED_POD, [node("a")])  # installs the batch module
+        decisions = await batch(engine, ALLOWED_POD, [node("a")])  # installs the batch module
         assert engine.revision() == prefix + "2"
-        batch(engine, ALLOWED_POD, [node("a")])
+        assert decisions["a"].revision == prefix + "2"  # answered after the install
+        await batch(engine, ALLOWED_POD, [node("a")])
         assert engine.revision() == prefix + "2"
+        clock.advance(10)
+        assert (await engine.decide({})).revision == prefix + "3"  # the generation current when it arrived
+        assert engine.revision() == prefix + "3"
+
+    closing(run_async, scenario(), engine)
 
 
-def test_revision_comes_from_bundle_provenance_while_it_is_fresh() -> None:
+def test_revision_comes_from_bundle_provenance_while_it_is_fresh(run_async: RunAsync[None]) -> None:
     clock = VirtualClock()
-    with (
-        OpaTestServer(policies={"authz.rego": POLICY}, bundle_revisions={"authz": "r1", "facts": "f7"}) as server,
-        RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock) as engine,
-    ):
-        assert engine.revision().startswith("remote:")  # nothing heard from OPA yet
-        engine.decide({})
-        assert engine.revision() == "bundles:authz=r1,facts=f7"
-        server.bundle_revisions["authz"] = "r2"
-        batch(engine, ALLOWED_POD, [node("a")])
-        assert engine.revision() == "bundles:authz=r2,facts=f7"
-        clock.advance(10)  # nothing has confirmed the bundles for a TTL: do not trust them
-        assert engine.revision().startswith(f"remote:{server.url}{DECISION}:")
-        engine.decide({})
-        assert engine.revision() == "bundles:authz=r2,facts=f7"
+    with OpaTestServer(policies={"authz.rego": POLICY}, bundle_revisions={"authz": "r1", "facts": "f7"}) as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock)
+
+        async def scenario() -> None:
+            assert engine.revision().startswith("remote:")  # nothing heard from OPA yet
+            await engine.decide({})
+            assert engine.revision() == "bundles:authz=r1,facts=f7"
+            server.bundle_revisions["authz"] = "r2"
+            await batch(engine, ALLOWED_POD, [node("a")])
+            assert engine.revision() == "bundles:authz=r2,facts=f7"
+            clock.advance(10)  # nothing has confirmed the bundles for a TTL: do not trust them
+            assert engine.revision().startswith(f"remote:{server.url}{DECISION}:")
+            await engine.decide({})
+            assert engine.revision() == "bundles:authz=r2,facts=f7"
+
+        closing(run_async, scenario(), engine)
+
+
+def test_every_decision_carries_the_revision_of_the_answer_that_made_it(run_async: RunAsync[None]) -> None:
+    clock = VirtualClock()
+    with OpaTestServer(policies={"authz.rego": POLICY, "zoned.rego": ZONED}, bundle_revisions={"b": "r1"}) as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock)
+        zoned = RemoteOpaEngine(server.url + "/v1/data/zoned/allow", timeout_seconds=2.0, clock=clock)
+
+        async def scenario() -> None:
+            assert (await engine.decide(single(ALLOWED_POD, node("n1")))).revision == "bundles:b=r1"
+            server.bundle_revisions["b"] = "r2"
+            # Not what revision() said before the call: what this very answer reported.
+            before = engine.revision()
+            answered = await engine.decide(single(FORBIDDEN_POD, node("n1")))
+            assert (before, answered.revision) == ("bundles:b=r1", "bundles:b=r2")
+            decisions = await batch(zoned, ALLOWED_POD, [node("a", zone="a"), node("c")])
+            assert decisions["a"].revision == decisions["c"].revision == "bundles:b=r2"
+            assert decisions["c"].undefined  # absent from the answer: undefined, with the answer's revision
+            server.bundle_revisions.clear()  # OPA stops reporting bundles: the generation answers
+            plain = await engine.decide(single(ALLOWED_POD, node("n1")))
+            assert plain.revision == engine.revision() == f"remote:{server.url}{DECISION}:0"
+            server.faults.undefined = True
+            undefined = await engine.decide({})
+            assert undefined.undefined and undefined.revision == plain.revision
+
+        closing(run_async, scenario(), engine, zoned)
 
 
 # ------------------------------------------------------------------------------------ decision contract

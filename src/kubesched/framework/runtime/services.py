@@ -82,13 +82,17 @@ class BackgroundTasks:
         """Sleep on the clock; with a virtual clock the simulation jumps to the wake-up time."""
         loop = asyncio.get_running_loop()
         woken: asyncio.Future[None] = loop.create_future()
+        task = asyncio.current_task()
 
         def wake() -> None:
+            # Runnable from the moment the timer fires, before the loop gets to it: a simulation must not
+            # move the clock on while this task still has work to do at this time.
+            if task is not None:
+                self._sleeping.discard(task)
             if not woken.done():
                 woken.set_result(None)
 
         handle = self.clock.call_later(seconds, wake)
-        task = asyncio.current_task()
         if task is not None:
             self._sleeping.add(task)
         try:
