@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from audittest_helpers import fresh_metrics, make_record, schedule
 
+from kubesched.audit import chain
 from kubesched.audit.builder import AuditObserver
 from kubesched.audit.chain import AuditLogError, read_head
 from kubesched.audit.metrics import default_metrics
@@ -65,7 +66,7 @@ class Disk:
                     raise OSError(errno.EIO, "Input/output error")
             real(fd)
 
-        monkeypatch.setattr(jsonl.os, "fsync", fsync)
+        monkeypatch.setattr(os, "fsync", fsync)  # the sink's writer calls os.fsync
 
 
 class FailingWrite:
@@ -90,7 +91,7 @@ class FailingWrite:
                 raise error
             return real(fd, data)
 
-        monkeypatch.setattr(jsonl.os, "write", write)
+        monkeypatch.setattr(os, "write", write)
 
 
 def test_write_returns_without_waiting_for_a_slow_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,7 +188,7 @@ def test_a_failed_fsync_counts_its_record_and_does_not_move_the_head(
 
 def _seal_failing(monkeypatch: pytest.MonkeyPatch, decision_id: str, times: int) -> list[int]:
     """Make sealing the record ``decision_id`` raise (a bug) its first ``times`` times; returns the count."""
-    real = jsonl.seal
+    real = chain.seal
     failures: list[int] = []
 
     def seal(record: Any, prev_hash: str) -> dict[str, Any]:
@@ -308,7 +309,7 @@ def test_a_stalled_disk_fills_the_bounded_queue_and_the_rest_is_counted(
         real(fd)
 
     with JsonlSink(path, durability="every", max_queue=5, metrics=metrics) as sink:
-        monkeypatch.setattr(jsonl.os, "fsync", fsync)
+        monkeypatch.setattr(os, "fsync", fsync)  # the sink's writer calls os.fsync
         sink.write(make_record(0))
         assert entered.wait(5), "the writer is stuck in the first fsync"
         started = time.perf_counter()

@@ -56,7 +56,7 @@ def test_verdict_summary(verdicts: tuple[PolicyVerdict, ...], summary: str | Non
 def broken(**changes: Any) -> dict[str, Any]:
     document = make_record(1).to_json()
     for path, value in changes.items():
-        node = document
+        node: Any = document
         keys = path.split("__")
         for key in keys[:-1]:
             node = node[int(key)] if key.isdigit() else node[key]

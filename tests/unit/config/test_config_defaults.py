@@ -269,7 +269,8 @@ def test_plugin_config_for_a_plugin_not_enabled_is_kept_unused_with_a_warning() 
     )  # fmt: skip
     # kube-scheduler keeps the decoded entry (config view shows it; loading the view again keeps it); no
     # framework builds the plugin.
-    assert cfg.profiles[0].plugin_args["InterPodAffinity"].hard_pod_affinity_weight == 5
+    args = cfg.profiles[0].plugin_args["InterPodAffinity"]
+    assert isinstance(args, InterPodAffinityArgs) and args.hard_pod_affinity_weight == 5
     assert all(ref.name != "InterPodAffinity" for refs in cfg.profiles[0].plugins.values() for ref in refs)
     assert cfg.warnings == (
         'profile "default-scheduler": profiles[0].pluginConfig[0] configures plugin "InterPodAffinity", '

@@ -5,7 +5,6 @@ loader accepts the default configuration with them."""
 from __future__ import annotations
 
 import asyncio
-
 from pathlib import Path
 
 import pytest

@@ -1289,7 +1289,7 @@ JSON_VALUES = st.recursive(
     JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
 )
 # Weighted towards the values a careless policy produces: null, empty collections, true, "true".
-EDGE_VALUES = st.sampled_from([None, [], {}, True, False, "true", "", 0, 1, [""], ["no"]])
+EDGE_VALUES: st.SearchStrategy[object] = st.sampled_from([None, [], {}, True, False, "true", "", 0, 1, [""], ["no"]])
 DECISION_KEYS = ("allow", "allowed", "deny", "reason", "reasons", "pending")
 DECISION_OBJECTS = st.fixed_dictionaries({}, optional={key: EDGE_VALUES | JSON_VALUES for key in DECISION_KEYS})
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -151,7 +150,7 @@ def test_all_nodes_denied_gives_fit_error(run_async: Runner) -> None:
 
 
 def labelled(name: str, value: str) -> Pod:
-    built = pod(name)
+    built: Pod = pod(name)
     built.raw["metadata"]["labels"] = {"app": value}
     return built
 
