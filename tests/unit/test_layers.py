@@ -1,8 +1,10 @@
-"""DESIGN rule 1: plugins see only the framework; the framework never reaches up into the scheduler."""
+"""DESIGN rule 1: plugins see only the framework; the framework never reaches up into the scheduler; backends
+only provide clusters (they never drive a scheduler); and no two modules import each other, even indirectly."""
 
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -10,18 +12,12 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "kubesched"
 
 ALLOWED = {
-    # Policy plugins use the policy engines (kubesched.policy); the HTTP client stays inside policy.remote.
-    "plugins": {
-        "kubesched.framework",
-        "kubesched.api",
-        "kubesched.errors",
-        "kubesched.clock",
-        "kubesched.plugins",
-        "kubesched.policy",
-    },
+    # Policy plugins get their engines through the Handle (kubesched.framework.policy), never kubesched.policy.
+    "plugins": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.plugins"},
     "framework": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.config"},
     "api": {"kubesched.api", "kubesched.errors"},
     "config": {"kubesched.config", "kubesched.errors"},
+    "backends": {"kubesched.backends", "kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock"},
 }
 
 
@@ -64,3 +60,56 @@ def _all_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """Imports made when the module is imported (not inside functions or TYPE_CHECKING blocks)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("kubesched")}
+
+
+def test_no_import_cycles() -> None:
+    modules = {_module_name(path): path for path in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        # "from kubesched.x import y" depends on kubesched.x.y when that is a module, else on kubesched.x.
+        graph[name] = {dep for dep in _top_level_imports(path) if dep in modules and dep != name}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path_stack: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path_stack.append(name)
+        for dep in sorted(graph[name]):
+            if state.get(dep) == 1:
+                cycles.append([*path_stack[path_stack.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep)
+        path_stack.pop()
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    # A package __init__ re-exporting its own submodules is not a cycle that matters: skip those edges.
+    real = [cycle for cycle in cycles if not all(_same_package(a, b) for a, b in itertools.pairwise(cycle))]
+    assert real == []
+
+
+def _same_package(a: str, b: str) -> bool:
+    return a.startswith(b + ".") or b.startswith(a + ".")

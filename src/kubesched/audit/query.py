@@ -126,7 +126,10 @@ def explain(record: AuditRecord) -> str:
         lines.append(f"  policy: {record.verdict}")
         for verdict in record.verdicts:
             about = f" on {verdict.target}" if verdict.target else ""
-            answer = "allowed" if verdict.allowed else f"denied ({verdict.enforcement})"
+            if verdict.error:
+                answer = "let through, the engine failed" if verdict.allowed else "not decided, the engine failed"
+            else:
+                answer = "allowed" if verdict.allowed else f"denied ({verdict.enforcement})"
             flags = []
             if verdict.skipped:
                 flags.append("skipped: the engine failed and the failure policy let the pod through")

@@ -184,7 +184,7 @@ def test_explain_scheduled() -> None:
 def test_explain_marks_skipped_exempt_and_omitted() -> None:
     verdict = PolicyVerdict("P", "permit", "", True, skipped=True, exempt="namespace kube-system", error="timeout")
     text = explain(make_record(0, verdicts=(verdict,), verdicts_omitted=3, top_scores=()))
-    assert "    P (permit): allowed" in text
+    assert "    P (permit): let through, the engine failed" in text
     assert (
         "      skipped: the engine failed and the failure policy let the pod through, "
         "exempt: namespace kube-system, error: timeout"

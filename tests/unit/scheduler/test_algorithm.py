@@ -1,10 +1,27 @@
 from __future__ import annotations
 
-import pytest
+import asyncio
+import random
+from typing import Any
 
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubesched.config.loader import load_config_dict
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import Handle
+from kubesched.framework.node_table import BatchFilterResult, NodeBatch
+from kubesched.framework.runtime.framework import Framework
+from kubesched.framework.runtime.registry import PluginRegistration, merge
 from kubesched.framework.status import Code, Status
-from kubesched.scheduler.algorithm import num_feasible_nodes_to_find
+from kubesched.framework.types import NodeInfo, PodInfo
+from kubesched.plugins.registry import in_tree_registry
+from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, num_feasible_nodes_to_find
 from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message, truncate_event_message
+from kubesched.testing.builders import make_node, make_pod
+from kubesched.testing.framework_helpers import PluginHandle, make_cluster
 
 
 @pytest.mark.parametrize(
@@ -70,3 +87,157 @@ def test_event_message_truncated_to_1024() -> None:
     assert truncate_event_message("x" * 1024) == "x" * 1024
     long = truncate_event_message("y" * 2000)
     assert len(long) == 1024 and long.endswith(" ...") and long.startswith("y" * 1020)
+
+
+# ---- the node search ------------------------------------------------------------------------------
+
+REJECTED: set[str] = set()
+LOG: list[tuple[str, tuple[int, ...]]] = []
+
+
+class RejectSome:
+    """Batch Filter rejecting the nodes named in REJECTED; logs every prefetch and filter batch by slots."""
+
+    name = "RejectSome"
+
+    def __init__(self, args: object, handle: Handle) -> None:
+        pass
+
+    async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        LOG.append(("prefetch", tuple(nodes.slots.tolist())))
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        return Status(Code.UNSCHEDULABLE, "rejected") if node_info.name in REJECTED else None
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        LOG.append(("filter", tuple(nodes.slots.tolist())))
+        codes = np.fromiter((info.name in REJECTED for info in nodes.infos), dtype=np.int64, count=len(nodes))
+        return BatchFilterResult(codes, [Status(Code.UNSCHEDULABLE, "rejected")])
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
+        return 0
+
+
+def _framework(handle: PluginHandle, percentage: int | None = None) -> Framework:
+    registry = merge(in_tree_registry(), {"RejectSome": PluginRegistration.of("RejectSome", RejectSome)})
+    profile: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "plugins": {
+            "multiPoint": {"disabled": [{"name": "*"}]},
+            "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+            "filter": {"enabled": [{"name": "RejectSome"}]},
+            "score": {"enabled": [{"name": "RejectSome"}]},
+            "bind": {"enabled": [{"name": "DefaultBinder"}]},
+        },
+    }
+    if percentage is not None:
+        profile["percentageOfNodesToScore"] = percentage
+    document = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [profile],
+    }
+    config = load_config_dict(document, "test", registry)
+    return Framework(config.profiles[0], registry, handle.context)
+
+
+def _reference_search(order: list[str], start: int, to_find: int) -> tuple[list[str], int]:
+    """kube-scheduler's sequential search: from ``start`` round-robin until ``to_find`` nodes pass."""
+    feasible: list[str] = []
+    processed = 0
+    for offset in range(len(order)):
+        if len(feasible) >= to_find:
+            break
+        name = order[(start + offset) % len(order)]
+        processed += 1
+        if name not in REJECTED:
+            feasible.append(name)
+    return feasible, processed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    count=st.integers(1, 700),
+    rejected=st.sets(st.integers(0, 699)),
+    start=st.integers(0, 10_000),
+    percentage=st.one_of(st.none(), st.integers(1, 100)),
+)
+def test_chunked_search_finds_what_the_sequential_search_finds(
+    count: int, rejected: set[int], start: int, percentage: int | None
+) -> None:
+    REJECTED.clear()
+    REJECTED.update(f"n{i}" for i in rejected if i < count)
+    LOG.clear()
+    cache, snapshot = make_cluster(
+        [make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods=10).obj() for i in range(count)]
+    )
+    fwk = _framework(PluginHandle(cache), percentage)
+    algorithm = ScheduleAlgorithm(0, random.Random(0))
+    algorithm.next_start_node_index = start
+    order = [info.name for info in snapshot.node_infos]
+    to_find = num_feasible_nodes_to_find(percentage if percentage is not None else 0, count)
+    want, processed = _reference_search(order, start % count, to_find)
+    pod = PodInfo(make_pod("p").obj())
+    try:
+        result = asyncio.run(algorithm.schedule_pod(fwk, CycleState(), pod, snapshot, frozenset()))
+    except FitError as err:
+        assert want == []
+        assert set(err.diagnosis.node_to_status) == REJECTED
+    else:
+        assert list(result.scored_nodes or [result.node]) == want
+        assert result.evaluated_nodes == processed
+        assert set(result.node_to_status) == {
+            n for n in REJECTED if order.index(n) in _visited(order, start, processed)
+        }
+    assert algorithm.next_start_node_index == (start % count + processed) % count
+    # Every batch is prefetched right before it is filtered, and no node is filtered twice.
+    assert [kind for kind, _ in LOG] == ["prefetch", "filter"] * (len(LOG) // 2)
+    assert all(LOG[i][1] == LOG[i + 1][1] for i in range(0, len(LOG), 2))
+    filtered = [slot for kind, slots in LOG if kind == "filter" for slot in slots]
+    assert len(filtered) == len(set(filtered))
+
+
+def _visited(order: list[str], start: int, processed: int) -> set[int]:
+    return {(start % len(order) + i) % len(order) for i in range(processed)}
+
+
+def test_round_robin_start_moves_on_by_the_nodes_each_search_processed() -> None:
+    REJECTED.clear()
+    REJECTED.update({"n3", "n250"})
+    cache, snapshot = make_cluster(
+        [make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods=10).obj() for i in range(300)]
+    )
+    fwk = _framework(PluginHandle(cache))
+    algorithm = ScheduleAlgorithm(0, random.Random(0))
+    starts = []
+    for _ in range(4):
+        starts.append(algorithm.next_start_node_index)
+        asyncio.run(algorithm.schedule_pod(fwk, CycleState(), PodInfo(make_pod("p").obj()), snapshot, frozenset()))
+    # 300 nodes: 144 to find; each search meets one rejected node (n3, n250, n3 again), so processes 145.
+    assert starts == [0, 145, 290, 135]
+
+
+def test_nominated_node_is_tried_first_and_rechecked_with_its_nominated_pods() -> None:
+    REJECTED.clear()
+    cache, snapshot = make_cluster(
+        [make_node(f"n{i}").capacity(cpu="2", memory="8Gi", pods=10).obj() for i in range(3)]
+    )
+    handle = PluginHandle(cache)
+    registry = in_tree_registry()
+    document = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "default-scheduler"}],
+    }
+    fwk = Framework(load_config_dict(document, "test", registry).profiles[0], registry, handle.context)
+    # A higher-priority pod nominated to n1 takes its CPU; the pod must not be placed there.
+    handle.nominator.add_nominated_pod(PodInfo(make_pod("vip").uid("vip").req(cpu="1500m").priority(100).obj()), "n1")
+    algorithm = ScheduleAlgorithm(0, random.Random(0))
+    pod = PodInfo(make_pod("p").req(cpu="1").obj())
+    result = asyncio.run(algorithm.schedule_pod(fwk, CycleState(), pod, snapshot, frozenset({"n1"})))
+    assert result.node != "n1" and result.node_to_status["n1"].reasons == ("Insufficient cpu",)
+    # Its own nomination is tried first and taken without scoring when it fits.
+    nominated = PodInfo(make_pod("p").req(cpu="1").nominated("n2").obj())
+    result = asyncio.run(algorithm.schedule_pod(fwk, CycleState(), nominated, snapshot, frozenset({"n1"})))
+    assert (result.node, result.evaluated_nodes, result.totals) == ("n2", 1, None)

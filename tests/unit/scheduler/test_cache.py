@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubesched.api.objects import Node
+from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import PodInfo
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.testing.builders import make_node, make_pod
@@ -64,3 +71,114 @@ def test_table_grows_past_initial_capacity() -> None:
     assert len(snapshot) == 200
     for info in snapshot.node_infos:
         assert cache.snapshot().table.alloc_cpu[info.slot] == info.allocatable.milli_cpu
+
+
+# ---- generation snapshots ---------------------------------------------------------------------------
+
+_ZONES = ["", "a", "b"]
+_NODE_NAMES = [f"n{i}" for i in range(6)]
+_POD_NAMES = [f"p{i}" for i in range(8)]
+
+_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add-node"), st.sampled_from(_NODE_NAMES), st.sampled_from(_ZONES), st.integers(1, 8)),
+        st.tuples(st.just("status-update"), st.sampled_from(_NODE_NAMES), st.integers(1, 8)),
+        st.tuples(st.just("remove-node"), st.sampled_from(_NODE_NAMES)),
+        st.tuples(st.just("add-pod"), st.sampled_from(_POD_NAMES), st.sampled_from(_NODE_NAMES), st.integers(1, 900)),
+        st.tuples(st.just("assume"), st.sampled_from(_POD_NAMES), st.sampled_from(_NODE_NAMES)),
+        st.tuples(st.just("forget"), st.sampled_from(_POD_NAMES)),
+        st.tuples(st.just("remove-pod"), st.sampled_from(_POD_NAMES)),
+        st.tuples(st.just("update-snapshot")),
+    ),
+    max_size=40,
+)
+
+
+def _node(name: str, zone: str, cpus: int) -> Node:
+    builder = make_node(name).capacity(cpu=str(cpus), memory="8Gi", pods=20).image(f"img-{cpus % 3}", size=1000)
+    return (builder.zone(zone) if zone else builder).obj()
+
+
+def _picture(snapshot: Snapshot) -> list[tuple[object, ...]]:
+    """Everything a cycle reads, per node in search order: the NodeInfo and its table row."""
+    table = snapshot.table
+    rows = []
+    for info in snapshot.node_infos:
+        slot = info.slot
+        rows.append(
+            (
+                info.name,
+                info.requested.milli_cpu,
+                info.non_zero_requested.memory,
+                info.allocatable.milli_cpu,
+                tuple(sorted(info.pods)),
+                int(table.req_cpu[slot]),
+                int(table.nonzero_memory[slot]),
+                int(table.alloc_cpu[slot]),
+                int(table.pod_count[slot]),
+                bool(table.live[slot]),
+                table.infos[slot] is info,
+                int(snapshot.slots[int(snapshot.position_of_slot[slot])]) == slot,
+            )
+        )
+    return [*rows, ("images", tuple(sorted(snapshot.image_node_counts.items())))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations=_operations)
+def test_incremental_snapshot_equals_a_fresh_one_and_never_changes_between_updates(
+    operations: list[tuple[Any, ...]],
+) -> None:
+    cache = Cache()
+    kept = Snapshot()
+    cache.update_snapshot(kept)
+    pods: dict[str, PodInfo] = {}
+    frozen = _picture(kept)
+    for op in operations:
+        kind = op[0]
+        if kind == "add-node":
+            cache.add_node(_node(op[1], op[2], op[3]))
+        elif kind == "status-update" and cache.node(op[1]) is not None:
+            old = cache.node(op[1])
+            assert old is not None
+            labels = old.node.metadata.labels
+            zone = labels.get("topology.kubernetes.io/zone", "")
+            cache.update_node(_node(op[1], zone, op[2]))
+        elif kind == "remove-node":
+            cache.remove_node(op[1])
+        elif kind == "add-pod":
+            pod = make_pod(op[1]).uid(op[1]).node_name(op[2]).req(cpu=f"{op[3]}m").obj()
+            if op[1] in pods:
+                cache.remove_pod(pods.pop(op[1]).pod)
+            pods[op[1]] = cache.add_pod(pod)
+        elif kind == "assume" and op[1] not in pods:
+            pods[op[1]] = cache.assume_pod(PodInfo(make_pod(op[1]).uid(op[1]).req(cpu="100m").obj()), op[2])
+        elif kind == "forget" and op[1] in pods and cache.is_assumed(op[1]):
+            cache.forget_pod(op[1])
+            del pods[op[1]]
+        elif kind == "remove-pod" and op[1] in pods:
+            cache.remove_pod(pods.pop(op[1]).pod)
+        elif kind == "update-snapshot":
+            cache.update_snapshot(kept)
+            frozen = _picture(kept)
+        assert _picture(kept) == frozen, "a snapshot changes only when it is updated"
+    cache.update_snapshot(kept)
+    fresh = Snapshot()
+    cache.update_snapshot(fresh)
+    assert _picture(kept) == _picture(fresh)
+    assert [info.name for info in kept.node_infos] == cache.node_order()
+    assert kept.generation == fresh.generation == cache.generation
+
+
+def test_a_status_only_update_copies_one_node_and_keeps_the_order() -> None:
+    cache = Cache()
+    for i in range(50):
+        cache.add_node(_node(f"n{i}", "a" if i % 2 else "b", 4))
+    snapshot = Snapshot()
+    assert cache.update_snapshot(snapshot) == 50
+    order = list(snapshot.slots)
+    cache.update_node(_node("n7", "a", 8))
+    assert cache.update_snapshot(snapshot) == 1
+    assert list(snapshot.slots) == order
+    assert snapshot.by_name["n7"].allocatable.milli_cpu == 8000 == snapshot.table.alloc_cpu[snapshot.by_name["n7"].slot]
+    assert cache.update_snapshot(snapshot) == 0, "nothing changed since"

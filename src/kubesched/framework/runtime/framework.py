@@ -209,7 +209,15 @@ class Framework(ContextHandle):
         """Per rejecting plugin: its registered events, or None for "every event"."""
         result: dict[str, list[ClusterEventWithHint] | None] = {}
         for name, plugin in self.rejecting_plugins.items():
-            result[name] = list(plugin.events_to_register()) if isinstance(plugin, EnqueueExtensions) else None
+            if not isinstance(plugin, EnqueueExtensions):
+                result[name] = None
+                continue
+            try:
+                result[name] = list(plugin.events_to_register())
+            except Exception:
+                # Requeueing on every event is always correct, only slower.
+                log.exception("EventsToRegister of plugin %s failed; its pods are requeued on every event", name)
+                result[name] = None
         return result
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
@@ -223,7 +231,12 @@ class Framework(ContextHandle):
         return None
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return self.queue_sort.less(a, b)
+        try:
+            return self.queue_sort.less(a, b)
+        except Exception:
+            # A broken QueueSort must not break the queue's heap: fall back to arrival order.
+            log.exception("QueueSort plugin %s failed; ordering by arrival", self.queue_sort.name)
+            return a.timestamp < b.timestamp
 
     # ---- scheduling cycle --------------------------------------------------------------------
 
@@ -334,7 +347,7 @@ class Framework(ContextHandle):
                 return Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
                 continue
-            return Status(Code.ERROR, status.message, plugin=name) if status.code is not Code.ERROR else status
+            return Status(Code.ERROR, status.message, plugin=name)
         return None
 
     def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
