@@ -6,6 +6,7 @@ joins; the cluster is the simulated backend on a virtual clock.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -320,5 +321,33 @@ def test_deleted_pending_pod_is_not_scheduled(run_async: Runner) -> None:
         await scheduler.run_until_idle(clock)
         assert records.all == []
         await scheduler.close()
+
+    run_async(scenario())
+
+
+def test_live_loop_sleeps_until_the_queue_wakes_it_and_stops_when_told(run_async: Runner) -> None:
+    async def scenario() -> None:
+        scheduler, cluster, clock, records = build(config(), nodes("a"), [])
+        pops = 0
+        pop = scheduler.queue.pop
+
+        def counting_pop() -> Any:
+            nonlocal pops
+            pops += 1
+            return pop()
+
+        scheduler.queue.pop = counting_pop  # type: ignore[method-assign]
+        stop = asyncio.Event()
+        loop = asyncio.create_task(scheduler.run(stop))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        idle_pops = pops
+        assert idle_pops <= 2, "an idle scheduler waits for the queue instead of polling it"
+        cluster.add_pod(make_pod("late").obj())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert records.last("late").result == "Scheduled" and records.last("late").node == "a"
+        stop.set()
+        await asyncio.wait_for(loop, timeout=5)
 
     run_async(scenario())

@@ -17,7 +17,10 @@ stays bound to that loop: the engine may be built before the loop runs, but it m
 
 * a pool of keep-alive connections: ``pool_size`` idle connections are kept (each at most
   :data:`KEEPALIVE_EXPIRY_SECONDS` idle, shorter than the idle timeouts of the load balancers and NATs that
-  drop connections silently), and concurrent callers get connections of their own instead of queueing;
+  drop connections silently); at most ``max_concurrent_requests`` requests are in flight, each on a
+  connection of its own, and further callers wait their turn in order, the wait counted in their deadline
+  (without a bound, 2000 Permit decisions at once made httpcore's pool spend its time matching requests to
+  connections, quadratically, and OPA would get 2000 connections);
 * ``TCP_NODELAY`` on every socket: without it a keep-alive call costs ~44 ms (Nagle's algorithm against
   delayed ACKs, reference/opa-policy.md §4). asyncio already sets it on the TCP transports it creates and
   httpcore's anyio backend relies on that; it is passed as a socket option anyway, so that it does not depend
@@ -113,6 +116,7 @@ __all__ = [
 
 DEFAULT_REVISION_TTL_SECONDS = 10.0
 DEFAULT_POOL_SIZE = 4
+DEFAULT_MAX_CONCURRENT_REQUESTS = 8
 KEEPALIVE_EXPIRY_SECONDS = 60.0
 TOKEN_CHECK_INTERVAL_SECONDS = 1.0
 DATA_API_PREFIX = "/v1/data/"
@@ -521,6 +525,7 @@ class RemoteOpaEngine:
         install_batch_module: bool = True,
         revision_ttl_seconds: float = DEFAULT_REVISION_TTL_SECONDS,
         pool_size: int = DEFAULT_POOL_SIZE,
+        max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         clock: Clock | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -530,6 +535,8 @@ class RemoteOpaEngine:
             raise PolicyError(f"revision_ttl_seconds must be zero or more, not {revision_ttl_seconds!r}")
         if pool_size < 1:
             raise PolicyError(f"pool_size must be at least 1, not {pool_size!r}")
+        if max_concurrent_requests < 1:
+            raise PolicyError(f"max_concurrent_requests must be at least 1, not {max_concurrent_requests!r}")
         endpoint = _with_decision_path(endpoint, decision_path)
         origin, self._decision_target = _split_endpoint(endpoint, "endpoint")
         self._endpoint = endpoint
@@ -556,6 +563,7 @@ class RemoteOpaEngine:
         elif ca_file is not None:
             raise PolicyError(f"ca_file is set but endpoint {endpoint!r} is not https://")
         self._pool_size = pool_size
+        self._in_flight = asyncio.Semaphore(max_concurrent_requests)
         self._foreign_transport = transport
         self._http: httpx.AsyncClient | None = None
         self._pool: httpcore.AsyncConnectionPool | None = None
@@ -719,7 +727,7 @@ class RemoteOpaEngine:
     async def _within_deadline(self, call: _Call, work: Awaitable[_T]) -> _T:
         deadline = asyncio.timeout(self._timeout)
         try:
-            async with deadline:
+            async with deadline, self._in_flight:
                 return await work
         except TimeoutError as error:
             if not deadline.expired():

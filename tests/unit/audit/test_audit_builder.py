@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from audittest_helpers import Attempts, fresh_metrics, make_record, schedule
 
@@ -116,6 +117,28 @@ def test_only_three_of_many_scored_nodes_are_reported(run_async: Runner) -> None
     (record,) = records_of(run_async, make_pod("p").req(cpu="1").obj(), nodes)
     assert len(record.top_scores) == 3
     assert [s.node for s in record.top_scores] == ["n5", "n4", "n3"], "least allocated: the biggest nodes win"
+
+
+@pytest.mark.parametrize("chosen", ["n0", "n3", "n7"])
+def test_the_chosen_node_is_always_among_the_top_scores_even_in_a_wide_tie(run_async: Runner, chosen: str) -> None:
+    # Eight equal nodes: host selection picks one at random; name order alone would list n0, n1, n2.
+    nodes = [make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods=10).obj() for i in range(8)]
+    (record,) = records_of(run_async, make_pod("p").req(cpu="1").obj(), nodes)
+    assert record.target is not None
+    attempt = AttemptRecord(
+        pod=PodInfo(make_pod("p").obj()),
+        profile="default-scheduler",
+        result="Scheduled",
+        attempts=1,
+        chosen_node=chosen,
+        node=chosen,
+        scored_nodes=[f"n{i}" for i in range(8)],
+        plugin_scores={"NodeResourcesFit": np.full(8, 90, dtype=np.int64)},
+        totals=np.full(8, 90, dtype=np.int64),
+    )
+    top = build_record(attempt, decision_id="d").top_scores
+    assert [s.node for s in top][0] == chosen and len(top) == 3
+    assert record.top_scores[0].node == record.target.name, "in a real run too, the bound node is listed first"
 
 
 def test_failure_verdicts_are_capped_with_the_rest_counted(run_async: Runner) -> None:

@@ -17,7 +17,6 @@ where a plugin has them). ``run_prefetch`` awaits the plugins that fetch Filter'
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +58,7 @@ from kubesched.framework.interface import (
 from kubesched.framework.node_table import IntArray, NodeBatch
 from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
 from kubesched.framework.runtime.registry import POINT_METHODS, Registry
+from kubesched.framework.runtime.services import close_quietly
 from kubesched.framework.runtime.waiting_pods import WaitingPodEntry
 from kubesched.framework.status import REJECTED_CODES, Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
@@ -572,15 +572,7 @@ class Framework(ContextHandle):
 
     async def close(self) -> None:
         for plugin in self.plugins.values():
-            closer = getattr(plugin, "aclose", None) or getattr(plugin, "close", None)
-            if closer is None:
-                continue
-            try:
-                outcome = closer()
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:
-                log.exception("closing plugin %s failed", plugin.name)
+            await close_quietly(plugin, f"plugin {plugin.name}")
 
 
 def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:

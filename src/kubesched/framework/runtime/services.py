@@ -51,17 +51,22 @@ class Services:
         return len(self._instances)
 
     async def aclose(self) -> None:
-        instances, self._instances = list(self._instances.values()), {}
-        for instance in instances:
-            closer = getattr(instance, "aclose", None) or getattr(instance, "close", None)
-            if closer is None:
-                continue
-            try:
-                outcome = closer()
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:
-                log.exception("closing service %r failed", instance)
+        instances, self._instances = list(self._instances.items()), {}
+        for (kind, _), instance in instances:
+            await close_quietly(instance, f"{kind} service {type(instance).__name__}")
+
+
+async def close_quietly(resource: object, what: str) -> None:
+    """``aclose()`` (awaited) or ``close()`` of ``resource`` if it has one; a failure is logged, not raised."""
+    closer = getattr(resource, "aclose", None) or getattr(resource, "close", None)
+    if closer is None:
+        return
+    try:
+        outcome = closer()
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:
+        log.exception("closing %s failed", what)
 
 
 class BackgroundTasks:

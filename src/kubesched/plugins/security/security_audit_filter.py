@@ -100,9 +100,9 @@ class NodeDecisions:
             new[: old.shape[0]] = old
             setattr(self, name, new)
 
-    def undecided(self, class_ids: IntArray) -> BoolArray:
-        if len(class_ids) and int(class_ids.max()) >= self.decided.shape[0]:
-            self._ensure(int(class_ids.max()) + 1)
+    def undecided(self, class_ids: IntArray, classes: int) -> BoolArray:
+        """Which of ``class_ids`` (ids of a column that has ``classes`` classes so far) are not decided yet."""
+        self._ensure(classes)
         mask: BoolArray = ~self.decided[class_ids]
         return mask
 
@@ -135,6 +135,7 @@ class AttemptPolicy:
     """
 
     __slots__ = (
+        "_batch",
         "enforcement",
         "engine",
         "entry",
@@ -162,6 +163,8 @@ class AttemptPolicy:
         self.exempt = ""
         self.error = ""  # this attempt's engine failure (never written to the shared entry)
         self.skipped = False
+        # The last batch prefetched and its class ids: Filter on the same batch reuses them.
+        self._batch: tuple[NodeBatch | None, IntArray] = (None, np.zeros(0, dtype=np.int64))
 
     def clone(self) -> AttemptPolicy:
         # Filter only reads it; nominated-pod passes of the same attempt share it.
@@ -181,9 +184,15 @@ class AttemptPolicy:
             return Status(Code.ERROR, ENGINE_FAILED_PREFIX + self.error)
         return None
 
-    def class_ids(self, slots: IntArray) -> IntArray:
-        ids: IntArray = self.facts.ids[slots]
+    def class_ids(self, nodes: NodeBatch) -> IntArray:
+        batch, ids = self._batch
+        if batch is not nodes:
+            ids = self.facts.ids[nodes.slots]
+            self._batch = (nodes, ids)
         return ids
+
+    def undecided(self, class_ids: IntArray) -> BoolArray:
+        return self.entry.undecided(class_ids, len(self.facts.values))
 
     def verdicts_for(self, targets: Sequence[str]) -> list[PolicyVerdict]:
         common: dict[str, Any] = {
@@ -292,8 +301,8 @@ class SecurityAuditFilter:
         attempt = self._attempt(state, pod)
         if attempt.exempt or attempt.error:
             return None
-        class_ids = attempt.class_ids(nodes.slots)
-        todo = attempt.entry.undecided(class_ids)
+        class_ids = attempt.class_ids(nodes)
+        todo = attempt.undecided(class_ids)
         if not todo.any():
             return None
         # One representative node per undecided class: equal facts, equal decision.
@@ -422,11 +431,11 @@ class BatchedSecurityAuditFilter(SecurityAuditFilter):
         failure = attempt.failure()
         if failure is not None:
             return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [failure])
-        class_ids = attempt.class_ids(nodes.slots)
-        entry = attempt.entry
         if attempt.skipped:
             return None
-        if entry.undecided(class_ids).any():
+        class_ids = attempt.class_ids(nodes)
+        entry = attempt.entry
+        if attempt.undecided(class_ids).any():
             error = Status(Code.ERROR, ENGINE_FAILED_PREFIX + NOT_PREFETCHED)
             return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [error])
         self._warn(state, pod, attempt, class_ids)
