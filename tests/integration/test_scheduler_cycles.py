@@ -327,7 +327,7 @@ def test_deleted_pending_pod_is_not_scheduled(run_async: Runner) -> None:
 
 def test_live_loop_sleeps_until_the_queue_wakes_it_and_stops_when_told(run_async: Runner) -> None:
     async def scenario() -> None:
-        scheduler, cluster, clock, records = build(config(), nodes("a"), [])
+        scheduler, cluster, _, records = build(config(), nodes("a"), [])
         pops = 0
         pop = scheduler.queue.pop
 

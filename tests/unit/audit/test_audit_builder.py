@@ -137,7 +137,7 @@ def test_the_chosen_node_is_always_among_the_top_scores_even_in_a_wide_tie(run_a
         totals=np.full(8, 90, dtype=np.int64),
     )
     top = build_record(attempt, decision_id="d").top_scores
-    assert [s.node for s in top][0] == chosen and len(top) == 3
+    assert top[0].node == chosen and len(top) == 3
     assert record.top_scores[0].node == record.target.name, "in a real run too, the bound node is listed first"
 
 
