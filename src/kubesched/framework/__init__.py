@@ -12,8 +12,10 @@ from kubesched.framework.events import ClusterEventWithHint as ClusterEventWithH
 from kubesched.framework.events import EventResource as EventResource
 from kubesched.framework.events import QueueingHint as QueueingHint
 from kubesched.framework.interface import MAX_NODE_SCORE as MAX_NODE_SCORE
+from kubesched.framework.interface import FilterPrefetcher as FilterPrefetcher
 from kubesched.framework.interface import Handle as Handle
 from kubesched.framework.interface import QueuedPodInfo as QueuedPodInfo
+from kubesched.framework.listers import Listers as Listers
 from kubesched.framework.node_table import BatchFilterResult as BatchFilterResult
 from kubesched.framework.node_table import NodeBatch as NodeBatch
 from kubesched.framework.runtime.registry import PluginRegistration as PluginRegistration
@@ -33,7 +35,9 @@ __all__ = [
     "Code",
     "CycleState",
     "EventResource",
+    "FilterPrefetcher",
     "Handle",
+    "Listers",
     "NodeBatch",
     "NodeInfo",
     "PluginRegistration",
