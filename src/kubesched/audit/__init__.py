@@ -7,7 +7,7 @@ to its sinks (:mod:`.sinks`: hash-chained JSON lines, stdout, webhook, Kubernete
 :mod:`.query` answers "why did this pod land here". The CLI's ``kubesched audit`` and
 ``kubesched simulate --audit-log`` are thin layers over these.
 
-:class:`~kubesched.audit.sinks.webhook.WebhookSink` is imported from its module, so that httpx is
+:class:`~kubesched.audit.sinks.webhook.WebhookSink` is imported from its module, so that aiohttp is
 loaded only by the processes that send records over HTTP.
 """
 

@@ -9,43 +9,52 @@ module: every failure is a :class:`~kubesched.framework.policy.PolicyError` (DES
 exception chained as ``__cause__``. What a failure *means* (deny, retry later) is the caller's failure policy
 (DESIGN rule 6); this module only guarantees that it is reported, and reported before the deadline.
 
-Transport. Every call is a coroutine on an :class:`httpx.AsyncClient` (httpcore on anyio underneath), so no
-network I/O blocks the event loop. The client is created lazily, on first use, inside the running loop, and
-stays bound to that loop: the engine may be built before the loop runs, but it must then be used and closed
-(:meth:`RemoteOpaEngine.aclose`) on that one loop. It uses OPA's v1 Data API (``POST /v1/data/<path>`` with
-``{"input": ...}``):
+Transport. Every call is a coroutine on an :class:`aiohttp.ClientSession`, so no network I/O blocks the event
+loop (httpx, used before, took about 2.4 times as long per request). The session is created lazily, on first
+use, inside the running loop, and stays bound to that loop: the engine may be built before the loop runs, but
+it must then be used and closed (:meth:`RemoteOpaEngine.aclose`) on that one loop. It uses OPA's v1 Data API
+(``POST /v1/data/<path>`` with ``{"input": ...}``):
 
-* a pool of keep-alive connections: ``pool_size`` idle connections are kept (each at most
-  :data:`KEEPALIVE_EXPIRY_SECONDS` idle, shorter than the idle timeouts of the load balancers and NATs that
-  drop connections silently); at most ``max_concurrent_requests`` requests are in flight, each on a
-  connection of its own, and further callers wait their turn in order, the wait counted in their deadline
-  (without a bound, 2000 Permit decisions at once made httpcore's pool spend its time matching requests to
-  connections, quadratically, and OPA would get 2000 connections);
-* ``TCP_NODELAY`` on every socket: without it a keep-alive call costs ~44 ms (Nagle's algorithm against
-  delayed ACKs, reference/opa-policy.md §4). asyncio already sets it on the TCP transports it creates and
-  httpcore's anyio backend relies on that; it is passed as a socket option anyway, so that it does not depend
-  on the event loop implementation. And a request goes out in one write: httpcore writes a request's head
-  and body apart, which is what walks into the Nagle trap; the engine's stream wrapper joins them, as
-  :mod:`http.client` does, so that a socket without ``TCP_NODELAY`` would not cost 44 ms either;
+* a pool of keep-alive connections (aiohttp's :class:`~aiohttp.TCPConnector`): at most
+  ``max_concurrent_requests`` requests are in flight, each on a connection of its own, and further callers
+  wait their turn in order, the wait counted in their deadline (a semaphore held for the whole call; the
+  connector's limit is the same number, so a request never waits for a connection). When the last call in
+  flight ends, idle connections beyond ``pool_size`` are closed, and none is kept idle longer than
+  :data:`KEEPALIVE_EXPIRY_SECONDS` (shorter than the idle timeouts of the load balancers and NATs that drop
+  connections silently);
+* ``TCP_NODELAY`` on every socket: without it a keep-alive call can cost ~44 ms (Nagle's algorithm against
+  delayed ACKs, reference/opa-policy.md §4). aiohttp sets it on every client connection (asyncio does too);
+  a test reads it back from a real connection. And a request goes out in one write: aiohttp (3.12 and
+  later) holds a request's head back and sends it with the body, so that even a socket without
+  ``TCP_NODELAY`` does not wait for the server's delayed ACK (a test turns it off to check);
 * one deadline per call, ``timeout_seconds`` from the start of the call, enforced with :func:`asyncio.timeout`
-  around the whole call: reading the token file, installing the batch module, connecting, sending, a retry
-  and reading the body all share it. httpx's own per-phase timeouts are set to the same value only as a
-  backstop: a per-read timeout alone would let an answer that trickles in run far past the deadline;
-* a connection that the server closed while it sat idle is detected before reuse: httpcore checks, before it
-  hands out an idle HTTP/1.1 connection, whether the socket is readable - an idle connection has nothing to
-  read unless the server closed it (EOF, or a reset) - and closes it instead (anyio stops reading idle
-  sockets, so the EOF waits in the kernel where that check sees it). That is how connections to a restarted
-  OPA are replaced without a failed request;
+  around the whole call: waiting for a turn, reading the token file, installing the batch module,
+  connecting, sending, a retry and reading the body all share it. aiohttp's own timeouts are off: a per-read
+  timeout would add nothing but a second clock, and alone would let an answer that trickles in run far past
+  the deadline;
+* a connection that the server closed while it sat idle is not reused: the event loop goes on reading idle
+  connections, so the server's close is seen as soon as the loop runs and aiohttp drops the connection; and
+  in case the loop has not run since the close arrived, the pool checks, before it hands out an idle
+  connection, whether its socket is readable - an idle connection has nothing to read unless the server
+  closed it (EOF, or a reset) - and opens a new one instead. That is how connections to a restarted OPA are
+  replaced without a failed request;
 * if the server closes a *reused* connection anyway (it closed it just as we sent) before a single byte of
-  the answer arrived, the request is sent once more on a new connection (the pool's other idle connections
-  are closed first: they are as old). That is the only retry: a request whose answer was partly received,
-  that failed on a connection opened for it, or that timed out, is never sent again. The engine counts the
-  bytes each attempt received in its own wrapper of httpcore's network streams; with a foreign ``transport``
-  (tests' :class:`httpx.MockTransport`) nothing is known of connections, so nothing is retried;
+  the answer arrived, the request is sent once more on a new connection (the pool's idle connections are
+  closed first: they are as old). The pool knows whether the connection it handed an attempt had served
+  before (aiohttp's trace events would tell too, but cost a seventh of the engine's instructions per
+  request); "nothing arrived" is a reset, a broken pipe, or aiohttp's ``ServerDisconnectedError`` without a
+  partly parsed head, before the head of the answer was complete. That is the only retry: a request whose
+  answer was partly received, that failed on a connection opened for it, or that timed out, is never sent
+  again (aiohttp's own retry of idempotent requests, which would resend the batch module's PUT, is turned
+  off). One limit: aiohttp's C parser reports even one byte of a head, but its pure-Python fallback (when
+  the compiled extension is missing) cannot tell a head cut off inside a line from nothing, so there such a
+  request is sent once more;
 * ``Authorization: Bearer`` from ``token_file``, re-read (in a worker thread: it is disk I/O) when the file
   changes, checked at most once per second of the injected clock (Kubernetes rotates projected
   service-account tokens by swapping the file); a 401 makes the next call check the file again;
-* for ``https`` endpoints, TLS verified against ``ca_file`` (or the system trust store, not certifi's).
+* for ``https`` endpoints, TLS verified against ``ca_file`` (or the system trust store), the
+  :class:`ssl.SSLContext` given to the connector;
+* no proxies or ``.netrc`` from the environment (OPA is reached directly, as configured) and no cookies.
 
 Every query carries ``strict-builtin-errors=true`` (a failing built-in must not silently make a deny rule
 undefined) and ``provenance=true`` (for bundle revisions, below). An answer with OPA's ``api_usage_warning``
@@ -75,22 +84,28 @@ answer arrived.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import dataclasses
+import functools
 import json
 import math
 import os
+import select
 import socket
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import httpcore
-import httpx
+import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.client_reqrep import ClientRequest
+from aiohttp.connector import Connection
+from aiohttp.http import RawResponseMessage
+from aiohttp.http_exceptions import ContentLengthError, HttpProcessingError
+from aiohttp.tracing import Trace
 
 from kubesched import __version__
 from kubesched.clock import Clock, RealClock
@@ -123,9 +138,8 @@ DATA_API_PREFIX = "/v1/data/"
 QUERY_PARAMETERS = "strict-builtin-errors=true&provenance=true"
 USAGE_WARNING_CODE = "api_usage_warning"
 USER_AGENT = f"kubesched/{__version__}"
-
-#: Set on every socket the engine's own pool opens (module-level so that a benchmark can show the Nagle trap).
-SOCKET_OPTIONS: list[tuple[int, int, int]] = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+# The phase of a call that waits for one of the max_concurrent_requests in flight to finish.
+WAITING_FOR_A_TURN = "waiting for a turn (max_concurrent_requests in flight)"
 
 _T = TypeVar("_T")
 
@@ -173,178 +187,121 @@ class _Call:
     phase: str | None = None
 
 
-# httpcore's trace events that tell where a request stands (a foreign transport sends none).
-_TRACE_PHASES = {
-    "connection.connect_tcp.started": "connecting",
-    "connection.start_tls.started": "connecting",
-    "http11.send_request_headers.started": "sending the request",
-    "http11.receive_response_headers.started": "waiting for the answer",
-    "http11.receive_response_body.started": "reading the answer",
-}
-
-
 @dataclass(slots=True)
 class _Attempt:
-    """One sending of a request: did it open its connection, and how much of the answer arrived."""
+    """One sending of a request: the connection it got, and whether the head of an answer arrived."""
 
     call: _Call
-    opened: bool = False  # this attempt opened the connection it was sent on
-    sent: bool = False  # it was sent on some connection (so not opened = reused)
-    received: int = 0
-    eof: bool = False  # the server closed the connection (a read returned no bytes)
-
-    @property
-    def reused(self) -> bool:
-        return self.sent and not self.opened
-
-    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
-        phase = _TRACE_PHASES.get(event)
-        if phase is not None:
-            self.call.phase = phase
-        if event == "connection.connect_tcp.started":
-            self.opened = True
-        elif event == "http11.send_request_headers.started":
-            self.sent = True
+    reused: bool = False  # the connection it went out on had served a request before
+    answered: bool = False  # the head of the answer arrived (from then on, never sent again)
 
 
-# The attempt whose request the current task is sending; the network streams report their reads to it
-# (httpcore does all of a request's I/O in the task that sent it).
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    status: int
+    reason: str
+    body: bytes
+
+
+# The attempt whose request the current task is sending: the pool reports to it which connection the request
+# got (aiohttp asks the connector for a request's connection in the task that sends the request).
 _ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("kubesched_opa_attempt", default=None)
 
 
-class _CountingStream(httpcore.AsyncNetworkStream):
-    """httpcore's network stream, reporting what each read returned to the attempt in flight.
+def _closed_by_peer(protocol: ResponseHandler) -> bool:
+    """Whether an idle connection's socket is readable: the server closed it (EOF, a reset) or sent what no
+    request asked for; either way it cannot carry a request."""
+    transport = protocol.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return True
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])  # pragma: no cover - Windows
+    except (OSError, ValueError):
+        return True
 
-    It also holds a request's writes back until the first read of the answer and sends them in one: httpcore
-    writes the head and the body of a request separately, which without TCP_NODELAY waits for the server's
-    delayed ACK (~40 ms a call) and with it still costs the server two wake-ups per request (measured: about
-    a tenth of a loopback call). http.client joins them the same way.
+
+class _Pool(aiohttp.TCPConnector):
+    """aiohttp's connection pool, also knowing which of its connections are in use and which are idle.
+
+    aiohttp keeps every released connection (up to ``limit``) and says nothing about them; the engine needs
+    to know the idle ones to keep at most ``pool_size`` of them, to close them all before a stale retry, and
+    for :meth:`RemoteOpaEngine.pooled_connections`; and each attempt needs to know whether its connection was
+    reused. ``connect`` is the connector's public entry point, so every connection a request gets passes
+    through here.
     """
 
-    def __init__(self, inner: httpcore.AsyncNetworkStream, backend: _CountingBackend) -> None:
-        self._inner = inner
-        self._backend = backend
-        self._unsent: list[bytes] = []
-        self._write_timeout: float | None = None
-        backend.streams.add(self)
+    def __init__(self, *, idle_limit: int, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._idle_limit = idle_limit
+        self._known: dict[ResponseHandler, None] = {}  # every connection handed out, oldest first
+        self._busy: set[ResponseHandler] = set()
+        self.opened = 0
 
-    async def _flush(self) -> None:
-        unsent, self._unsent = self._unsent, []
-        # As httpcore does for its own writes: the server may have closed early with an answer (a 4xx);
-        # reading tells, and a server that closed without one is reported by the read.
-        with contextlib.suppress(httpcore.WriteError):
-            await self._inner.write(b"".join(unsent), self._write_timeout)
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+    async def connect(self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout) -> Connection:
         attempt = _ATTEMPT.get()
-        if self._unsent:
-            phase = attempt.call.phase if attempt is not None else None
-            if attempt is not None:
-                attempt.call.phase = "sending the request"
-            await self._flush()
-            if attempt is not None:
-                attempt.call.phase = phase
-        data = await self._inner.read(max_bytes, timeout)
         if attempt is not None:
-            if data:
-                attempt.received += len(data)
-            else:
-                attempt.eof = True
-        return data
+            attempt.call.phase = "connecting"
+        while True:
+            connection = await super().connect(req, traces, timeout)
+            protocol = connection.protocol
+            assert protocol is not None
+            reused = protocol in self._known
+            if not reused:
+                self._known[protocol] = None
+                self.opened += 1
+            elif _closed_by_peer(protocol):
+                connection.close()
+                continue
+            self._busy.add(protocol)
+            connection.add_callback(functools.partial(self._busy.discard, protocol))
+            if attempt is not None:
+                attempt.reused = reused
+                # aiohttp writes the request right after, in one write that does not wait.
+                attempt.call.phase = "waiting for the answer"
+            return connection
 
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if buffer:
-            self._unsent.append(buffer)
-            self._write_timeout = timeout
+    def _idle(self) -> list[ResponseHandler]:
+        for protocol in [protocol for protocol in self._known if not protocol.is_connected()]:
+            del self._known[protocol]
+        return [protocol for protocol in self._known if protocol not in self._busy]
 
-    async def aclose(self) -> None:
-        self._unsent.clear()
-        self._backend.streams.discard(self)
-        await self._inner.aclose()
+    def trim(self) -> None:
+        """Close the oldest idle connections beyond ``idle_limit`` (aiohttp would keep them all)."""
+        idle = self._idle()
+        for protocol in idle[: max(len(idle) - self._idle_limit, 0)]:
+            protocol.close()
 
-    async def start_tls(
-        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        # The TLS stream replaces this one (httpcore closes the TCP stream itself when the handshake fails).
-        if self._unsent:
-            await self._flush()
-        self._backend.streams.discard(self)
-        tls = await self._inner.start_tls(ssl_context, server_hostname, timeout)
-        return _CountingStream(tls, self._backend)
+    def drop_idle(self) -> None:
+        for protocol in self._idle():
+            protocol.close()
 
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _CountingBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's anyio backend, counting the connections it opens and keeping their streams for diagnostics."""
-
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
-        self.streams: set[_CountingStream] = set()
-        self.connections_opened = 0
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        self.connections_opened += 1
-        return _CountingStream(stream, self)
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        return await self._inner.connect_unix_socket(path, timeout, socket_options)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
+    def open_connections(self) -> list[ResponseHandler]:
+        self._idle()
+        return list(self._known)
 
 
-class _PoolTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over an httpcore pool that uses :class:`_CountingBackend`.
-
-    httpx (0.27, 0.28) has no parameter for httpcore's ``network_backend``, so the pool httpx builds is
-    replaced by one built here with our settings plus the backend (``_pool`` is the one private name this
-    module touches); the rest (request and response conversion, the mapping of httpcore's exceptions onto
-    httpx's) is httpx's own.
-    """
-
-    def __init__(self, pool: httpcore.AsyncConnectionPool, ssl_context: ssl.SSLContext | None) -> None:
-        super().__init__(verify=ssl_context if ssl_context is not None else False, trust_env=False)
-        self._pool = pool
-
-
-def _open_pool(
-    ssl_context: ssl.SSLContext | None, pool_size: int
-) -> tuple[httpcore.AsyncConnectionPool, _CountingBackend]:
-    backend = _CountingBackend()
-    pool = httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context,
-        max_connections=None,  # concurrent callers never wait for one another's connection
-        max_keepalive_connections=pool_size,
-        keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
-        socket_options=list(SOCKET_OPTIONS),
-        network_backend=backend,
-    )
-    return pool, backend
-
-
-def _is_stale(error: httpx.HTTPError | httpx.InvalidURL, attempt: _Attempt) -> bool:
+def _is_stale(error: BaseException, attempt: _Attempt) -> bool:
     """A reused connection that the server had closed: it failed before any byte of the answer arrived."""
-    return (
-        isinstance(error, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError)
-        and attempt.reused
-        and attempt.received == 0
+    if not attempt.reused or attempt.answered:
+        return False
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        # With a partly received head, aiohttp reports what it had parsed of it.
+        return not isinstance(error.message, RawResponseMessage)
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return False
+    chain = _causes(error)
+    return isinstance(error, aiohttp.ClientOSError | aiohttp.ClientConnectionResetError) and (
+        _find(chain, ConnectionResetError) is not None or _find(chain, BrokenPipeError) is not None
     )
 
 
 def _causes(error: BaseException) -> list[BaseException]:
-    """``error`` and the exceptions it was raised from (httpx wraps httpcore's, which wrap OSError/ssl's)."""
+    """``error`` and the exceptions it was raised from (aiohttp's wrap OSError's, ssl's and its parser's)."""
     chain: list[BaseException] = []
     current: BaseException | None = error
     while current is not None and current not in chain:
@@ -361,12 +318,21 @@ def _while(phase: str | None) -> str:
     return f" while {phase}" if phase else ""
 
 
-def _translate(error: httpx.HTTPError | httpx.InvalidURL, origin: str, call: _Call, attempt: _Attempt) -> PolicyError:
+def _first_line(text: object) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0].rstrip(":") if lines else ""
+
+
+def _translate(error: BaseException, origin: str, call: _Call, attempt: _Attempt) -> PolicyError:
     where = f"OPA at {origin}"
     what, phase = call.what, call.phase
     chain = _causes(error)
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, asyncio.TimeoutError):
         return OpaTransportError(f"{where} timed out{_while(phase)} ({what})", timed_out=True)
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        certificate_error = error.certificate_error
+        detail = getattr(certificate_error, "verify_message", None) or certificate_error
+        return OpaTransportError(f"{where}: TLS certificate verification failed: {detail} ({what})")
     verification = _find(chain, ssl.SSLCertVerificationError)
     if verification is not None:
         return OpaTransportError(
@@ -375,6 +341,11 @@ def _translate(error: httpx.HTTPError | httpx.InvalidURL, origin: str, call: _Ca
     tls = _find(chain, ssl.SSLError)
     if tls is not None:
         return OpaTransportError(f"{where}: TLS error{_while(phase)}: {tls.reason or tls} ({what})")
+    if isinstance(error, aiohttp.ClientConnectionResetError):
+        # aiohttp's "cannot write to closing transport": the connection was closed under the request.
+        return OpaTransportError(f"{where} closed the connection{_while(phase)} ({what})")
+    if isinstance(error, aiohttp.ClientPayloadError) and _find(chain, ContentLengthError) is not None:
+        return OpaTransportError(f"{where} closed the connection in the middle of the answer ({what})")
     if _find(chain, ConnectionResetError) is not None:
         return OpaTransportError(f"{where} reset the connection{_while(phase)} ({what})")
     if _find(chain, BrokenPipeError) is not None:
@@ -384,16 +355,20 @@ def _translate(error: httpx.HTTPError | httpx.InvalidURL, origin: str, call: _Ca
     unresolved = _find(chain, socket.gaierror)
     if unresolved is not None:
         return OpaTransportError(f"{where}: cannot resolve the host name: {unresolved.strerror} ({what})")
-    if isinstance(error, httpx.RemoteProtocolError | httpx.ReadError) and attempt.eof:
-        if attempt.received == 0:
-            return OpaTransportError(f"{where} closed the connection without answering ({what})")
-        return OpaTransportError(f"{where} closed the connection in the middle of the answer ({what})")
-    if isinstance(error, httpx.RemoteProtocolError | httpx.DecodingError):
-        return OpaTransportError(f"{where} sent a malformed HTTP answer: {error or type(error).__name__} ({what})")
-    if isinstance(error, httpx.InvalidURL | httpx.UnsupportedProtocol | httpx.LocalProtocolError):
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        if isinstance(error.message, RawResponseMessage):
+            return OpaTransportError(f"{where} closed the connection in the middle of the answer ({what})")
+        return OpaTransportError(f"{where} closed the connection without answering ({what})")
+    if isinstance(error, aiohttp.ClientPayloadError) or (
+        isinstance(error, aiohttp.ClientResponseError) and _find(chain, HttpProcessingError) is not None
+    ):
+        parsing = _find(chain[1:], HttpProcessingError)
+        detail = _first_line(parsing.message if parsing is not None else error) or type(error).__name__
+        return OpaTransportError(f"{where} sent a malformed HTTP answer: {detail} ({what})")
+    if isinstance(error, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
         return PolicyError(f"cannot send {what} to {where}: {error}")
     detail = str(error) or type(error).__name__
-    if isinstance(error, httpx.TransportError):
+    if isinstance(error, aiohttp.ClientConnectionError | OSError):
         return OpaTransportError(f"{where}: connection error{_while(phase)}: {detail} ({what})")
     return PolicyError(f"{where}: {what} failed: {detail}")
 
@@ -509,7 +484,6 @@ class RemoteOpaEngine:
     ``endpoint`` is the decision's Data API URL, e.g. ``http://opa:8181/v1/data/kubernetes/authz``; or OPA's
     base URL (``http://opa:8181``) with the document in ``decision_path`` (``kubernetes/authz``).
     ``batch_endpoint`` (same origin) may contain ``{target_kind}``, replaced by ``node`` or ``cluster``.
-    ``transport`` replaces the engine's own connection pool (tests pass an :class:`httpx.MockTransport`).
     Concurrent calls are safe on the loop that first used the engine; see the module docstring for the rest.
     """
 
@@ -527,7 +501,6 @@ class RemoteOpaEngine:
         pool_size: int = DEFAULT_POOL_SIZE,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         clock: Clock | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not (isinstance(timeout_seconds, int | float) and math.isfinite(timeout_seconds) and timeout_seconds > 0):
             raise PolicyError(f"timeout_seconds must be a positive number of seconds, not {timeout_seconds!r}")
@@ -549,7 +522,6 @@ class RemoteOpaEngine:
                 raise PolicyError(f"batch_endpoint {batch_endpoint!r} must be on the same server as {endpoint!r}")
         self._install = install_batch_module and batch_endpoint is None
         self._batch_targets: dict[str, str] = {}
-        self._urls: dict[str, httpx.URL] = {}
         self._timeout = float(timeout_seconds)
         self._revision_ttl = float(revision_ttl_seconds)
         self._clock: Clock = clock if clock is not None else RealClock()
@@ -563,14 +535,14 @@ class RemoteOpaEngine:
         elif ca_file is not None:
             raise PolicyError(f"ca_file is set but endpoint {endpoint!r} is not https://")
         self._pool_size = pool_size
+        self._max_concurrent = max_concurrent_requests
         self._in_flight = asyncio.Semaphore(max_concurrent_requests)
-        self._foreign_transport = transport
-        self._http: httpx.AsyncClient | None = None
-        self._pool: httpcore.AsyncConnectionPool | None = None
-        self._backend: _CountingBackend | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._pool: _Pool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._stale_retries = 0
+        self._calls = 0  # calls in flight or waiting for their turn
         # Revision state is read by revision(), which plugins may call from any thread; never held across awaits.
         self._state_lock = threading.Lock()
         self._install_locks: dict[str, asyncio.Lock] = {}
@@ -599,11 +571,11 @@ class RemoteOpaEngine:
             return self._generation_revision(now)
 
     async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
-        client = self._client()
+        session = self._client()
         body = _encode(input_doc)
-        call = _Call(f"POST {self._decision_target.split('?', 1)[0]}")
+        call = _Call(f"POST {self._decision_target.split('?', 1)[0]}", WAITING_FOR_A_TURN)
         document, revision = await self._within_deadline(
-            call, self._post_data(client, call, self._decision_target, body)
+            call, self._post_data(session, call, self._decision_target, body)
         )
         decision_id = _decision_id(document)
         if "result" not in document:
@@ -619,17 +591,17 @@ class RemoteOpaEngine:
         operation: str,
         time: str,
     ) -> dict[str, Decision]:
-        client = self._client()
+        session = self._client()
         names = [_target_name(target, target_kind) for target in targets]
         body = _encode(batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time))
         target = self._batch_target(target_kind)
         path = target.split("?", 1)[0]
-        call = _Call(f"POST {path}")
+        call = _Call(f"POST {path}", WAITING_FOR_A_TURN)
 
         async def install_and_ask() -> tuple[dict[str, Any], str]:
             if self._install:
-                await self._ensure_batch_module(client, call, target_kind)
-            return await self._post_data(client, call, target, body)
+                await self._ensure_batch_module(session, call, target_kind)
+            return await self._post_data(session, call, target, body)
 
         document, revision = await self._within_deadline(call, install_and_ask())
         decision_id = _decision_id(document)
@@ -654,24 +626,23 @@ class RemoteOpaEngine:
         }
 
     async def aclose(self) -> None:
-        """Close the connections; the engine refuses calls from then on. Idempotent."""
+        """Close the session and its connections; the engine refuses calls from then on. Idempotent."""
         self._closed = True
-        client, self._http = self._http, None
-        self._pool = None
-        if client is None:
+        session, self._session = self._session, None
+        if session is None:
             return
         if self._loop is not asyncio.get_running_loop():
             # The connections belong to another loop (gone, or running elsewhere): they cannot be closed from
             # here, and die with it.
             return
-        await client.aclose()
+        await session.close()
 
     # ------------------------------------------------------------------------------------ diagnostics
 
     @property
     def connections_opened(self) -> int:
-        """TCP connections the engine's pool has opened (0 with a foreign ``transport``)."""
-        return self._backend.connections_opened if self._backend is not None else 0
+        """TCP connections the engine's pool has opened."""
+        return self._pool.opened if self._pool is not None else 0
 
     @property
     def stale_retries(self) -> int:
@@ -680,52 +651,66 @@ class RemoteOpaEngine:
 
     def pooled_connections(self) -> list[PooledConnection]:
         """The pool's open connections, as their sockets say now (between calls, all of them are idle)."""
-        if self._backend is None:
+        if self._pool is None:
             return []
         found: list[PooledConnection] = []
-        for stream in list(self._backend.streams):
-            sock = stream.get_extra_info("socket")
+        for protocol in self._pool.open_connections():
+            transport = protocol.transport
+            if transport is None:
+                continue
+            sock = transport.get_extra_info("socket")
             try:
                 port = int(sock.getsockname()[1])
                 nodelay = bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
             except (AttributeError, OSError, ValueError):
                 continue  # closed under us
-            ssl_object = stream.get_extra_info("ssl_object")
+            ssl_object = transport.get_extra_info("ssl_object")
             found.append(PooledConnection(port, nodelay, ssl_object.version() if ssl_object is not None else None))
         return sorted(found, key=lambda connection: connection.local_port)
 
     # ------------------------------------------------------------------------------------ internals
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> aiohttp.ClientSession:
         if self._closed:
             raise PolicyError(f"the OPA client for {self._origin} is closed")
         loop = asyncio.get_running_loop()
-        if self._http is None:
-            self._http = self._open_client()
+        if self._session is None:
+            self._session = self._open_session()
             self._loop = loop
         elif loop is not self._loop:
             raise PolicyError(
                 f"the OPA client for {self._origin} is bound to the event loop that first used it, not this one"
             )
-        return self._http
+        return self._session
 
-    def _open_client(self) -> httpx.AsyncClient:
-        transport = self._foreign_transport
-        if transport is None:
-            self._pool, self._backend = _open_pool(self._ssl_context, self._pool_size)
-            transport = _PoolTransport(self._pool, self._ssl_context)
-        return httpx.AsyncClient(
-            transport=transport,
-            # A backstop only: the call's deadline (asyncio.timeout) ends it first.
-            timeout=httpx.Timeout(self._timeout),
-            # No proxies, .netrc or SSL_CERT_* from the environment: OPA is reached directly, as configured.
+    def _open_session(self) -> aiohttp.ClientSession:
+        self._pool = _Pool(
+            idle_limit=self._pool_size,
+            # The semaphore already bounds requests in flight; the same limit here is a backstop, never a wait.
+            limit=self._max_concurrent,
+            limit_per_host=self._max_concurrent,
+            keepalive_timeout=KEEPALIVE_EXPIRY_SECONDS,
+            force_close=False,
+            ssl=self._ssl_context if self._ssl_context is not None else True,
+        )
+        session = aiohttp.ClientSession(
+            connector=self._pool,
+            # No aiohttp timeouts: the call's deadline (asyncio.timeout) covers everything they would.
+            timeout=aiohttp.ClientTimeout(),
+            # No proxies or .netrc from the environment: OPA is reached directly, as configured.
             trust_env=False,
-            # identity: the http.client engine never asked for compression; a loopback OPA gains nothing by it.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            # identity: a loopback OPA gains nothing by compression, and it costs CPU at both ends.
             headers={"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"},
         )
+        # aiohttp resends an idempotent request (our PUT) once after any connection error, on any connection;
+        # the engine's one retry is narrower (see the module docstring). There is no public switch for it.
+        session._retry_connection = False
+        return session
 
     async def _within_deadline(self, call: _Call, work: Awaitable[_T]) -> _T:
         deadline = asyncio.timeout(self._timeout)
+        self._calls += 1
         try:
             async with deadline, self._in_flight:
                 return await work
@@ -736,6 +721,12 @@ class RemoteOpaEngine:
                 f"OPA at {self._origin} timed out after {self._timeout:g}s{_while(call.phase)} ({call.what})",
                 timed_out=True,
             ) from error
+        finally:
+            self._calls -= 1
+            # Only once no call is in flight or waiting for its turn: in a burst, a connection closed for being
+            # idle would be opened again at once by the next caller.
+            if self._calls == 0 and self._pool is not None:
+                self._pool.trim()
 
     def _generation_revision(self, now: float) -> str:
         """``remote:<endpoint>:<generation>``, moving the generation on when the TTL is over (lock held)."""
@@ -758,63 +749,51 @@ class RemoteOpaEngine:
             self._batch_targets[target_kind] = target
         return target
 
-    def _url(self, target: str) -> httpx.URL:
-        url = self._urls.get(target)
-        if url is None:
-            url = self._urls[target] = httpx.URL(self._origin + target)
-        return url
-
     async def _exchange(
-        self, client: httpx.AsyncClient, call: _Call, method: str, target: str, body: bytes, content_type: str
-    ) -> httpx.Response:
+        self, session: aiohttp.ClientSession, call: _Call, method: str, target: str, body: bytes, content_type: str
+    ) -> _Answer:
         """Send one request and read its whole answer; the only retry is a stale reused connection."""
         call.what = f"{method} {target.split('?', 1)[0]}"
         headers = {"Content-Type": content_type}
         if self._token is not None:
             call.phase = "reading the token file"
             headers["Authorization"] = f"Bearer {await self._token.current()}"
-        url = self._url(target)
+        url = self._origin + target
+        pool = self._pool
+        assert pool is not None
         retried = False
         while True:
             attempt = _Attempt(call)
-            # Where the request stands is known only from our own pool's trace events.
-            call.phase = "waiting for a connection" if self._pool is not None else None
             reset = _ATTEMPT.set(attempt)
             try:
-                response = await client.request(
-                    method, url, content=body, headers=headers, extensions={"trace": attempt.trace}
-                )
-            except (httpx.HTTPError, httpx.InvalidURL) as error:
+                async with session.request(method, url, data=body, headers=headers) as response:
+                    attempt.answered = True
+                    call.phase = "reading the answer"
+                    answer = _Answer(response.status, response.reason or "", await response.read())
+            except (aiohttp.ClientError, OSError, ValueError) as error:
                 if not retried and _is_stale(error, attempt):
                     retried = True
                     self._stale_retries += 1
-                    await self._drop_idle_connections()
+                    # The server closed one of them behind our back (OPA restarted, or its idle timeout): the
+                    # others are as old, so the retry goes out on a new connection.
+                    pool.drop_idle()
                     continue
                 raise _translate(error, self._origin, call, attempt) from error
             finally:
                 _ATTEMPT.reset(reset)
-            if response.status_code == 401 and self._token is not None:
+            if answer.status == 401 and self._token is not None:
                 self._token.invalidate()
-            return response
-
-    async def _drop_idle_connections(self) -> None:
-        # The server closed one of them behind our back (OPA restarted, or its idle timeout): the others are as
-        # old, so the retry goes out on a new connection.
-        if self._pool is None:
-            return
-        for connection in self._pool.connections:
-            if connection.is_idle():
-                await connection.aclose()
+            return answer
 
     async def _post_data(
-        self, client: httpx.AsyncClient, call: _Call, target: str, body: bytes
+        self, session: aiohttp.ClientSession, call: _Call, target: str, body: bytes
     ) -> tuple[dict[str, Any], str]:
         """The Data API's answer document, and the revision that answered."""
-        response = await self._exchange(client, call, "POST", target, body, "application/json")
+        answer = await self._exchange(session, call, "POST", target, body, "application/json")
         what = f"POST {target.split('?', 1)[0]}"
-        if not 200 <= response.status_code < 300:
-            raise _http_error(self._origin, what, response)
-        document = _json_object(response, what, self._origin)
+        if not 200 <= answer.status < 300:
+            raise _http_error(self._origin, what, answer)
+        document = _json_object(answer, what, self._origin)
         warning = document.get("warning")
         if isinstance(warning, Mapping) and warning.get("code") == USAGE_WARNING_CODE:
             path = target.split("?", 1)[0]
@@ -832,7 +811,7 @@ class RemoteOpaEngine:
                     return _bundles_revision(self._bundles)
             return self._generation_revision(now)
 
-    async def _ensure_batch_module(self, client: httpx.AsyncClient, call: _Call, target_kind: str) -> None:
+    async def _ensure_batch_module(self, session: aiohttp.ClientSession, call: _Call, target_kind: str) -> None:
         module_id = batch_module_id(target_kind)
         if module_id in self._installed:
             return
@@ -846,10 +825,10 @@ class RemoteOpaEngine:
             if refused is not None and abs(self._clock.now() - refused[0]) < max(self._revision_ttl, 1.0):
                 raise refused[1]
             source = batch_module(self._decision_path, target_kind).encode()
-            response = await self._exchange(client, call, "PUT", target, source, "text/plain")
-            if not 200 <= response.status_code < 300:
-                error = _http_error(self._origin, f"PUT {target}", response)
-                if 400 <= response.status_code < 500:
+            answer = await self._exchange(session, call, "PUT", target, source, "text/plain")
+            if not 200 <= answer.status < 300:
+                error = _http_error(self._origin, f"PUT {target}", answer)
+                if 400 <= answer.status < 500:
                     refusal = PolicyError(
                         f"OPA refused to install kubesched's batch module: {error}. If bundles own OPA's "
                         f"policies, add the module (kubesched.policy.contract.batch_module) to your bundle and "
@@ -900,9 +879,9 @@ def _decision_id(document: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _json_object(response: httpx.Response, what: str, origin: str) -> dict[str, Any]:
+def _json_object(answer: _Answer, what: str, origin: str) -> dict[str, Any]:
     try:
-        document = json.loads(response.content)
+        document = json.loads(answer.body)
     except ValueError as error:
         raise PolicyError(f"OPA at {origin} answered {what} with a body that is not JSON") from error
     if not isinstance(document, dict):
@@ -910,12 +889,12 @@ def _json_object(response: httpx.Response, what: str, origin: str) -> dict[str, 
     return document
 
 
-def _http_error(origin: str, what: str, response: httpx.Response) -> OpaHttpError:
+def _http_error(origin: str, what: str, answer: _Answer) -> OpaHttpError:
     code: str | None = None
     message: str | None = None
     details: list[str] = []
     try:
-        document = json.loads(response.content) if response.content else None
+        document = json.loads(answer.body) if answer.body else None
     except ValueError:
         document = None
     if isinstance(document, Mapping):
@@ -924,8 +903,8 @@ def _http_error(origin: str, what: str, response: httpx.Response) -> OpaHttpErro
         errors = document.get("errors")
         if isinstance(errors, list):
             details = [str(item.get("message")) for item in errors[:3] if isinstance(item, Mapping)]
-    status = response.status_code
-    text = f"OPA at {origin} answered {what} with {status} {response.reason_phrase}".rstrip()
+    status = answer.status
+    text = f"OPA at {origin} answered {what} with {status} {answer.reason}".rstrip()
     if code is not None or message is not None:
         text += ": " + ": ".join(part for part in (code, message) if part)
     if details:

@@ -85,6 +85,8 @@ class _Counters:
     connections: int = 0
     requests: int = 0
     answered: int = 0
+    in_flight: int = 0
+    most_in_flight: int = 0
     log: list[RecordedRequest] = field(default_factory=list)
 
 
@@ -277,6 +279,11 @@ class OpaTestServer:
         """Requests whose handler has produced its answer."""
         return self._counters.answered
 
+    @property
+    def most_in_flight(self) -> int:
+        """The most requests this server was handling at the same time (a client's concurrency, seen from here)."""
+        return self._counters.most_in_flight
+
     def request_log(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._counters.log)
@@ -361,8 +368,11 @@ class OpaTestServer:
         peer = request.transport.get_extra_info("peername") if request.transport is not None else None
         client_port = int(peer[1]) if isinstance(peer, tuple) and len(peer) >= 2 else 0
         with self._lock:
-            self._counters.requests += 1
-            self._counters.log.append(
+            counters = self._counters
+            counters.requests += 1
+            counters.in_flight += 1
+            counters.most_in_flight = max(counters.most_in_flight, counters.in_flight)
+            counters.log.append(
                 RecordedRequest(
                     request.method,
                     request.path,
@@ -372,6 +382,15 @@ class OpaTestServer:
                     client_port,
                 )
             )
+        try:
+            return await self._answer(request, handler)
+        finally:
+            with self._lock:
+                self._counters.in_flight -= 1
+
+    async def _answer(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if request.path != "/health":
             faults = self.faults
             if faults.delay_seconds > 0:

@@ -1,4 +1,4 @@
-"""WebhookSink (an httpx client) against a real aiohttp server on loopback: batching, flush, retries with
+"""WebhookSink (an aiohttp client) against a real aiohttp server on loopback: batching, flush, retries with
 backoff, timeouts, rejections, the bounded queue and its drop counter, a sender task that dies."""
 
 from __future__ import annotations
@@ -47,9 +47,13 @@ class Receiver:
             self.batches.append(body)
         return web.Response(status=action)
 
+    async def moved(self, request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect("/audit")  # 307: the POST and its body go to /audit
+
     async def __aenter__(self) -> Receiver:
         app = web.Application()
         app.router.add_post("/audit", self.handle)
+        app.router.add_post("/moved", self.moved)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -218,6 +222,38 @@ def test_full_queue_drops_and_counts_and_write_never_waits(run_async: Runner) ->
     assert receiver.requests >= 1
 
 
+def test_redirects_are_followed(run_async: Runner) -> None:
+    async def scenario() -> tuple[Receiver, WebhookSink]:
+        async with Receiver() as receiver:
+            sink = WebhookSink(receiver.url.replace("/audit", "/moved"), metrics=fresh_metrics(), timeout=2.0)
+            sink.write(make_record(0))
+            await sink.close()
+        return receiver, sink
+
+    receiver, sink = run_async(scenario())
+    assert receiver.names() == [["web-0"]]
+    assert sink.delivered == 1
+
+
+def test_proxy_variables_of_the_environment_are_ignored(run_async: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario() -> tuple[Receiver, WebhookSink]:
+        async with Receiver() as nowhere:
+            dead = nowhere.url.removesuffix("/audit")
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            monkeypatch.setenv(name, dead)  # a proxy that refuses connections
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        async with Receiver() as receiver:
+            sink = sink_for(receiver, fresh_metrics(), retries=0)
+            sink.write(make_record(0))
+            await sink.close()
+        return receiver, sink
+
+    receiver, sink = run_async(scenario())
+    assert receiver.names() == [["web-0"]]
+    assert sink.delivered == 1
+
+
 def test_unreachable_endpoint_counts_undeliverable(run_async: Runner) -> None:
     async def scenario() -> tuple[WebhookSink, AuditMetrics, Sleeps]:
         async with Receiver() as receiver:
@@ -344,6 +380,8 @@ def test_the_observer_shares_its_metrics_with_the_webhook(tmp_path: Any) -> None
         pytest.param({"retries": -1, "backoff": -2}, "retries must be 0 or more, not -1; backoff", id="several"),
         pytest.param({"url": "ftp://host/audit"}, "url must be http:// or https://", id="scheme"),
         pytest.param({"url": "http://[::1/audit"}, "is not a URL", id="malformed-url"),
+        pytest.param({"url": "http:///audit"}, "has no host", id="no-host"),
+        pytest.param({"headers": {"X-Tenant": "a\r\nX-Evil: 1"}}, "header 'X-Tenant' has a line break", id="header"),
     ],
 )
 def test_bad_settings_are_reported_together(settings: dict[str, Any], message: str) -> None:

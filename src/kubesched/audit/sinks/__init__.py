@@ -2,7 +2,7 @@
 
 Every sink keeps the :class:`~kubesched.audit.sinks.base.AuditSink` contract; the audit observer writes
 each record to every sink it was given. The webhook sink is imported from
-:mod:`kubesched.audit.sinks.webhook` (it brings httpx with it).
+:mod:`kubesched.audit.sinks.webhook` (it brings aiohttp's client with it).
 """
 
 from kubesched.audit.sinks.base import AuditSink

@@ -18,10 +18,10 @@ array per POST (``Content-Type: application/json``), when ``batch_size`` records
   keep flowing instead of filling the queue. The batch it was sending is sent again by the new task (a
   receiver may see it twice); a batch that kills the sender twice is dropped (``undeliverable``).
 
-The client is httpx's ``AsyncClient`` (one per sender task, ``trust_env=False`` so proxy variables of the
-scheduler's environment do not reroute audit records; redirects are followed). This module is the only
-place in the audit package that speaks HTTP; httpx's errors never leave it (they become retries, drops
-and log lines).
+The client is an :class:`aiohttp.ClientSession` (one per sender task; ``trust_env`` off, its default, so
+proxy variables and ``.netrc`` of the scheduler's environment do not reroute audit records; redirects are
+followed). This module is the only place in the audit package that speaks HTTP; aiohttp's errors never leave
+it (they become retries, drops and log lines).
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ import collections
 import contextlib
 import json
 import logging
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import httpx
+import aiohttp
 
 from kubesched.audit.metrics import (
     REASON_CLOSED,
@@ -89,6 +90,7 @@ class WebhookSink:
             if not ok
         ]
         problems.extend(_url_problems(url))
+        problems.extend(_header_problems(headers or {}))
         if problems:
             raise ValueError("; ".join(problems))
         self.url = url
@@ -232,12 +234,15 @@ class WebhookSink:
     async def _run(self, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, trust_env=False) as client:
+        # No aiohttp timeout: _post bounds each whole POST itself. No cookies: a receiver's are of no use here.
+        async with aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(), trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+        ) as session:
             while True:
                 batch = await self._next_batch()
                 if batch is None:
                     return
-                await self._deliver(client, batch)
+                await self._deliver(session, batch)
                 self._in_flight = None
                 self._deaths_in_row = 0
 
@@ -268,7 +273,7 @@ class WebhookSink:
     def _send_now(self) -> bool:
         return len(self._pending) >= self.batch_size or self._flush_requested or self._closing
 
-    async def _deliver(self, client: httpx.AsyncClient, batch: list[dict[str, Any]]) -> None:
+    async def _deliver(self, session: aiohttp.ClientSession, batch: list[dict[str, Any]]) -> None:
         body = json.dumps(batch, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         delay = self.backoff
         problem = ""
@@ -276,7 +281,7 @@ class WebhookSink:
             if attempt:
                 await self._sleep(delay)
                 delay = min(delay * 2, self.max_backoff)
-            outcome, problem = await self._post(client, body)
+            outcome, problem = await self._post(session, body)
             if outcome == _OK:
                 self.delivered += len(batch)
                 return
@@ -290,15 +295,16 @@ class WebhookSink:
         )
         self.metrics.drop(self.name, REASON_UNDELIVERABLE, len(batch))
 
-    async def _post(self, client: httpx.AsyncClient, body: bytes) -> tuple[str, str]:
+    async def _post(self, session: aiohttp.ClientSession, body: bytes) -> tuple[str, str]:
         try:
-            # httpx's timeout bounds each phase (connect, each read...); this bounds the whole POST, as
-            # ``timeout`` promises.
+            # The whole POST, redirects and the answer's body included, as ``timeout`` promises.
             async with asyncio.timeout(self.timeout):
-                response = await client.post(self.url, content=body, headers=self.headers)
-        except (httpx.HTTPError, TimeoutError) as exc:
+                async with session.post(self.url, data=body, headers=self.headers) as response:
+                    # Read, so that the connection can carry the next batch.
+                    await response.read()
+                    status = response.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
             return _RETRY, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        status = response.status_code
         if 200 <= status < 300:
             return _OK, ""
         if status in (408, 429) or status >= 500:
@@ -307,9 +313,21 @@ class WebhookSink:
 
 
 def _url_problems(url: str) -> list[str]:
-    # Checked up front: httpx raises InvalidURL for these at every POST, which no retry can fix.
+    # Checked up front: aiohttp refuses these at every POST, which no retry can fix.
     try:
-        scheme = httpx.URL(url).scheme
-    except httpx.InvalidURL as exc:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
         return [f"url {url!r} is not a URL: {exc}"]
-    return [] if scheme in ("http", "https") else [f"url must be http:// or https://, not {url!r}"]
+    if parts.scheme not in ("http", "https"):
+        return [f"url must be http:// or https://, not {url!r}"]
+    return [] if parts.hostname else [f"url {url!r} has no host"]
+
+
+def _header_problems(headers: Mapping[str, str]) -> list[str]:
+    # aiohttp raises ValueError for these at every POST (they would split the request): the sender would die.
+    return [
+        f"header {name!r} has a line break or NUL in its name or value"
+        for name, value in headers.items()
+        if any(character in f"{name}{value}" for character in "\r\n\0")
+    ]
