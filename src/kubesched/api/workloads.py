@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from kubesched.errors import FieldError
 
@@ -99,31 +99,32 @@ class ReplicationController:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaSet:
+class _AppsController:
+    """An apps/v1 controller the scheduler reads only the label selector of."""
+
     metadata: ObjectMeta
     selector: LabelSelector
     raw: Mapping[str, Any]
 
+    _KIND: ClassVar[str] = ""
+    _EMPTY_SELECTOR: ClassVar[str] = ""
+
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str) -> Self:
         obj = _top(obj, where)
-        metadata = _metadata(obj, where, "ReplicaSet")
+        metadata = _metadata(obj, where, cls._KIND)
         spec = f.mapping(obj, "spec", where, "")
-        # Upstream's ReplicaSet validation reuses the Deployment wording.
-        selector = _controller_selector(spec, where, "empty selector is invalid for deployment")
-        return cls(metadata=metadata, selector=selector, raw=obj)
+        return cls(metadata=metadata, selector=_controller_selector(spec, where, cls._EMPTY_SELECTOR), raw=obj)
 
 
 @dataclass(frozen=True, slots=True)
-class StatefulSet:
-    metadata: ObjectMeta
-    selector: LabelSelector
-    raw: Mapping[str, Any]
+class ReplicaSet(_AppsController):
+    _KIND: ClassVar[str] = "ReplicaSet"
+    # Upstream's ReplicaSet validation reuses the Deployment wording.
+    _EMPTY_SELECTOR: ClassVar[str] = "empty selector is invalid for deployment"
 
-    @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], where: str) -> Self:
-        obj = _top(obj, where)
-        metadata = _metadata(obj, where, "StatefulSet")
-        spec = f.mapping(obj, "spec", where, "")
-        selector = _controller_selector(spec, where, "empty selector is invalid for statefulset")
-        return cls(metadata=metadata, selector=selector, raw=obj)
+
+@dataclass(frozen=True, slots=True)
+class StatefulSet(_AppsController):
+    _KIND: ClassVar[str] = "StatefulSet"
+    _EMPTY_SELECTOR: ClassVar[str] = "empty selector is invalid for statefulset"
