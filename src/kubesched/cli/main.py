@@ -1,6 +1,7 @@
 """The ``kubesched`` command: thin argument handling over the library.
 
-Subcommands: ``simulate`` (schedule manifests in memory), ``config validate`` / ``config view``,
+Subcommands: ``run`` (schedule a real cluster), ``simulate`` (schedule manifests in memory),
+``config validate`` / ``config view``,
 ``plugins`` (what is registered, at which points), ``bench`` (scheduler_perf-style workloads) and
 ``audit verify`` / ``audit query`` (decision audit logs, :mod:`kubesched.cli.audit`).
 Every user error is one line on stderr and exit code 1; wrong usage exits 2 (argparse); no tracebacks.
@@ -84,6 +85,42 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from kubesched.backends.kube.kubeconfig import load_connection
+    from kubesched.live.run import LiveOptions, LiveScheduler, install_signal_handlers
+
+    registry = _registry()
+    config = _load_config(args.config, registry)
+    _warn(config.warnings)
+    connection = load_connection(
+        args.kubeconfig or "", args.context or "", configured_kubeconfig=config.client_connection.kubeconfig
+    )
+
+    async def serve() -> None:
+        from kubesched.audit.sinks.jsonl import JsonlSink
+
+        sinks = [JsonlSink(args.audit_log, durability=args.audit_durability)] if args.audit_log else []
+        from prometheus_client import REGISTRY, disable_created_metrics
+
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # as kube-scheduler: no <counter>_created
+        options = LiveOptions(
+            audit_sinks=sinks,
+            audit_events=args.audit_events,
+            hostname=args.hostname,
+            health_address=None if args.port == 0 else (args.bind_address, args.port),
+            registry=REGISTRY,  # also holds the audit trail's counters
+        )
+        live = LiveScheduler(config, registry, connection, options)
+        stop = asyncio.Event()
+        install_signal_handlers(stop)
+        await live.run(stop)
+
+    asyncio.run(serve())
+    return 0
+
+
 def cmd_config_validate(args: argparse.Namespace) -> int:
     registry = _registry()
     config = _load_config(args.file, registry)
@@ -139,6 +176,10 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.api:
+        from kubesched.bench.api import main as api_bench_main
+
+        return api_bench_main(args)
     from kubesched.bench.runner import main as bench_main
 
     return bench_main(args)
@@ -154,10 +195,40 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubesched", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="schedule the pods of a real cluster, beside kube-scheduler")
+    run.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    run.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then KUBECONFIG, then in-cluster)"
+    )
+    run.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    run.add_argument(
+        "--hostname",
+        help="this replica's name in its Lease identity and its events' reportingInstance (default: the host's)",
+    )
+    run.add_argument(
+        "--bind-address", default="0.0.0.0", help="address of /metrics, /healthz and /readyz (default 0.0.0.0)"
+    )
+    run.add_argument(
+        "--port", type=int, default=10259, help="port of /metrics, /healthz and /readyz, plain HTTP (0: none)"
+    )
+    add_simulate_arguments(run)
+    run.add_argument("--audit-events", action="store_true", help="report every decision as a PolicyAudit event")
+    run.set_defaults(func=cmd_run)
 
     simulate = commands.add_parser("simulate", help="schedule the pending pods of manifest files in memory")
     simulate.add_argument("-f", "--filename", action="append", required=True, help="manifest file or directory")
@@ -202,6 +273,23 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workload-dir", help="directory of workload YAML files")
     bench.add_argument("--repeat", type=positive_int, default=1, help="runs per workload; medians are reported")
     bench.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
+    api = bench.add_argument_group(
+        "--api", "SchedulingBasic through a real kube-apiserver (KUBEBUILDER_ASSETS), kubesched vs kube-scheduler"
+    )
+    api.add_argument("--api", action="store_true", help="run both schedulers as processes against kube-apiserver")
+    api.add_argument("--nodes", type=positive_int, default=5000, help="nodes (default 5000)")
+    api.add_argument("--init-pods", type=non_negative_int, default=1000, help="pods bound at creation (default 1000)")
+    api.add_argument("--pods", type=positive_int, default=10000, help="measured pending pods (default 10000)")
+    api.add_argument("--qps", type=float, default=5000.0, help="clientConnection.qps of both (default 5000)")
+    api.add_argument("--burst", type=positive_int, default=5000, help="clientConnection.burst of both (default 5000)")
+    api.add_argument("--peer", help="kube-scheduler binary (default: $KUBEBUILDER_ASSETS/kube-scheduler)")
+    api.add_argument("--skip-peer", action="store_true", help="run kubesched only")
+    api.add_argument(
+        "--stall-timeout", type=float, default=60.0, help="stop a run that binds nothing for this long (default 60 s)"
+    )
+    api.add_argument("--workdir", help="keep control planes, configs and logs here (default: a temporary directory)")
+    api.add_argument("--cprofile", help="run the last kubesched process under cProfile, writing this file")
+    api.add_argument("--py-spy", help="sample the last kubesched process with py-spy (collapsed stacks) to this file")
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -201,6 +201,16 @@ class WaitingPod(Protocol):
     def reject(self, plugin: str, message: str) -> None: ...
 
 
+# The events API refuses a note longer than this (events.k8s.io/v1 validation); kube-scheduler truncates.
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def truncate_event_message(message: str) -> str:
+    if len(message) <= EVENT_MESSAGE_LIMIT:
+        return message
+    return message[: EVENT_MESSAGE_LIMIT - 4] + " ..."
+
+
 class EventRecorder(Protocol):
     def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None: ...
 

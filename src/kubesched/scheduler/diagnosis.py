@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from kubesched.framework.status import Status
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
-EVENT_MESSAGE_LIMIT = 1024
 
 
 @dataclass(slots=True)
@@ -46,9 +45,3 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     if diagnosis.post_filter_msg:
         message += f" {diagnosis.post_filter_msg}."
     return message
-
-
-def truncate_event_message(message: str) -> str:
-    if len(message) <= EVENT_MESSAGE_LIMIT:
-        return message
-    return message[: EVENT_MESSAGE_LIMIT - 4] + " ..."

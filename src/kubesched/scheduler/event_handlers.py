@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kubesched.api.objects import Node, Pod
+from kubesched.api.resources import pod_requests
 from kubesched.framework.events import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -81,6 +82,9 @@ class EventHandlers:
 
     def on_pod_update(self, old: Pod, new: Pod) -> None:
         uid = new.metadata.uid
+        version = new.metadata.resource_version
+        if version and version == old.metadata.resource_version:
+            return  # an informer's resync or relist repeating what we have (kube-scheduler skips these too)
         if new.spec.node_name:
             self.pending.pop(uid, None)
             self.nominator.delete_nominated_pod_if_exists(uid)
@@ -96,9 +100,13 @@ class EventHandlers:
         if not self.responsible_for(new):
             return
         self.pending[uid] = new
+        if self.cache.is_assumed(uid):
+            # Waiting at Permit or being bound: a change of the pending version (our own status patch, say)
+            # must not put it back in the queue; the informer's assigned version will follow.
+            return
         pod_info = PodInfo(new)
         self.nominator.update_nominated_pod(pod_info)
-        self.queue.update(pod_info)
+        self.queue.update(pod_info, pod_update_action(old, new))
 
     def on_pod_delete(self, pod: Pod) -> None:
         uid = pod.metadata.uid
@@ -108,8 +116,26 @@ class EventHandlers:
             waiting = self.waiting_pods.get(uid)
             if waiting is not None:
                 waiting.reject("", "pod was deleted")
-        if self.cache.remove_pod(pod) is not None:
+        # Only an assigned pod leaves the cache: an unassigned one being deleted may still be assumed (its
+        # binding fails and forgets it), or be bound already (the assigned version is on its way).
+        if pod.spec.node_name and self.cache.remove_pod(pod) is not None:
             self.queue.on_event(ASSIGNED_POD_DELETE, pod, None)
+
+
+def pod_update_action(old: Pod, new: Pod) -> ActionType:
+    """What changed in a pending pod that a plugin's rejection may depend on (kube-scheduler's
+    ``PodSchedulingPropertiesChange``); anything else, a status patch included, is UPDATE_POD_OTHER."""
+    action = ActionType(0)
+    if old.metadata.labels != new.metadata.labels:
+        action |= ActionType.UPDATE_POD_LABEL
+    old_requests, new_requests = pod_requests(old), pod_requests(new)
+    if any(new_requests.get(name, 0) < amount for name, amount in old_requests.items()):
+        action |= ActionType.UPDATE_POD_SCALE_DOWN
+    if old.spec.scheduling_gates and not new.spec.scheduling_gates:
+        action |= ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+    if old.spec.tolerations != new.spec.tolerations:
+        action |= ActionType.UPDATE_POD_TOLERATIONS
+    return action or ActionType.UPDATE_POD_OTHER
 
 
 def node_update_action(old: Node, new: Node) -> ActionType:

@@ -56,6 +56,8 @@ class AttemptRecord:
     evaluated_nodes: int = 0
     feasible_nodes: int = 0
     queued_at: float | None = None
+    # When this attempt's scheduling cycle began (the pod was popped); None for records made outside one.
+    started_at: float | None = None
     finished_at: float = 0.0
     phases: Mapping[Phase, float] = field(default_factory=dict)
     verdicts: tuple[PolicyVerdict, ...] = ()

@@ -23,7 +23,7 @@ from kubesched.backends.base import Backend
 from kubesched.clock import Clock
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ASSIGNED_POD_DELETE
-from kubesched.framework.interface import QueuedPodInfo
+from kubesched.framework.interface import QueuedPodInfo, truncate_event_message
 from kubesched.framework.runtime.framework import Framework
 from kubesched.framework.runtime.waiting_pods import WaitingPods
 from kubesched.framework.snapshot import Snapshot
@@ -32,7 +32,7 @@ from kubesched.framework.types import PodInfo
 from kubesched.framework.verdict import seal_verdicts, verdicts_of
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, ScheduleResult, SchedulingError
 from kubesched.scheduler.cache.cache import Cache
-from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message, truncate_event_message
+from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 from kubesched.scheduler.results import ERROR, SCHEDULED, UNSCHEDULABLE, AttemptObserver, AttemptRecord, Phase
 
@@ -48,6 +48,7 @@ class _Attempt:
     cycle: int
     state: CycleState
     phases: dict[Phase, float]
+    started_at: float = 0.0
     chosen_node: str | None = None
     result: ScheduleResult | None = None
     node_to_status: Mapping[str, Status] = field(default_factory=dict)
@@ -97,6 +98,7 @@ class ScheduleOne:
                 self.attempt_latencies.append(time.perf_counter() - started)
 
     async def _scheduling_cycle(self, qpi: QueuedPodInfo) -> None:
+        started_at = self.clock.now()
         pod_info = qpi.pod_info
         pod = pod_info.pod
         uid = pod_info.uid
@@ -115,7 +117,9 @@ class ScheduleOne:
             return
         self.cache.update_snapshot(self.snapshot)
         state = CycleState()
-        attempt = _Attempt(qpi, fwk, self.queue.scheduling_cycle, state, {Phase.QUEUED: qpi.timestamp})
+        attempt = _Attempt(
+            qpi, fwk, self.queue.scheduling_cycle, state, {Phase.QUEUED: qpi.timestamp}, started_at=started_at
+        )
         try:
             result = await self.algorithm.schedule_pod(
                 fwk,
@@ -260,6 +264,7 @@ class ScheduleOne:
             evaluated_nodes=result.evaluated_nodes if result is not None else 0,
             feasible_nodes=result.feasible_nodes if result is not None else 0,
             queued_at=qpi.initial_attempt_timestamp,
+            started_at=attempt.started_at,
             finished_at=self.clock.now(),
             phases=dict(attempt.phases),
             verdicts=verdicts_of(attempt.state),

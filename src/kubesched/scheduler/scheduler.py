@@ -12,12 +12,17 @@ a virtual clock.
 Services shared by the plugins of every profile (the policy engine clients) are created through
 :class:`~kubesched.framework.runtime.services.Services`, with the factories from
 :func:`kubesched.policy.clients.policy_services` unless the caller passes its own.
+
+With ``metrics`` (a :class:`~kubesched.scheduler.metrics.SchedulerMetrics`), the frameworks observe their
+runners, every attempt record feeds the metrics before it reaches ``observer``, and the queue, the cache
+and the binding tasks are read when the metrics are scraped. Without, nothing of it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from typing import TYPE_CHECKING
 
 from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
@@ -40,6 +45,9 @@ from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 from kubesched.scheduler.results import AttemptObserver
 from kubesched.scheduler.schedule_one import ScheduleOne
 
+if TYPE_CHECKING:
+    from kubesched.scheduler.metrics import SchedulerMetrics
+
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
 
 
@@ -57,8 +65,12 @@ class Scheduler:
         use_batch: bool = True,
         observer: AttemptObserver | None = None,
         services: Services | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics
+        if metrics is not None:
+            observer = metrics.observing(observer)
         self.clock = clock
         self.backend = backend
         self.cache = Cache()
@@ -67,6 +79,7 @@ class Scheduler:
         self.tasks = BackgroundTasks(clock)
         self.services = services if services is not None else Services(policy_services(clock))
         self.pending: dict[str, Pod] = {}
+        self._closed = False
         nominator = PodNominator()
         context = FrameworkContext(
             clock=clock,
@@ -82,7 +95,7 @@ class Scheduler:
             listers=backend.listers,
         )
         self.frameworks: dict[str, Framework] = {
-            profile.scheduler_name: Framework(profile, registry, context, use_batch=use_batch)
+            profile.scheduler_name: Framework(profile, registry, context, use_batch=use_batch, metrics=metrics)
             for profile in config.profiles
         }
         first = next(iter(self.frameworks.values()))
@@ -111,6 +124,13 @@ class Scheduler:
             waiting_pods=self.waiting_pods,
             observer=observer,
         )
+        if metrics is not None:
+            metrics.attach(
+                queue=self.queue,
+                cache=self.cache,
+                frameworks=self.frameworks.values(),
+                binding_tasks=self.cycles.binding_tasks,
+            )
 
     def responsible_for(self, pod: Pod) -> bool:
         return pod.spec.scheduler_name in self.frameworks
@@ -208,6 +228,10 @@ class Scheduler:
             await self.close()
 
     async def close(self) -> None:
+        """Cancel binding cycles and close plugins and services; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         tasks = list(self.cycles.binding_tasks)
         for task in tasks:
             task.cancel()

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
-import ipaddress
 import os
 import shutil
 import socket
@@ -44,6 +42,7 @@ from kubesched.policy.remote import (
     RemoteOpaEngine,
     batch_module_id,
 )
+from kubesched.testing.certificates import write_server_certificates
 from kubesched.testing.opa_server import OpaTestServer
 
 T = TypeVar("T")
@@ -1029,71 +1028,6 @@ def test_unusable_token_files_are_policy_errors(
 # ------------------------------------------------------------------------------------------------- TLS
 
 
-def _certificates_with_cryptography(directory: Path) -> tuple[Path, Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubesched test CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "opa")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_file, cert_file, key_file = directory / "ca.pem", directory / "tls.crt", directory / "tls.key"
-    ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return ca_file, cert_file, key_file
-
-
 def _certificates_with_openssl(directory: Path) -> tuple[Path, Path, Path]:
     ca_key, ca_file = directory / "ca.key", directory / "ca.pem"
     key_file, csr, cert_file = directory / "tls.key", directory / "tls.csr", directory / "tls.crt"
@@ -1132,7 +1066,7 @@ def _has_cryptography() -> bool:
 
 CERTIFICATE_MAKERS = [
     pytest.param(
-        _certificates_with_cryptography,
+        write_server_certificates,
         id="cryptography",
         marks=pytest.mark.skipif(not _has_cryptography(), reason="the cryptography package is not installed"),
     ),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kubesched.config.loader import load_config_dict
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import Handle
+from kubesched.framework.interface import Handle, truncate_event_message
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.runtime.framework import Framework
 from kubesched.framework.runtime.registry import PluginRegistration, merge
@@ -19,7 +19,7 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, num_feasible_nodes_to_find
-from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message, truncate_event_message
+from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, make_cluster
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from kubesched.api.objects import ObjectMeta, Pod, PodSpec, PodStatus
 from kubesched.audit.records import AuditRecord
-from kubesched.framework.interface import EventRecorder
+from kubesched.framework.interface import EventRecorder, truncate_event_message
 from kubesched.framework.verdict import VERDICT_ALLOW
-from kubesched.scheduler.diagnosis import truncate_event_message
 
 REASON = "PolicyAudit"
 ACTION = "Audit"

@@ -13,14 +13,24 @@ and checked at build time (a plugin configured at a point whose method it lacks 
 yields an Error status for that pod, never a crash. Filter and Score have two interchangeable paths: per
 node (the reference) and batch (numpy over a :class:`NodeBatch`, using ``filter_batch``/``score_batch``
 where a plugin has them). ``run_prefetch`` awaits the plugins that fetch Filter's answers off the loop.
+
+Metrics (optional, :class:`FrameworkMetrics`; kube-scheduler's names in :mod:`kubesched.scheduler.metrics`):
+a framework built with a recorder observes every runner's duration and outcome
+(``scheduler_framework_extension_point_duration_seconds``; Filter is observed once per cycle by the node
+search instead), and in the cycles the recorder samples (~10 %) every plugin call
+(``scheduler_plugin_execution_duration_seconds``; a ``filter_batch``/``score_batch`` call is one observation
+for its whole batch). Without a recorder nothing is wrapped and each runner pays one ``is None`` check.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -55,7 +65,7 @@ from kubesched.framework.interface import (
     ScoreNormalizer,
     ScorePlugin,
 )
-from kubesched.framework.node_table import IntArray, NodeBatch
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
 from kubesched.framework.runtime.registry import POINT_METHODS, Registry
 from kubesched.framework.runtime.services import close_quietly
@@ -67,6 +77,68 @@ log = logging.getLogger(__name__)
 
 # Points whose plugins can reject a pod, so their queueing hints decide its requeue.
 _REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
+
+R = TypeVar("R")
+
+#: The ``status`` label of the duration metrics: kube-scheduler's ``Code.String()``.
+STATUS_LABELS: dict[Code, str] = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+# The ``extension_point`` label values (kube-scheduler's; FilterPrefetch is ours: a prefetch_filter call).
+PRE_ENQUEUE = "PreEnqueue"
+PRE_FILTER = "PreFilter"
+PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
+PRE_FILTER_EXTENSION_REMOVE_POD = "PreFilterExtensionRemovePod"
+FILTER = "Filter"
+FILTER_PREFETCH = "FilterPrefetch"
+POST_FILTER = "PostFilter"
+PRE_SCORE = "PreScore"
+SCORE = "Score"
+SCORE_EXTENSION_NORMALIZE = "ScoreExtensionNormalize"
+RESERVE = "Reserve"
+UNRESERVE = "Unreserve"
+PERMIT = "Permit"
+PRE_BIND = "PreBind"
+BIND = "Bind"
+POST_BIND = "PostBind"
+
+# The runners observed as a whole, per call (Filter is observed by the node search, once per cycle).
+_OBSERVED_RUNNERS = (
+    ("run_pre_enqueue", PRE_ENQUEUE),
+    ("run_pre_filter", PRE_FILTER),
+    ("run_post_filter", POST_FILTER),
+    ("run_pre_score", PRE_SCORE),
+    ("run_score", SCORE),
+    ("run_reserve", RESERVE),
+    ("run_unreserve", UNRESERVE),
+    ("run_permit", PERMIT),
+    ("run_pre_bind", PRE_BIND),
+    ("run_bind", BIND),
+    ("run_post_bind", POST_BIND),
+)
+
+
+class FrameworkMetrics(Protocol):
+    """What the runtime reports to when metrics are on (:class:`kubesched.scheduler.metrics.SchedulerMetrics`)."""
+
+    def observe_extension_point(self, extension_point: str, status: str, profile: str, seconds: float) -> None: ...
+
+    def observe_plugin(self, plugin: str, extension_point: str, status: str, seconds: float) -> None: ...
+
+    def sampled(self, state: CycleState) -> bool:
+        """Whether this cycle's plugin calls are timed: decided on the cycle's first call, kept in its state."""
+        ...
+
+    def sample(self) -> bool:
+        """The same decision for a call outside any cycle (PreEnqueue)."""
+        ...
 
 
 class FrameworkBuildError(KubeschedError):
@@ -123,8 +195,10 @@ class Framework(ContextHandle):
         context: FrameworkContext,
         *,
         use_batch: bool = True,
+        metrics: FrameworkMetrics | None = None,
     ) -> None:
         super().__init__(context, profile.scheduler_name)
+        self.metrics = metrics
         self.percentage_of_nodes_to_score: int | None = profile.percentage_of_nodes_to_score
         self.use_batch = use_batch
         points = profile.plugins
@@ -180,6 +254,16 @@ class Framework(ContextHandle):
             for ref in points.get(point, ()):
                 rejecting[ref.name] = self.plugins[ref.name]
         self.rejecting_plugins = rejecting
+        if metrics is not None:
+            self._observe_runners(metrics)
+
+    def _observe_runners(self, metrics: FrameworkMetrics) -> None:
+        """Replace this instance's runners by ones that observe each call (a framework without metrics
+        keeps the plain methods, so it pays nothing for this)."""
+        for method, point in _OBSERVED_RUNNERS:
+            runner = getattr(self, method)
+            wrap = _observed_async if inspect.iscoroutinefunction(runner) else _observed
+            setattr(self, method, wrap(runner, metrics, point, self.profile_name))
 
     def _build_plugin(self, name: str, registry: Registry, args: object) -> Plugin:
         registration = registry.get(name)
@@ -221,9 +305,14 @@ class Framework(ContextHandle):
         return result
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sample() else None
         for name, plugin in self.pre_enqueue_plugins:
             try:
-                status = plugin.pre_enqueue(pod)
+                status = (
+                    plugin.pre_enqueue(pod)
+                    if metrics is None
+                    else _timed(metrics, name, PRE_ENQUEUE, plugin.pre_enqueue, pod)
+                )
             except Exception as exc:
                 return Status.error(exc, plugin=name)
             if status is not None and status.code is not Code.SUCCESS:
@@ -243,9 +332,14 @@ class Framework(ContextHandle):
     def run_pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterOutcome:
         """Run every PreFilter; Unschedulable keeps running the rest, Unresolvable stops at once."""
         outcome = PreFilterOutcome()
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.pre_filter_plugins:
             try:
-                returned = plugin.pre_filter(state, pod, nodes)
+                returned = (
+                    plugin.pre_filter(state, pod, nodes)
+                    if metrics is None
+                    else _timed(metrics, name, PRE_FILTER, plugin.pre_filter, state, pod, nodes)
+                )
             except Exception as exc:
                 outcome.status = Status.error(f'running PreFilter plugin "{name}": {exc}', plugin=name)
                 return outcome
@@ -296,6 +390,7 @@ class Framework(ContextHandle):
     def _run_pre_filter_extension(
         self, which: str, state: CycleState, pod: PodInfo, other: PodInfo, node_info: NodeInfo
     ) -> Status | None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.pre_filter_plugins:
             if name in state.skip_filter_plugins:
                 continue
@@ -303,7 +398,12 @@ class Framework(ContextHandle):
                 extensions = plugin.pre_filter_extensions()
                 if extensions is None:
                     continue
-                if which == "AddPod":
+                if metrics is not None:
+                    add = which == "AddPod"
+                    call = extensions.add_pod if add else extensions.remove_pod
+                    point = PRE_FILTER_EXTENSION_ADD_POD if add else PRE_FILTER_EXTENSION_REMOVE_POD
+                    status = _timed(metrics, name, point, call, state, pod, other, node_info)
+                elif which == "AddPod":
                     status = extensions.add_pod(state, pod, other, node_info)
                 else:
                     status = extensions.remove_pod(state, pod, other, node_info)
@@ -338,11 +438,16 @@ class Framework(ContextHandle):
 
     async def run_prefetch(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> Status | None:
         """Await every prefetching Filter plugin for ``batch``; the first Error aborts the cycle."""
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.prefetchers:
             if name in state.skip_filter_plugins:
                 continue
             try:
-                status = await plugin.prefetch_filter(state, pod, batch)
+                status = (
+                    await plugin.prefetch_filter(state, pod, batch)
+                    if metrics is None
+                    else await _timed_async(metrics, name, FILTER_PREFETCH, plugin.prefetch_filter, state, pod, batch)
+                )
             except Exception as exc:
                 return Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
@@ -352,11 +457,16 @@ class Framework(ContextHandle):
 
     def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         """The reference path: every Filter plugin in order on one node, stopping at the first rejection."""
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.filter_plugins:
             if name in state.skip_filter_plugins:
                 continue
             try:
-                status = plugin.filter(state, pod, node_info)
+                status = (
+                    plugin.filter(state, pod, node_info)
+                    if metrics is None
+                    else _timed(metrics, name, FILTER, plugin.filter, state, pod, node_info)
+                )
             except Exception as exc:
                 return Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
@@ -373,13 +483,18 @@ class Framework(ContextHandle):
         """
         status_ids = np.zeros(len(batch), dtype=np.int64)
         statuses: list[Status] = []
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.filter_plugins:
             if name in state.skip_filter_plugins:
                 continue
             batch_plugin = self._batch_filter.get(name) if self.use_batch else None
             if batch_plugin is not None:
                 try:
-                    result = batch_plugin.filter_batch(state, pod, batch)
+                    result = (
+                        batch_plugin.filter_batch(state, pod, batch)
+                        if metrics is None
+                        else _timed(metrics, name, FILTER, batch_plugin.filter_batch, state, pod, batch)
+                    )
                 except Exception as exc:
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
                 if result is None:
@@ -402,7 +517,11 @@ class Framework(ContextHandle):
             interned: dict[Status, int] = {}
             for index in np.flatnonzero(status_ids == 0).tolist():
                 try:
-                    status = plugin.filter(state, pod, batch.info(index))
+                    status = (
+                        plugin.filter(state, pod, batch.info(index))
+                        if metrics is None
+                        else _timed(metrics, name, FILTER, plugin.filter, state, pod, batch.info(index))
+                    )
                 except Exception as exc:
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
                 if status is None or status.code is Code.SUCCESS:
@@ -422,9 +541,14 @@ class Framework(ContextHandle):
     ) -> tuple[PostFilterResult | None, Status]:
         reasons: list[str] = []
         result: PostFilterResult | None = None
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.post_filter_plugins:
             try:
-                outcome, status = plugin.post_filter(state, pod, filtered)
+                outcome, status = (
+                    plugin.post_filter(state, pod, filtered)
+                    if metrics is None
+                    else _timed(metrics, name, POST_FILTER, plugin.post_filter, state, pod, filtered)
+                )
             except Exception as exc:
                 return None, Status.error(f'running PostFilter plugin "{name}": {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
@@ -439,9 +563,14 @@ class Framework(ContextHandle):
         return result, Status(Code.UNSCHEDULABLE, *reasons)
 
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.pre_score_plugins:
             try:
-                status = plugin.pre_score(state, pod, nodes)
+                status = (
+                    plugin.pre_score(state, pod, nodes)
+                    if metrics is None
+                    else _timed(metrics, name, PRE_SCORE, plugin.pre_score, state, pod, nodes)
+                )
             except Exception as exc:
                 return Status.error(f'running PreScore plugin "{name}": {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
@@ -456,11 +585,14 @@ class Framework(ContextHandle):
         """Score, normalize and weight every non-skipped plugin over the feasible nodes in ``batch``."""
         totals = np.zeros(len(batch), dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for entry in self.score_plugins:
             if entry.name in state.skip_score_plugins:
                 continue
             try:
-                if self.use_batch and entry.batch is not None:
+                if metrics is not None:
+                    scores = _timed_scores(metrics, entry, state, pod, batch, self.use_batch)
+                elif self.use_batch and entry.batch is not None:
                     scores = np.asarray(entry.batch.score_batch(state, pod, batch), dtype=np.int64).copy()
                 else:
                     scores = np.fromiter(
@@ -469,7 +601,19 @@ class Framework(ContextHandle):
                         count=len(batch),
                     )
                 if entry.normalizer is not None:
-                    status = entry.normalizer.normalize_score(state, pod, scores)
+                    status = (
+                        entry.normalizer.normalize_score(state, pod, scores)
+                        if metrics is None
+                        else _timed(
+                            metrics,
+                            entry.name,
+                            SCORE_EXTENSION_NORMALIZE,
+                            entry.normalizer.normalize_score,
+                            state,
+                            pod,
+                            scores,
+                        )
+                    )
                     if status is not None and status.code is not Code.SUCCESS:
                         return Status.error(f'plugin "{entry.name}" failed with: {status.message}', plugin=entry.name)
             except Exception as exc:
@@ -485,9 +629,14 @@ class Framework(ContextHandle):
         return ScoreOutcome(per_plugin, totals)
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.reserve_plugins:
             try:
-                status = plugin.reserve(state, pod, node_name)
+                status = (
+                    plugin.reserve(state, pod, node_name)
+                    if metrics is None
+                    else _timed(metrics, name, RESERVE, plugin.reserve, state, pod, node_name)
+                )
             except Exception as exc:
                 return Status.error(f'running Reserve plugin "{name}": {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
@@ -498,17 +647,26 @@ class Framework(ContextHandle):
         return None
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in reversed(self.reserve_plugins):
             try:
-                plugin.unreserve(state, pod, node_name)
+                if metrics is None:
+                    plugin.unreserve(state, pod, node_name)
+                else:
+                    _timed(metrics, name, UNRESERVE, plugin.unreserve, state, pod, node_name)
             except Exception:
                 log.exception("Unreserve of plugin %s failed for pod %s", name, pod.key)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         timeouts: dict[str, float] = {}
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.permit_plugins:
             try:
-                status, timeout = plugin.permit(state, pod, node_name)
+                status, timeout = (
+                    plugin.permit(state, pod, node_name)
+                    if metrics is None
+                    else _timed(metrics, name, PERMIT, plugin.permit, state, pod, node_name)
+                )
             except Exception as exc:
                 return Status.error(f'running Permit plugin "{name}": {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
@@ -536,9 +694,14 @@ class Framework(ContextHandle):
             self.waiting_pods.remove(pod.uid)
 
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.pre_bind_plugins:
             try:
-                status = await plugin.pre_bind(state, pod, node_name)
+                status = (
+                    await plugin.pre_bind(state, pod, node_name)
+                    if metrics is None
+                    else await _timed_async(metrics, name, PRE_BIND, plugin.pre_bind, state, pod, node_name)
+                )
             except Exception as exc:
                 return Status.error(f'running PreBind plugin "{name}": {exc}', plugin=name)
             if status is None or status.code is Code.SUCCESS:
@@ -549,9 +712,14 @@ class Framework(ContextHandle):
         return None
 
     async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.bind_plugins:
             try:
-                status = await plugin.bind(state, pod, node_name)
+                status = (
+                    await plugin.bind(state, pod, node_name)
+                    if metrics is None
+                    else await _timed_async(metrics, name, BIND, plugin.bind, state, pod, node_name)
+                )
             except Exception as exc:
                 return Status.error(f'running Bind plugin "{name}": {exc}', plugin=name)
             if status is not None and status.code is Code.SKIP:
@@ -564,9 +732,13 @@ class Framework(ContextHandle):
         return Status(Code.SKIP, "all bind plugins skipped")
 
     async def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.post_bind_plugins:
             try:
-                await plugin.post_bind(state, pod, node_name)
+                if metrics is None:
+                    await plugin.post_bind(state, pod, node_name)
+                else:
+                    await _timed_async(metrics, name, POST_BIND, plugin.post_bind, state, pod, node_name)
             except Exception:
                 log.exception("PostBind plugin %s failed for pod %s", name, pod.key)
 
@@ -577,3 +749,101 @@ class Framework(ContextHandle):
 
 def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:
     return FilterOutcome(np.zeros(size, dtype=np.int64), [], Status(Code.ERROR, message, plugin=plugin))
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+
+def status_label(result: object) -> str:
+    """The ``status`` label of a runner's or a plugin's return value (None and plain values are Success)."""
+    if result is None:
+        return STATUS_LABELS[Code.SUCCESS]
+    if isinstance(result, Status):
+        return STATUS_LABELS[result.code]
+    if isinstance(result, PreFilterOutcome):
+        return status_label(result.status)
+    if isinstance(result, BatchFilterResult):
+        rejected = np.flatnonzero(result.codes)
+        if not len(rejected):
+            return STATUS_LABELS[Code.SUCCESS]
+        return STATUS_LABELS[result.statuses[int(result.codes[rejected[0]]) - 1].code]
+    if isinstance(result, tuple):  # Permit's (status, timeout), PostFilter's (result, status)
+        for item in result:
+            if isinstance(item, Status):
+                return STATUS_LABELS[item.code]
+    return STATUS_LABELS[Code.SUCCESS]
+
+
+def _observed(runner: Callable[..., R], metrics: FrameworkMetrics, point: str, profile: str) -> Callable[..., R]:
+    @functools.wraps(runner)
+    def observed(*args: Any) -> R:
+        started = time.perf_counter()
+        status = STATUS_LABELS[Code.ERROR]
+        try:
+            result = runner(*args)
+            status = status_label(result)
+            return result
+        finally:
+            metrics.observe_extension_point(point, status, profile, time.perf_counter() - started)
+
+    return observed
+
+
+def _observed_async(
+    runner: Callable[..., Any], metrics: FrameworkMetrics, point: str, profile: str
+) -> Callable[..., Any]:
+    @functools.wraps(runner)
+    async def observed(*args: Any) -> Any:
+        started = time.perf_counter()
+        status = STATUS_LABELS[Code.ERROR]
+        try:
+            result = await runner(*args)
+            status = status_label(result)
+            return result
+        finally:
+            metrics.observe_extension_point(point, status, profile, time.perf_counter() - started)
+
+    return observed
+
+
+def _timed(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., R], *args: Any) -> R:
+    """One plugin call of a sampled cycle, observed (an exception is observed as Error and re-raised)."""
+    started = time.perf_counter()
+    status = STATUS_LABELS[Code.ERROR]
+    try:
+        result = call(*args)
+        status = status_label(result)
+        return result
+    finally:
+        metrics.observe_plugin(plugin, point, status, time.perf_counter() - started)
+
+
+async def _timed_async(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., Any], *args: Any) -> Any:
+    started = time.perf_counter()
+    status = STATUS_LABELS[Code.ERROR]
+    try:
+        result = await call(*args)
+        status = status_label(result)
+        return result
+    finally:
+        metrics.observe_plugin(plugin, point, status, time.perf_counter() - started)
+
+
+def _timed_scores(
+    metrics: FrameworkMetrics,
+    entry: ScorePluginEntry,
+    state: CycleState,
+    pod: PodInfo,
+    batch: NodeBatch,
+    use_batch: bool,
+) -> IntArray:
+    """Score of a sampled cycle: one observation per ``score_batch`` call, else one per node."""
+    if use_batch and entry.batch is not None:
+        scores = _timed(metrics, entry.name, SCORE, entry.batch.score_batch, state, pod, batch)
+        return np.asarray(scores, dtype=np.int64).copy()
+    score = entry.plugin.score
+    return np.fromiter(
+        (_timed(metrics, entry.name, SCORE, score, state, pod, info) for info in batch.infos),
+        dtype=np.int64,
+        count=len(batch),
+    )

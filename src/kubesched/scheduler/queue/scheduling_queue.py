@@ -349,8 +349,9 @@ class SchedulingQueue:
 
     # ---- pod updates and deletes -------------------------------------------------------------
 
-    def update(self, pod_info: PodInfo) -> None:
-        """A pending pod changed: refresh it where it waits; gated pods re-run PreEnqueue."""
+    def update(self, pod_info: PodInfo, action: ActionType = ActionType.UPDATE) -> None:
+        """A pending pod changed (``action``: what changed): refresh it where it waits; gated pods re-run
+        PreEnqueue; an unschedulable pod moves if a rejecting plugin's hint says the change may help."""
         uid = pod_info.uid
         for store in (self._active_uids, self._backoff_uids):
             if uid in store:
@@ -371,7 +372,7 @@ class SchedulingQueue:
             return
         decision, immediately = self._evaluate_hints(
             qpi,
-            ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"),
+            ClusterEvent(EventResource.UNSCHEDULED_POD, action, "UnscheduledPodUpdate"),
             old_pod,
             pod_info.pod,
         )

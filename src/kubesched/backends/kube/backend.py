@@ -1,0 +1,149 @@
+"""The kube backend: the scheduler's :class:`~kubesched.backends.base.Backend` over a real API server.
+
+``kubesched run`` builds one per process: :meth:`KubeBackend.subscribe` (the scheduler's event handlers) then
+:meth:`start` (informers and writer tasks), waits for :meth:`wait_synced`, and only then schedules. Writes:
+
+* ``bind``: ``POST pods/NAME/binding`` with the pod's UID as precondition, as DefaultBinder does; a queued
+  or in-flight status patch of the pod is settled first (:meth:`StatusWriter.supersede`). A 409 (already
+  assigned, or another pod now has the name) fails the bind: the scheduler forgets the assumed pod, and the
+  informer shows where the pod went.
+* ``event`` and ``set_pod_condition``: queued to the writers (never awaited by the cycle).
+
+An object the informers cannot decode is reported where its owner can see it: a pod gets a Warning event
+``FailedScheduling`` saying which field is wrong (it cannot be scheduled), any other object a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kubesched.api.objects import DEFAULT_SCHEDULER_NAME, ObjectMeta, Pod, PodSpec, PodStatus
+from kubesched.backends.base import ClusterEventHandler
+from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.informers import Informers
+from kubesched.backends.kube.writers import EventWriter, StatusWriter
+from kubesched.clock import Clock
+from kubesched.framework.listers import Listers, ListerStores
+
+log = logging.getLogger(__name__)
+
+
+class KubeBackend:
+    def __init__(
+        self,
+        client: KubeClient,
+        scheduler_names: list[str],
+        *,
+        clock: Clock | None = None,
+        hostname: str | None = None,
+        watch_timeout: tuple[int, int] | None = None,
+    ) -> None:
+        self.client = client
+        self.scheduler_names = scheduler_names
+        self.stores = ListerStores()
+        self.events = EventWriter(client, hostname=hostname, clock=clock)
+        self.statuses = StatusWriter(client, clock=clock)
+        self._watch_timeout = watch_timeout
+        self.informers: Informers | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.invalid_objects = 0
+
+    @property
+    def listers(self) -> Listers:
+        return self.stores.listers()
+
+    def subscribe(self, handler: ClusterEventHandler) -> None:
+        if self.informers is not None:
+            raise RuntimeError("the kube backend serves one scheduler")
+        self.informers = Informers(
+            self.client,
+            self.scheduler_names,
+            self.stores,
+            handler,
+            self._on_invalid,
+            watch_timeout=self._watch_timeout,
+        )
+
+    def start(self) -> None:
+        if self.informers is None:
+            raise RuntimeError("subscribe the scheduler before starting the backend")
+        self.informers.start()
+        self._tasks.append(asyncio.create_task(self.events.run(), name="event writer"))
+        self._tasks.append(asyncio.create_task(self.statuses.run(), name="status writer"))
+
+    @property
+    def synced(self) -> bool:
+        return self.informers is not None and self.informers.synced
+
+    async def wait_synced(self) -> None:
+        if self.informers is None:
+            raise RuntimeError("subscribe the scheduler before waiting for the informers")
+        await self.informers.wait_synced()
+
+    async def aclose(self, *, drain_seconds: float = 5.0) -> None:
+        """Stop the informers, write what is queued (for at most ``drain_seconds``; 0 after losing the Lease:
+        another replica writes now), close the client."""
+        if self.informers is not None:
+            await self.informers.aclose()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if drain_seconds <= 0:
+            await self.statuses.abandon()
+        else:
+            try:
+                async with asyncio.timeout(drain_seconds):
+                    await self.statuses.drain()
+                    await self.events.drain()
+            except TimeoutError:
+                log.warning("shutting down with events or pod conditions not written")
+        await self.client.aclose()
+
+    # ---- writes the scheduler makes ----------------------------------------------------------
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        await self.statuses.supersede(pod.metadata.uid)
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"namespace": namespace, "name": name, "uid": pod.metadata.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        await self.client.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body)
+
+    def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
+        self.events.record(pod, event_type, reason, action, message)
+
+    def set_pod_condition(self, pod: Pod, reason: str, message: str, nominated_node_name: str | None) -> None:
+        self.statuses.request(pod, reason, message, nominated_node_name)
+
+    # ---- objects that do not decode ----------------------------------------------------------
+
+    def _on_invalid(self, kind: str, raw: Mapping[str, Any], error: Exception) -> None:
+        self.invalid_objects += 1
+        meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
+        assert isinstance(meta, Mapping)
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        log.warning("%s %s/%s cannot be read and is ignored: %s", kind, namespace, name, error)
+        if kind != "pods" or not name or not meta.get("uid"):
+            return
+        spec = raw.get("spec") if isinstance(raw.get("spec"), Mapping) else {}
+        assert isinstance(spec, Mapping)
+        scheduler_name = spec.get("schedulerName")
+        reference = Pod(
+            metadata=ObjectMeta(name=name, namespace=namespace or "default", uid=str(meta["uid"])),
+            spec=PodSpec(
+                containers=(),
+                scheduler_name=scheduler_name if isinstance(scheduler_name, str) else DEFAULT_SCHEDULER_NAME,
+            ),
+            status=PodStatus(),
+            raw=raw,
+        )
+        if reference.spec.scheduler_name in self.scheduler_names and not spec.get("nodeName"):
+            message = f"kubesched cannot read the pod: {error}"
+            self.event(reference, "Warning", "FailedScheduling", "Scheduling", message)

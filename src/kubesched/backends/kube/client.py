@@ -1,0 +1,377 @@
+"""The HTTP client for one API server: JSON requests and watch streams, rate-limited, retried, authenticated.
+
+Built by ``kubesched run`` from a :class:`~kubesched.backends.kube.kubeconfig.ClusterConnection` and the
+configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader
+elector of this package and by nothing else. It is aiohttp, as for remote OPA (DESIGN rule 8), rather than
+lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`) straight
+from JSON, so lightkube's typed models would be a second decode of every object (README, "Live mode").
+
+* Every request (not a watch: a watch is one long request that must not hold a token) first takes a token
+  from a bucket refilled at ``qps`` and holding at most ``burst`` (client-go's flowcontrol limiter).
+* A 429 or 5xx answer, or no answer, is retried up to ``max_retries`` times, after the server's
+  ``Retry-After`` when it sent one (capped at :data:`MAX_RETRY_AFTER`), else a jittered exponential backoff;
+  what is left is raised as :class:`~kubesched.backends.kube.errors.KubeApiError` or
+  :class:`~kubesched.backends.kube.errors.KubeTransportError`.
+* Each request has a deadline (``timeout``); a watch has a read timeout per line instead, so a stream that
+  went silent (no event and no bookmark) is noticed.
+* Credentials: a bearer token (fixed, from a file re-read when it changes at most once a minute, or from an
+  exec plugin, re-run when its credential expires or after a 401), client certificates, or basic auth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import json
+import os
+import random
+import shutil
+import ssl
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import aiohttp.http_exceptions
+
+from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
+from kubesched.backends.kube.kubeconfig import ClusterConnection, ExecCredentialPlugin
+
+MAX_RETRY_AFTER = 30.0
+DEFAULT_TIMEOUT = 30.0
+TOKEN_FILE_RECHECK_SECONDS = 60.0
+# A watch line holds one whole object; aiohttp refuses lines longer than twice the read buffer (256 KiB by
+# default), and etcd allows 1.5 MiB objects, whose JSON is larger still: lines up to 8 MiB.
+WATCH_READ_BUFSIZE = 4 * 1024 * 1024
+JSON = "application/json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class TokenBucket:
+    """client-go's token-bucket limiter: ``qps`` tokens a second, at most ``burst`` saved up."""
+
+    def __init__(self, qps: float, burst: int, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.qps = qps
+        self.burst = max(burst, 1)
+        self._tokens = float(self.burst)
+        self._monotonic = monotonic
+        self._stamp = monotonic()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self._monotonic()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+
+    async def acquire(self, sleep: Sleep = asyncio.sleep) -> None:
+        if self.qps <= 0:
+            return  # clientConnection.qps < 0 disables client-side limiting (as in client-go)
+        async with self._lock:  # first come, first served
+            self._refill()
+            if self._tokens < 1.0:
+                await sleep((1.0 - self._tokens) / self.qps)
+                self._refill()
+            self._tokens -= 1.0
+
+
+def _ssl_context(connection: ClusterConnection) -> ssl.SSLContext | bool:
+    if not connection.server.startswith("https://"):
+        return True
+    context = ssl.create_default_context()
+    if connection.insecure_skip_tls_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif connection.ca_data:
+        try:
+            context.load_verify_locations(cadata=connection.ca_data.decode())
+        except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
+            raise KubeConfigError(f"{connection.source}: certificate-authority: not a PEM certificate") from error
+    if connection.client_certificate_data or connection.client_key_data:
+        if not (connection.client_certificate_data and connection.client_key_data):
+            raise KubeConfigError(f"{connection.source}: client-certificate and client-key must be given together")
+        # ssl loads a certificate chain only from files: write them to a private directory for the call.
+        directory = tempfile.mkdtemp(prefix="kubesched-tls-")
+        try:
+            cert, key = os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key")
+            for path, data in ((cert, connection.client_certificate_data), (key, connection.client_key_data)):
+                with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as handle:
+                    handle.write(data)
+            context.load_cert_chain(cert, key)
+        except ssl.SSLError as error:
+            raise KubeConfigError(f"{connection.source}: client-certificate/client-key: {error}") from error
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    return context
+
+
+class _Credentials:
+    """The Authorization header for the next request."""
+
+    def __init__(self, connection: ClusterConnection) -> None:
+        self._connection = connection
+        self._token = connection.token
+        self._token_checked = -1e18
+        self._token_mtime: float | None = None
+        self._exec_expires: float | None = None
+        self._exec_lock = asyncio.Lock()
+
+    async def header(self) -> str | None:
+        connection = self._connection
+        if connection.exec_plugin is not None:
+            if self._exec_expires is not None and time.time() >= self._exec_expires - 10:
+                self._token = ""
+            if not self._token:
+                async with self._exec_lock:
+                    if not self._token:
+                        self._token, self._exec_expires = await _run_exec_plugin(connection.exec_plugin)
+        elif connection.token_file and time.monotonic() - self._token_checked >= TOKEN_FILE_RECHECK_SECONDS:
+            self._token_checked = time.monotonic()
+            await asyncio.to_thread(self._reread_token_file)
+        if self._token:
+            return f"Bearer {self._token}"
+        if connection.username:
+            pair = f"{connection.username}:{connection.password}".encode()
+            return "Basic " + base64.b64encode(pair).decode()
+        return None
+
+    def _reread_token_file(self) -> None:
+        path = self._connection.token_file
+        try:
+            mtime = os.stat(path).st_mtime
+            if mtime != self._token_mtime:
+                with open(path) as handle:
+                    self._token = handle.read().strip()
+                self._token_mtime = mtime
+        except OSError:
+            pass  # keep the token we have; the server's 401 will say if it no longer works
+
+    def rejected(self) -> None:
+        """The server answered 401: fetch the credential again before the next request."""
+        self._token_checked = -1e18
+        self._token_mtime = None
+        if self._connection.exec_plugin is not None:
+            self._token = ""
+
+
+async def _run_exec_plugin(plugin: ExecCredentialPlugin) -> tuple[str, float | None]:
+    environment = dict(os.environ)
+    environment.update(plugin.env)
+    environment["KUBERNETES_EXEC_INFO"] = json.dumps(
+        {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    )
+    try:
+        process = await asyncio.create_subprocess_exec(
+            plugin.command,
+            *plugin.args,
+            env=environment,
+            cwd=plugin.working_dir,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
+    except (OSError, TimeoutError) as error:
+        raise KubeTransportError(f"exec credential plugin {plugin.command}: {error}") from error
+    if process.returncode != 0:
+        raise KubeTransportError(
+            f"exec credential plugin {plugin.command} exited with {process.returncode}: {stderr.decode()[-300:]}"
+        )
+    try:
+        status = json.loads(stdout)["status"]
+        token = str(status["token"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise KubeTransportError(
+            f"exec credential plugin {plugin.command}: the output is not an ExecCredential with status.token"
+        ) from error
+    expires: float | None = None
+    stamp = status.get("expirationTimestamp")
+    if isinstance(stamp, str) and stamp:
+        try:
+            expires = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            expires = None
+    return token, expires
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
+    except ValueError:
+        return None
+
+
+def _decode(body: bytes) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace")
+
+
+class KubeClient:
+    """Requests to one API server (see the module doc); create inside the running loop, close with aclose."""
+
+    def __init__(
+        self,
+        connection: ClusterConnection,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        max_retries: int = 5,
+        timeout: float = DEFAULT_TIMEOUT,
+        user_agent: str = "kubesched",
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.connection = connection
+        self.server = connection.server
+        self.limiter = TokenBucket(qps, burst)
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._credentials = _Credentials(connection)
+        self._server_hostname = connection.tls_server_name or None
+        connector = aiohttp.TCPConnector(ssl=_ssl_context(connection), limit=0)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(),
+            headers={"User-Agent": user_agent, "Accept": JSON},
+            trust_env=False,
+            skip_auto_headers=("Accept-Encoding",),
+        )
+        self.requests_sent = 0
+        self.retries = 0
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+    def _backoff(self, attempt: int) -> float:
+        return min(0.2 * 2.0**attempt, 5.0) * (0.5 + self._rng.random())
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = None,
+        retry: bool = True,
+    ) -> Any:
+        """One API call; the decoded JSON answer. Raises KubeApiError / KubeTransportError (module doc)."""
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        attempt = 0
+        while True:
+            await self.limiter.acquire(self._sleep)
+            try:
+                status, answer, retry_after = await self._once(method, path, query, data, content_type, timeout)
+            except KubeTransportError:
+                if not retry or attempt >= self.max_retries:
+                    raise
+                await self._sleep(self._backoff(attempt))
+            else:
+                if status < 400:
+                    return answer
+                error = KubeApiError.from_response(status, answer, retry_after)
+                if status == 401:
+                    self._credentials.rejected()
+                if not retry or not error.retryable or attempt >= self.max_retries:
+                    raise error
+                await self._sleep(retry_after if retry_after is not None else self._backoff(attempt))
+            attempt += 1
+            self.retries += 1
+
+    async def _once(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None,
+        data: bytes | None,
+        content_type: str,
+        timeout: float | None,
+    ) -> tuple[int, Any, float | None]:
+        headers = {"Content-Type": content_type} if data is not None else {}
+        authorization = await self._credentials.header()
+        if authorization:
+            headers["Authorization"] = authorization
+        self.requests_sent += 1
+        try:
+            async with asyncio.timeout(timeout if timeout is not None else self.timeout):
+                async with self._session.request(
+                    method,
+                    self.server + path,
+                    params=query,
+                    data=data,
+                    headers=headers,
+                    server_hostname=self._server_hostname,
+                ) as response:
+                    payload = await response.read()
+                    return response.status, _decode(payload), _retry_after(response.headers)
+        except TimeoutError as error:
+            raise KubeTransportError(f"{method} {path}: no answer within the deadline") from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise KubeTransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
+
+    @asynccontextmanager
+    async def stream_lines(
+        self, path: str, query: Mapping[str, str], *, read_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A watch: the lines of a streamed answer; a line not arriving within ``read_timeout`` ends it.
+
+        Raises KubeApiError when the server answers the request itself with an error (410 included), and
+        KubeTransportError when the stream breaks or goes silent.
+        """
+        headers: dict[str, str] = {}
+        authorization = await self._credentials.header()
+        if authorization:
+            headers["Authorization"] = authorization
+        self.requests_sent += 1
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await self._session.get(
+                    self.server + path,
+                    params=query,
+                    headers=headers,
+                    server_hostname=self._server_hostname,
+                    read_bufsize=WATCH_READ_BUFSIZE,
+                )
+        except TimeoutError as error:
+            raise KubeTransportError(f"GET {path} (watch): no answer within the deadline") from error
+        except (aiohttp.ClientError, OSError) as error:
+            raise KubeTransportError(f"GET {path} (watch): {type(error).__name__}: {error}") from error
+        try:
+            if response.status >= 400:
+                payload = await response.read()
+                if response.status == 401:
+                    self._credentials.rejected()
+                raise KubeApiError.from_response(response.status, _decode(payload), _retry_after(response.headers))
+
+            async def lines() -> AsyncIterator[bytes]:
+                while True:
+                    try:
+                        async with asyncio.timeout(read_timeout):
+                            line = await response.content.readline()
+                    except TimeoutError as error:
+                        raise KubeTransportError(f"GET {path} (watch): silent for {read_timeout:.0f} s") from error
+                    except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, OSError) as error:
+                        # HttpProcessingError: LineTooLong, an event beyond WATCH_READ_BUFSIZE
+                        raise KubeTransportError(f"GET {path} (watch): {type(error).__name__}: {error}") from error
+                    if not line:
+                        return
+                    if line.strip():
+                        yield line
+
+            yield lines()
+        finally:
+            response.close()

@@ -1,0 +1,239 @@
+"""The informers ``kubesched run`` needs: pods, nodes, and every object the plugins' listers read.
+
+Built by :class:`~kubesched.backends.kube.backend.KubeBackend`. Pods come from two kinds of watch, as the
+scheduler needs them: for each profile, the unassigned pods that name it (``spec.schedulerName=NAME,
+spec.nodeName=``), and every assigned pod that has not terminated (``spec.nodeName!=``, not Succeeded or
+Failed). :class:`PodStreams` merges them into the old/new pod events kube-scheduler's single pod informer
+gives: a pod that gets bound leaves the first watch (a DELETED carrying its *unbound* state, since the API
+server sends the previous object when one leaves a selector) and enters the second (ADDED) in either order,
+and the scheduler sees one update from pending to assigned — or, when the DELETED comes first, the pod
+leaving the queue and then an assigned pod arriving, which is what kube-scheduler sees from two informers.
+Nodes go straight to the scheduler's handlers; the other kinds fill the :class:`ListerStores` the plugins
+read through the Handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from kubesched.api.objects import Namespace, Node, Pod, PodDisruptionBudget
+from kubesched.api.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
+from kubesched.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
+from kubesched.backends.base import ClusterEventHandler
+from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.reflector import Reflector, ResourceKind
+from kubesched.framework.listers import ClusterStore, ListerStores, NamespacedStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PODS = ResourceKind("pods", "/api/v1/pods", Pod.from_dict)
+NODES = ResourceKind("nodes", "/api/v1/nodes", Node.from_dict)
+NOT_TERMINATED = "status.phase!=Succeeded,status.phase!=Failed"
+ASSIGNED_PODS = f"spec.nodeName!=,{NOT_TERMINATED}"
+
+
+def unassigned_pods_of(scheduler_name: str) -> str:
+    return f"spec.schedulerName={scheduler_name},spec.nodeName=,{NOT_TERMINATED}"
+
+
+# (store attribute, kind) for the listers the Handle hands out. Not PriorityClasses: in a cluster the priority
+# admission plugin has resolved every pod's spec.priority, and kube-scheduler (whose built-in role cannot
+# list them) never reads them; that store stays empty in live mode.
+LISTER_KINDS: tuple[tuple[str, ResourceKind], ...] = (
+    ("namespaces", ResourceKind("namespaces", "/api/v1/namespaces", Namespace.from_dict)),
+    ("pod_disruption_budgets", ResourceKind(
+        "poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", PodDisruptionBudget.from_dict
+    )),
+    ("services", ResourceKind("services", "/api/v1/services", Service.from_dict)),
+    ("replica_sets", ResourceKind("replicasets", "/apis/apps/v1/replicasets", ReplicaSet.from_dict)),
+    ("replication_controllers", ResourceKind(
+        "replicationcontrollers", "/api/v1/replicationcontrollers", ReplicationController.from_dict
+    )),
+    ("stateful_sets", ResourceKind("statefulsets", "/apis/apps/v1/statefulsets", StatefulSet.from_dict)),
+    ("persistent_volumes", ResourceKind("persistentvolumes", "/api/v1/persistentvolumes", PersistentVolume.from_dict)),
+    ("persistent_volume_claims", ResourceKind(
+        "persistentvolumeclaims", "/api/v1/persistentvolumeclaims", PersistentVolumeClaim.from_dict
+    )),
+    ("storage_classes", ResourceKind(
+        "storageclasses", "/apis/storage.k8s.io/v1/storageclasses", StorageClass.from_dict
+    )),
+    ("csi_nodes", ResourceKind("csinodes", "/apis/storage.k8s.io/v1/csinodes", CSINode.from_dict)),
+)  # fmt: skip
+
+InvalidHandler = Callable[[str, Mapping[str, Any], Exception], None]
+
+
+class _StoreFeed(Generic[T]):
+    """A reflector handler that keeps one lister store."""
+
+    def __init__(self, kind: str, store: ClusterStore[Any] | NamespacedStore[Any], on_invalid: InvalidHandler) -> None:
+        self.kind = kind
+        self.store = store
+        self._on_invalid = on_invalid
+
+    def on_add(self, obj: T) -> None:
+        self.store.add(obj)
+
+    def on_update(self, old: T, new: T) -> None:
+        self.store.update(new)
+
+    def on_delete(self, obj: T) -> None:
+        meta = obj.metadata  # type: ignore[attr-defined]
+        if isinstance(self.store, NamespacedStore):
+            self.store.delete(meta.namespace, meta.name)
+        else:
+            self.store.delete(meta.name)
+
+    def on_invalid(self, raw: Mapping[str, Any], error: Exception) -> None:
+        self._on_invalid(self.kind, raw, error)
+
+
+class _NodeFeed:
+    def __init__(self, handler: ClusterEventHandler, on_invalid: InvalidHandler) -> None:
+        self.handler = handler
+        self._on_invalid = on_invalid
+
+    def on_add(self, obj: Node) -> None:
+        self.handler.on_node_add(obj)
+
+    def on_update(self, old: Node, new: Node) -> None:
+        self.handler.on_node_update(old, new)
+
+    def on_delete(self, obj: Node) -> None:
+        self.handler.on_node_delete(obj)
+
+    def on_invalid(self, raw: Mapping[str, Any], error: Exception) -> None:
+        self._on_invalid("nodes", raw, error)
+
+
+class PodStreams:
+    """Merges the unassigned-pod and assigned-pod watches into one pod informer's events (module doc)."""
+
+    def __init__(self, handler: ClusterEventHandler, on_invalid: InvalidHandler) -> None:
+        self.handler = handler
+        self._on_invalid = on_invalid
+        self.known: dict[str, Pod] = {}  # uid -> the latest version either watch delivered
+        self.pending: set[str] = set()  # uids the unassigned watch holds
+        # uids that were assigned and are gone while the unassigned watch, lagging, still holds a pending version
+        self.gone: set[str] = set()
+        self.unassigned = _PodStream(self, assigned=False)
+        self.assigned = _PodStream(self, assigned=True)
+
+    def pending_arrived(self, pod: Pod) -> None:
+        self.pending.add(pod.uid)
+        if pod.uid in self.gone:
+            return  # an old, unbound version of a pod that was bound and has left since
+        known = self.known.get(pod.uid)
+        if known is not None and known.spec.node_name:
+            return  # the assigned watch already told us: this is the older, unbound version
+        self.known[pod.uid] = pod
+        if known is None:
+            self.handler.on_pod_add(pod)
+        else:
+            self.handler.on_pod_update(known, pod)
+
+    def pending_left(self, pod: Pod) -> None:
+        self.pending.discard(pod.uid)
+        if pod.uid in self.gone:
+            self.gone.discard(pod.uid)  # the handler saw it go already
+            return
+        known = self.known.get(pod.uid)
+        if known is not None and known.spec.node_name:
+            return  # bound: the assigned watch already delivered it
+        self.known.pop(pod.uid, None)
+        # Deleted, or bound with the assigned watch not there yet: either way it leaves the queue.
+        self.handler.on_pod_delete(known if known is not None else pod)
+
+    def assigned_arrived(self, pod: Pod) -> None:
+        known = self.known.get(pod.uid)
+        self.known[pod.uid] = pod
+        if known is None:
+            self.handler.on_pod_add(pod)
+        else:
+            self.handler.on_pod_update(known, pod)
+
+    def assigned_left(self, pod: Pod) -> None:
+        known = self.known.pop(pod.uid, None)
+        if pod.uid in self.pending:
+            self.gone.add(pod.uid)
+        self.handler.on_pod_delete(known if known is not None and known.spec.node_name else pod)
+
+    def invalid(self, raw: Mapping[str, Any], error: Exception) -> None:
+        self._on_invalid("pods", raw, error)
+
+
+class _PodStream:
+    def __init__(self, streams: PodStreams, *, assigned: bool) -> None:
+        self.streams = streams
+        self.assigned = assigned
+
+    def on_add(self, obj: Pod) -> None:
+        (self.streams.assigned_arrived if self.assigned else self.streams.pending_arrived)(obj)
+
+    def on_update(self, old: Pod, new: Pod) -> None:
+        self.on_add(new)
+
+    def on_delete(self, obj: Pod) -> None:
+        (self.streams.assigned_left if self.assigned else self.streams.pending_left)(obj)
+
+    def on_invalid(self, raw: Mapping[str, Any], error: Exception) -> None:
+        self.streams.invalid(raw, error)
+
+
+class Informers:
+    """Every reflector of one scheduler process; :meth:`start`, :meth:`wait_synced`, :meth:`aclose`."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        scheduler_names: list[str],
+        stores: ListerStores,
+        handler: ClusterEventHandler,
+        on_invalid: InvalidHandler,
+        *,
+        watch_timeout: tuple[int, int] | None = None,
+    ) -> None:
+        options: dict[str, Any] = {} if watch_timeout is None else {"watch_timeout": watch_timeout}
+        self.pods = PodStreams(handler, on_invalid)
+        self.reflectors: list[Reflector[Any]] = [
+            Reflector(client, NODES, _NodeFeed(handler, on_invalid), **options),
+            *(
+                Reflector(client, kind, _StoreFeed(kind.name, getattr(stores, attribute), on_invalid), **options)
+                for attribute, kind in LISTER_KINDS
+            ),
+            Reflector(client, PODS, self.pods.assigned, field_selector=ASSIGNED_PODS, **options),
+            *(
+                Reflector(client, PODS, self.pods.unassigned, field_selector=unassigned_pods_of(name), **options)
+                for name in scheduler_names
+            ),
+        ]
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        for reflector in self.reflectors:
+            self._tasks.append(asyncio.create_task(reflector.run(), name=f"reflector {reflector.kind.name}"))
+
+    @property
+    def synced(self) -> bool:
+        return all(reflector.synced.is_set() for reflector in self.reflectors)
+
+    def unsynced(self) -> list[str]:
+        return [
+            f"{r.kind.name}{' ' + r.field_selector if r.field_selector else ''}"
+            for r in self.reflectors
+            if not r.synced.is_set()
+        ]
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(reflector.synced.wait() for reflector in self.reflectors))
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()

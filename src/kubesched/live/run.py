@@ -1,0 +1,192 @@
+"""``kubesched run``: one scheduler process against a real API server, until SIGTERM.
+
+Sits above the scheduler and the kube backend, as :mod:`kubesched.simulation.run` does for the in-memory
+cluster. Order of work, kube-scheduler's: build the client from the kubeconfig (or the in-cluster service
+account) with ``clientConnection``'s QPS and burst; subscribe the scheduler's handlers to the informers;
+start them and wait until every one has listed (scheduling on a half-filled cache would overcommit);
+then, with ``leaderElection.leaderElect``, stand by until this process holds the Lease, and schedule
+while it does. On the way out the loop stops first (no new cycles, binding cycles cancelled), then the
+writers get a few seconds to flush events and conditions — unless leadership was lost: then nothing more
+is written (another replica leads) and :class:`LeadershipLost` ends the process, as kube-scheduler exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from kubesched.audit.builder import AuditObserver, FanOut
+from kubesched.audit.sinks.base import AuditSink
+from kubesched.audit.sinks.events import EventsSink
+from kubesched.backends.kube.backend import KubeBackend
+from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.kubeconfig import ClusterConnection
+from kubesched.backends.kube.leader_election import LeaderElector, LeadershipLost, default_identity, validate_settings
+from kubesched.clock import RealClock
+from kubesched.config.types import SchedulerConfiguration
+from kubesched.framework.runtime.registry import Registry
+from kubesched.scheduler.health import HealthServer
+from kubesched.scheduler.metrics import SchedulerMetrics
+from kubesched.scheduler.results import AttemptObserver
+from kubesched.scheduler.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class LiveOptions:
+    audit_sinks: Sequence[AuditSink] = ()
+    audit_events: bool = False  # also report every decision as a PolicyAudit event on the pod
+    observers: Sequence[AttemptObserver] = ()
+    watch_timeout: tuple[int, int] | None = None
+    hostname: str | None = None
+    seed: int | None = None
+    identity: str | None = None  # the Lease holder identity (default: hostname_<uuid>, as kube-scheduler)
+    # /metrics, /healthz, /readyz on (host, port); None: no server (port 0: any free port)
+    health_address: tuple[str, int] | None = None
+    registry: CollectorRegistry | None = None  # the metrics' registry (default: one of this scheduler's own)
+
+
+class LiveScheduler:
+    """The scheduler, its backend and client, built and started together; ``run`` serves until ``stop``."""
+
+    def __init__(
+        self,
+        config: SchedulerConfiguration,
+        registry: Registry,
+        connection: ClusterConnection,
+        options: LiveOptions | None = None,
+    ) -> None:
+        self.config = config
+        self.options = options or LiveOptions()
+        self.clock = RealClock()
+        connect = config.client_connection
+        self.client = KubeClient(connection, qps=connect.qps, burst=connect.burst, user_agent="kubesched")
+        names = [profile.scheduler_name for profile in config.profiles]
+        self.backend = KubeBackend(
+            self.client,
+            names,
+            clock=self.clock,
+            hostname=self.options.hostname,
+            watch_timeout=self.options.watch_timeout,
+        )
+        sinks = list(self.options.audit_sinks)
+        if self.options.audit_events:
+            sinks.append(EventsSink(self.backend))
+        self.audit = AuditObserver(*sinks) if sinks else None
+        observers = [*self.options.observers, *([self.audit] if self.audit is not None else [])]
+        observer: AttemptObserver | None = (
+            None if not observers else observers[0] if len(observers) == 1 else FanOut(*observers)
+        )
+        self.registry = self.options.registry if self.options.registry is not None else CollectorRegistry()
+        self.metrics = SchedulerMetrics(self.registry)
+        self.scheduler = Scheduler(
+            config,
+            registry,
+            self.backend,
+            clock=self.clock,
+            seed=self.options.seed,
+            observer=observer,
+            metrics=self.metrics,
+        )
+        self.backend.subscribe(self.scheduler.event_handlers)
+        self.elector: LeaderElector | None = None
+        election = config.leader_election
+        if election.leader_elect:
+            identity = self.options.identity or default_identity(self.options.hostname)
+            validate_settings(election, identity)  # bad durations fail at start, not at the first election
+            self.elector = LeaderElector(self.client, election, identity)
+            if (election.resource_namespace, election.resource_name) == ("kube-system", "kube-scheduler"):
+                log.warning(
+                    "leaderElection uses kube-system/kube-scheduler, kube-scheduler's own Lease: beside kube-scheduler "
+                    "this process only stands by; set leaderElection.resourceName (and resourceNamespace)"
+                )
+        self.scheduling = asyncio.Event()  # set while the loop schedules (after sync; while leading)
+        self.running = False  # run() is serving (informers, and standing by or scheduling)
+        self.health: HealthServer | None = None
+        if self.options.health_address is not None:
+            host, port = self.options.health_address
+            self.health = HealthServer(
+                registry=self.registry, ready=self._not_ready, healthy=self._not_healthy, host=host, port=port
+            )
+
+    @property
+    def ready(self) -> bool:
+        """Synced, and leading or standing by for the Lease (a standby replica is ready to take over)."""
+        return self.backend.synced
+
+    def not_ready_reason(self) -> str:
+        if self.backend.informers is None or not self.backend.synced:
+            unsynced = self.backend.informers.unsynced() if self.backend.informers is not None else []
+            return "informers not synced: " + ", ".join(unsynced)
+        return ""
+
+    def _not_ready(self) -> str | None:
+        return self.not_ready_reason() or None
+
+    def _not_healthy(self) -> str | None:
+        """/healthz fails when the process no longer serves, or leads on a renewal older than the lease."""
+        if not self.running:
+            return "not running"
+        elector = self.elector
+        if elector is not None and elector.is_leader and elector.renewed_at is not None:
+            overdue = time.monotonic() - elector.renewed_at - self.config.leader_election.lease_duration
+            if overdue > 0:
+                return f"leader election: the Lease was last renewed {overdue:.1f} s too long ago"
+        return None
+
+    async def _schedule(self, stop: asyncio.Event) -> None:
+        self.scheduling.set()
+        try:
+            await self.scheduler.run(stop)  # closes the scheduler when it returns or is cancelled
+        finally:
+            self.scheduling.clear()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if self.health is not None:
+            await self.health.start()  # /healthz answers while the informers sync; /readyz says why not ready
+        self.running = True
+        self.backend.start()
+        lost = False
+        try:
+            synced = asyncio.ensure_future(self.backend.wait_synced())
+            stopped = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({synced, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                synced.cancel()
+                stopped.cancel()
+            if stop.is_set():
+                await self.scheduler.close()
+                return
+            log.info("informers synced; scheduling for %s", ", ".join(self.backend.scheduler_names))
+            if self.elector is None:
+                await self._schedule(stop)
+                return
+            try:
+                await self.elector.run(lambda: self._schedule(stop), stop)
+            except LeadershipLost:
+                lost = True
+                raise
+            finally:
+                await self.scheduler.close()  # idempotent; also when the Lease was never ours
+        finally:
+            self.running = False
+            await self.backend.aclose(drain_seconds=0.0 if lost else 5.0)
+            if self.audit is not None:
+                await self.audit.close()
+            if self.health is not None:
+                await self.health.close()
+            self.metrics.close()
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
