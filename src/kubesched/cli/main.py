@@ -208,6 +208,15 @@ def non_negative_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubesched", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "--logging-format", choices=("text", "json"), default="text", help="log lines as text or as JSON objects"
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning",
+        help="debug: also every pod's outcome (kube-scheduler's -v=2 lines); default warning",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="schedule the pods of a real cluster, beside kube-scheduler")
@@ -297,7 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s: %(message)s")
+    from kubesched.cli.logs import configure
+
+    configure(
+        logging.DEBUG if args.verbose else logging.getLevelNamesMapping()[args.log_level.upper()], args.logging_format
+    )
     try:
         code: int = args.func(args)
         return code

@@ -215,6 +215,10 @@ class ScheduleOne:
         reason = "SchedulerError" if is_error else "Unschedulable"
         self.backend.event(pod, "Warning", "FailedScheduling", "Scheduling", truncate_event_message(message))
         self.backend.set_pod_condition(pod, reason, message, nominated_node)
+        log.debug(
+            "Unable to schedule pod; no fit; waiting" if not is_error else "Error scheduling pod; retrying",
+            extra={"pod": pod_info.key, "profile": pod.spec.scheduler_name, "err": message},
+        )
         if nominated_node:
             self.nominator.add_nominated_pod(pod_info, nominated_node)
         gave_up = self.max_attempts is not None and qpi.attempts >= self.max_attempts
@@ -288,6 +292,16 @@ class ScheduleOne:
             self.queue.done(uid)
             self.backend.event(
                 assumed.pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {node}"
+            )
+            log.debug(
+                "Successfully bound pod to node",
+                extra={
+                    "pod": assumed.key,
+                    "node": node,
+                    "profile": assumed.pod.spec.scheduler_name,
+                    "evaluatedNodes": attempt.result.evaluated_nodes if attempt.result is not None else 0,
+                    "feasibleNodes": attempt.result.feasible_nodes if attempt.result is not None else 0,
+                },
             )
             await fwk.run_post_bind(state, assumed, node)
             if self.observer is not None:
