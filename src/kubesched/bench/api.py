@@ -129,6 +129,7 @@ class SchedulerRun:
     # CPU seconds of scheduler, kube-apiserver, etcd, bench (and cores busy) from first to last binding
     cpu_first_to_last: dict[str, float] = field(default_factory=dict)
     cpu_start_to_first: dict[str, float] = field(default_factory=dict)
+    events: int = 0  # Events in the measured pods' namespace once the scheduler has stopped (one Scheduled each)
     outcome: str = "complete"  # complete | stalled | exited (the process ended by itself)
     exit_code: int | None = None
     log: str = ""
@@ -318,6 +319,12 @@ class BindingWatch:
                 await asyncio.sleep(POLL_SECONDS)
 
 
+async def count_events(client: KubeClient) -> int:
+    """The Events of the measured pods' namespace (a list of one item and its ``remainingItemCount``)."""
+    page = await client.request("GET", f"/api/v1/namespaces/{TEST_NAMESPACE}/events", query={"limit": "1"})
+    return len(page.get("items") or ()) + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+
+
 # ---------------------------------------------------------------------------------------------- CPU time
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -474,6 +481,7 @@ async def _measure(
             exit_code = await asyncio.to_thread(_stop, process)
             if profiler is not None:  # py-spy writes its file when the process it samples has exited
                 await asyncio.to_thread(_stop, profiler)
+        events = await count_events(watch_client)
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -499,6 +507,7 @@ async def _measure(
         },
         cpu_first_to_last=meter.between(1, 2, span),
         cpu_start_to_first=meter.between(0, 1, watch.first - started if bound else 0.0),
+        events=events,
         outcome=outcome,
         exit_code=exit_code,
         log=str(log_path),
@@ -566,6 +575,7 @@ def summarize(runs: list[SchedulerRun]) -> dict[str, Any]:
         "start_to_last_seconds": statistics.median(r.start_to_last_seconds for r in runs),
         "cpu_first_to_last": _median_keys([r.cpu_first_to_last for r in runs]),
         "cpu_start_to_first": _median_keys([r.cpu_start_to_first for r in runs]),
+        "events": min(r.events for r in runs),
         "outcomes": [r.outcome for r in runs],
     }
 
@@ -606,7 +616,7 @@ def report(options: Options, runs: Mapping[str, list[SchedulerRun]]) -> dict[str
 
 
 def print_table(result: Mapping[str, Any]) -> None:
-    header = ("SCHEDULER", "BOUND", "PODS/S", "SECONDS", "PODS/S FROM START", "START→FIRST S", "OUTCOME")
+    header = ("SCHEDULER", "BOUND", "PODS/S", "SECONDS", "PODS/S FROM START", "START→FIRST S", "EVENTS", "OUTCOME")
     rows = [
         (
             name,
@@ -615,6 +625,7 @@ def print_table(result: Mapping[str, Any]) -> None:
             f"{s['first_to_last_seconds']:.2f}",
             f"{s['pods_per_second_from_start']:.1f}",
             f"{s['start_to_first_seconds']:.2f}",
+            str(s["events"]),
             ",".join(s["outcomes"]),
         )
         for name, s in result["schedulers"].items()
