@@ -254,6 +254,7 @@ class KubeClient:
 
     async def aclose(self) -> None:
         await self._session.close()
+        await asyncio.sleep(0)  # closed transports release their sockets in a callback of the next loop pass
 
     def _backoff(self, attempt: int) -> float:
         return min(0.2 * 2.0**attempt, 5.0) * (0.5 + self._rng.random())
