@@ -1,8 +1,8 @@
 """Log output of the ``kubesched`` command: text for people, or one JSON object per line for log pipelines.
 
-``kubesched run --logging-format json`` (kube-scheduler's flag) writes each record as
-``{"ts": ..., "level": ..., "logger": ..., "msg": ..., "pod": ..., "node": ..., "profile": ...}``: the message
-plus the structured fields the scheduler passes as ``extra`` (pod, node, profile, err, counts), so a pod's
+``kubesched --logging-format json run ...`` (kube-scheduler's flag, given before the subcommand) writes each
+record as ``{"ts": ..., "level": ..., "logger": ..., "msg": ..., "pod": ..., "node": ..., "profile": ...}``: the
+message plus the structured fields the scheduler passes as ``extra`` (pod, node, profile, err, counts), so a pod's
 decisions can be found by field rather than by parsing text. Called once, from :func:`kubesched.cli.main.main`.
 """
 
