@@ -104,7 +104,7 @@ def test_repeated_failures_become_one_event_series(control_plane: ControlPlane, 
         assert len(events[0]["note"]) == 1024 and events[0]["note"].endswith(" ...")
 
 
-def test_a_pod_bound_behind_our_back_is_forgotten_not_double_bound(control_plane: ControlPlane, tmp_path: Path) -> None:
+def test_binding_a_pod_bound_behind_our_back_answers_409(control_plane: ControlPlane, tmp_path: Path) -> None:
     from kubesched.api.objects import Pod
     from kubesched.backends.kube.errors import KubeApiError
 

@@ -185,24 +185,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
-def positive_int(text: str) -> int:
+def _whole_number(text: str, minimum: int, too_small: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} {too_small}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _whole_number(text, 1, "is not a positive number")
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
+    return _whole_number(text, 0, "is negative")
 
 
 def build_parser() -> argparse.ArgumentParser:

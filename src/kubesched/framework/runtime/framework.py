@@ -774,40 +774,11 @@ def status_label(result: object) -> str:
     return STATUS_LABELS[Code.SUCCESS]
 
 
-def _observed(runner: Callable[..., R], metrics: FrameworkMetrics, point: str, profile: str) -> Callable[..., R]:
-    @functools.wraps(runner)
-    def observed(*args: Any) -> R:
-        started = time.perf_counter()
-        status = STATUS_LABELS[Code.ERROR]
-        try:
-            result = runner(*args)
-            status = status_label(result)
-            return result
-        finally:
-            metrics.observe_extension_point(point, status, profile, time.perf_counter() - started)
-
-    return observed
+Record = Callable[[str, float], None]  # (status label, seconds) -> an observation
 
 
-def _observed_async(
-    runner: Callable[..., Any], metrics: FrameworkMetrics, point: str, profile: str
-) -> Callable[..., Any]:
-    @functools.wraps(runner)
-    async def observed(*args: Any) -> Any:
-        started = time.perf_counter()
-        status = STATUS_LABELS[Code.ERROR]
-        try:
-            result = await runner(*args)
-            status = status_label(result)
-            return result
-        finally:
-            metrics.observe_extension_point(point, status, profile, time.perf_counter() - started)
-
-    return observed
-
-
-def _timed(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., R], *args: Any) -> R:
-    """One plugin call of a sampled cycle, observed (an exception is observed as Error and re-raised)."""
+def _measure(record: Record, call: Callable[..., R], *args: Any) -> R:
+    """``call(*args)``, timed and recorded with its status label (an exception is recorded as Error, re-raised)."""
     started = time.perf_counter()
     status = STATUS_LABELS[Code.ERROR]
     try:
@@ -815,10 +786,10 @@ def _timed(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..
         status = status_label(result)
         return result
     finally:
-        metrics.observe_plugin(plugin, point, status, time.perf_counter() - started)
+        record(status, time.perf_counter() - started)
 
 
-async def _timed_async(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., Any], *args: Any) -> Any:
+async def _measure_async(record: Record, call: Callable[..., Any], *args: Any) -> Any:
     started = time.perf_counter()
     status = STATUS_LABELS[Code.ERROR]
     try:
@@ -826,7 +797,38 @@ async def _timed_async(metrics: FrameworkMetrics, plugin: str, point: str, call:
         status = status_label(result)
         return result
     finally:
-        metrics.observe_plugin(plugin, point, status, time.perf_counter() - started)
+        record(status, time.perf_counter() - started)
+
+
+def _observed(runner: Callable[..., R], metrics: FrameworkMetrics, point: str, profile: str) -> Callable[..., R]:
+    record: Record = lambda status, seconds: metrics.observe_extension_point(point, status, profile, seconds)  # noqa: E731
+
+    @functools.wraps(runner)
+    def observed(*args: Any) -> R:
+        return _measure(record, runner, *args)
+
+    return observed
+
+
+def _observed_async(
+    runner: Callable[..., Any], metrics: FrameworkMetrics, point: str, profile: str
+) -> Callable[..., Any]:
+    record: Record = lambda status, seconds: metrics.observe_extension_point(point, status, profile, seconds)  # noqa: E731
+
+    @functools.wraps(runner)
+    async def observed(*args: Any) -> Any:
+        return await _measure_async(record, runner, *args)
+
+    return observed
+
+
+def _timed(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., R], *args: Any) -> R:
+    """One plugin call of a sampled cycle, observed (an exception is observed as Error and re-raised)."""
+    return _measure(functools.partial(metrics.observe_plugin, plugin, point), call, *args)
+
+
+async def _timed_async(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., Any], *args: Any) -> Any:
+    return await _measure_async(functools.partial(metrics.observe_plugin, plugin, point), call, *args)
 
 
 def _timed_scores(
