@@ -758,3 +758,87 @@ def test_a_watch_event_beyond_the_line_limit_is_a_transport_error(run_async: Run
             return str(caught.value)
 
     assert run_async(scenario()).startswith(f"GET {PODS} (watch): LineTooLong: ")
+
+
+
+class _MuteTlsServer:
+    """A TLS server on 127.0.0.1 that answers a watch request with one line and a ``?slow`` request not at
+    all, then never reads again: it does not answer a TLS goodbye, as a loaded API server may not in time."""
+
+    def __init__(self, context: Any) -> None:
+        import socket
+        import threading
+
+        self._context = context
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        self._connections: list[Any] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> _MuteTlsServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(5)
+        for connection in self._connections:
+            connection.close()
+
+    def _serve(self) -> None:
+        self._listener.settimeout(0.05)
+        while not self._stop.is_set():
+            try:
+                raw, _ = self._listener.accept()
+            except OSError:
+                continue
+            raw.settimeout(5)
+            connection = self._context.wrap_socket(raw, server_side=True)
+            self._connections.append(connection)
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += connection.recv(4096)
+            if b"slow" not in request.split(b"\r\n", 1)[0]:
+                line = b'{"type": "ADDED"}\n'
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    + f"{len(line):x}\r\n".encode() + line + b"\r\n"
+                )
+
+
+def test_requests_and_watches_given_up_midway_over_tls_leave_no_socket_open(
+    tmp_path: Path, run_async: RunAsync[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled request and an abandoned watch are closed by aiohttp before the session is; their sockets
+    must be gone when ``aclose`` returns even if the server never answers the TLS goodbye, or the collector
+    finds them after the loop has closed."""
+    import gc
+    import ssl
+    import warnings
+
+    from kubesched.testing.certificates import write_server_certificates
+
+    ca, cert, key = write_server_certificates(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setattr(client_module, "CLOSE_GRACE_SECONDS", 0.1)
+
+    async def scenario(port: int) -> None:
+        connection = ClusterConnection(server=f"https://127.0.0.1:{port}", source="mock", ca_data=ca.read_bytes())
+        client = KubeClient(connection)
+        try:
+            with pytest.raises(KubeTransportError):
+                await client.request("GET", PODS, query={"slow": "1"}, timeout=0.2, retry=False)
+            for _ in range(3):
+                async with client.stream_lines(PODS, {"watch": "true"}, read_timeout=5) as lines:
+                    assert await anext(lines) == b'{"type": "ADDED"}\n'
+        finally:
+            await client.aclose()
+
+    with warnings.catch_warnings(record=True) as caught, _MuteTlsServer(context) as server:
+        warnings.simplefilter("always", ResourceWarning)
+        run_async(scenario(server.port))
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -27,11 +27,13 @@ import json
 import os
 import random
 import shutil
+import socket
 import ssl
 import tempfile
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import aiohttp
@@ -47,6 +49,8 @@ TOKEN_FILE_RECHECK_SECONDS = 60.0
 # default), and etcd allows 1.5 MiB objects, whose JSON is larger still: lines up to 8 MiB.
 WATCH_READ_BUFSIZE = 4 * 1024 * 1024
 JSON = "application/json"
+# How long aclose waits for the TLS goodbyes of connections closed before it; on loopback they take milliseconds.
+CLOSE_GRACE_SECONDS = 1.0
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -217,6 +221,39 @@ def _decode(body: bytes) -> Any:
         return body.decode(errors="replace")
 
 
+class _OpenedSockets:
+    """The connector's socket factory, remembering what it made. A connection aiohttp closed before the session
+    (a cancelled request) says its TLS goodbye on its own, which waits for the server's; it must end before
+    the loop is closed, or the socket is left to the collector."""
+
+    def __init__(self) -> None:
+        self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+    def __call__(self, address: tuple[Any, ...]) -> socket.socket:
+        family, kind, protocol = address[0], address[1], address[2]
+        opened = socket.socket(family=family, type=kind, proto=protocol)
+        self._sockets.add(opened)
+        return opened
+
+    def still_open(self) -> list[socket.socket]:
+        return [opened for opened in list(self._sockets) if opened.fileno() != -1]
+
+    async def wait_closed(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the goodbyes, then shut the sockets still open: the transport reads
+        the end of its stream and closes itself, as when a server hangs up."""
+        await asyncio.sleep(0)  # a closed transport lets its socket go in a callback of the next loop pass
+        deadline = time.monotonic() + grace
+        while self.still_open() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for lingering in self.still_open():
+            with suppress(OSError):
+                lingering.shutdown(socket.SHUT_RDWR)
+        for _ in range(100):
+            if not self.still_open():
+                return
+            await asyncio.sleep(0.01)
+
+
 class KubeClient:
     """Requests to one API server (see the module doc); create inside the running loop, close with aclose."""
 
@@ -241,7 +278,8 @@ class KubeClient:
         self._rng = rng or random.Random()
         self._credentials = _Credentials(connection)
         self._server_hostname = connection.tls_server_name or None
-        connector = aiohttp.TCPConnector(ssl=_ssl_context(connection), limit=0)
+        self._sockets = _OpenedSockets()
+        connector = aiohttp.TCPConnector(ssl=_ssl_context(connection), limit=0, socket_factory=self._sockets)
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(),
@@ -254,7 +292,7 @@ class KubeClient:
 
     async def aclose(self) -> None:
         await self._session.close()
-        await asyncio.sleep(0)  # closed transports release their sockets in a callback of the next loop pass
+        await self._sockets.wait_closed(CLOSE_GRACE_SECONDS)
 
     def _backoff(self, attempt: int) -> float:
         return min(0.2 * 2.0**attempt, 5.0) * (0.5 + self._rng.random())
@@ -375,4 +413,9 @@ class KubeClient:
 
             yield lines()
         finally:
+            # A stream given up midway (cancelled, silent, broken) is cut off: a TLS goodbye on a stream
+            # the server keeps writing to would outlive the client.
+            connection = response.connection
+            if connection is not None and connection.transport is not None:
+                connection.transport.abort()
             response.close()
