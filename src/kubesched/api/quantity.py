@@ -177,8 +177,20 @@ def to_canonical(resource_name: str, text: str | int | float) -> int:
 
     Results are clamped to the int64 range so the columnar (numpy int64) path can hold every value.
     """
-    q = parse_quantity(text)
-    result = milli_value(q) if resource_name == "cpu" else value(q)
+    if isinstance(text, str):
+        return _canonical_text(resource_name == "cpu", text)
+    return _canonical(resource_name == "cpu", parse_quantity(text))
+
+
+# Every watch event of a pod or node parses its requests and capacities again, and they are a few texts
+# ("100m", "500Mi") repeated cluster-wide: the Fraction arithmetic is worth remembering too.
+@functools.lru_cache(maxsize=4096)
+def _canonical_text(milli: bool, text: str) -> int:
+    return _canonical(milli, parse_quantity(text))
+
+
+def _canonical(milli: bool, q: Fraction) -> int:
+    result = milli_value(q) if milli else value(q)
     return min(max(result, INT64_MIN), INT64_MAX)
 
 
