@@ -27,6 +27,7 @@ from kubesched.framework.types import NodeInfo
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+ObjectArray = npt.NDArray[np.object_]
 
 ClassKey = Callable[[NodeInfo], Hashable]
 
@@ -86,6 +87,10 @@ class NodeTable:
         self.scalar_req: dict[str, IntArray] = {}
         self.classes: dict[str, ClassColumn] = {}
         self.infos: list[NodeInfo | None] = [None] * capacity
+        # The same NodeInfos (and their names) as object arrays: a batch of slots becomes a list of NodeInfos
+        # or names by one fancy index, not a Python loop over hundreds of nodes per cycle.
+        self.info_column: ObjectArray = np.full(capacity, None, dtype=object)
+        self.name_column: ObjectArray = np.full(capacity, None, dtype=object)
 
     def ensure_capacity(self, size: int) -> None:
         """Make room for slots ``0 .. size-1``."""
@@ -96,6 +101,8 @@ class NodeTable:
         """Forget the node in ``slot`` (it was removed, or moved to another slot)."""
         self.live[slot] = False
         self.infos[slot] = None
+        self.info_column[slot] = None
+        self.name_column[slot] = None
         for name in self._INT_COLUMNS:
             getattr(self, name)[slot] = 0
         for array in (*self.scalar_alloc.values(), *self.scalar_req.values()):
@@ -111,6 +118,8 @@ class NodeTable:
         for class_column in self.classes.values():
             class_column.ids = _grown(class_column.ids, new_capacity)
         self.infos.extend([None] * (new_capacity - self.capacity))
+        self.info_column = _grown(self.info_column, new_capacity)
+        self.name_column = _grown(self.name_column, new_capacity)
         self.capacity = new_capacity
 
     def _scalar_columns(self, name: str) -> tuple[IntArray, IntArray]:
@@ -130,6 +139,8 @@ class NodeTable:
         if slot >= self.capacity:
             self.ensure_capacity(slot + 1)
         self.infos[slot] = info
+        self.info_column[slot] = info
+        self.name_column[slot] = info.name
         self.live[slot] = True
         req = info.requested
         self.req_cpu[slot] = req.milli_cpu
@@ -171,7 +182,7 @@ ArrayT = TypeVar("ArrayT", bound=npt.NDArray[Any])
 
 
 def _grown(array: ArrayT, capacity: int) -> ArrayT:
-    grown = np.zeros(capacity, dtype=array.dtype)
+    grown = np.full(capacity, None, dtype=object) if array.dtype == object else np.zeros(capacity, dtype=array.dtype)
     grown[: array.shape[0]] = array
     return cast(ArrayT, grown)
 
@@ -189,10 +200,13 @@ class NodeBatch:
     @property
     def infos(self) -> list[NodeInfo]:
         if self._infos is None:
-            by_slot = self.table.infos
             # Every slot of a batch holds a live node, so no None can come out here.
-            self._infos = [by_slot[slot] for slot in self.slots.tolist()]
+            self._infos = cast(list[NodeInfo], self.table.info_column[self.slots].tolist())
         return self._infos
+
+    def names(self) -> list[str]:
+        """The batch's node names, in its order."""
+        return cast(list[str], self.table.name_column[self.slots].tolist())
 
     def info(self, index: int) -> NodeInfo:
         """One node of the batch, without materializing the whole list."""

@@ -28,6 +28,7 @@ from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+_NO_SLOTS: IntArray = np.empty(0, dtype=np.int64)
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -92,15 +93,14 @@ class ScheduleAlgorithm:
             diagnosis = Diagnosis(pre_filter_msg=NO_NODES_AVAILABLE)
             raise FitError(0, diagnosis)
         feasible, diagnosis, evaluated = await self._find_nodes_that_fit(fwk, state, pod, snapshot, nominated_nodes)
-        if not feasible:
+        if not len(feasible):
             raise FitError(len(snapshot), diagnosis)
         if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, evaluated, 1, node_to_status=diagnosis.node_to_status)
-        status = fwk.run_pre_score(state, pod, feasible)
+            return ScheduleResult(feasible.info(0).name, evaluated, 1, node_to_status=diagnosis.node_to_status)
+        status = fwk.run_pre_score(state, pod, feasible.infos)
         if status is not None:
             raise SchedulingError(status)
-        slots = np.fromiter((info.slot for info in feasible), dtype=np.int64, count=len(feasible))
-        outcome = fwk.run_score(state, pod, NodeBatch(snapshot.table, slots))
+        outcome = fwk.run_score(state, pod, feasible)
         if isinstance(outcome, Status):
             raise SchedulingError(outcome)
         totals = outcome.totals
@@ -108,10 +108,10 @@ class ScheduleAlgorithm:
             totals = np.ones(len(feasible), dtype=np.int64)
         chosen = self._select_host(totals)
         return ScheduleResult(
-            node=feasible[chosen].name,
+            node=feasible.info(chosen).name,
             evaluated_nodes=evaluated,
             feasible_nodes=len(feasible),
-            scored_nodes=[info.name for info in feasible],
+            scored_nodes=feasible.names(),
             plugin_scores=outcome.per_plugin,
             totals=totals,
             node_to_status=diagnosis.node_to_status,
@@ -132,7 +132,7 @@ class ScheduleAlgorithm:
         pod: PodInfo,
         snapshot: Snapshot,
         nominated_nodes: frozenset[str],
-    ) -> tuple[list[NodeInfo], Diagnosis, int]:
+    ) -> tuple[NodeBatch, Diagnosis, int]:
         all_nodes = snapshot.node_infos
         diagnosis = Diagnosis()
         pre = fwk.run_pre_filter(state, pod, all_nodes)
@@ -145,7 +145,7 @@ class ScheduleAlgorithm:
                 diagnosis.pending_plugins.add(pre.status.plugin)
             for info in all_nodes:
                 diagnosis.node_to_status[info.name] = pre.status
-            return [], diagnosis, 0
+            return NodeBatch(snapshot.table, _NO_SLOTS), diagnosis, 0
         metrics = fwk.metrics
         if metrics is None:
             return await self._find_nodes_that_pass_filters(fwk, state, pod, snapshot, nominated_nodes, pre, diagnosis)
@@ -169,7 +169,7 @@ class ScheduleAlgorithm:
         nominated_nodes: frozenset[str],
         pre: PreFilterOutcome,
         diagnosis: Diagnosis,
-    ) -> tuple[list[NodeInfo], Diagnosis, int]:
+    ) -> tuple[NodeBatch, Diagnosis, int]:
         all_nodes = snapshot.node_infos
         nominated = pod.pod.status.nominated_node_name
         if nominated:
@@ -178,7 +178,7 @@ class ScheduleAlgorithm:
             if nominated_info is not None and allowed:
                 status = await self._filter_one(fwk, state, pod, snapshot, nominated_info, nominated_nodes)
                 if status is None:
-                    return [nominated_info], diagnosis, 1
+                    return NodeBatch(snapshot.table, np.asarray([nominated_info.slot], dtype=np.int64)), diagnosis, 1
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
 
@@ -197,7 +197,7 @@ class ScheduleAlgorithm:
             candidate_slots = snapshot.slots
         n = len(candidate_slots)
         if n == 0:
-            return [], diagnosis, 0
+            return NodeBatch(snapshot.table, _NO_SLOTS), diagnosis, 0
         to_find = num_feasible_nodes_to_find(
             fwk.percentage_of_nodes_to_score
             if fwk.percentage_of_nodes_to_score is not None
@@ -213,7 +213,7 @@ class ScheduleAlgorithm:
             take = (start + np.arange(min(to_find, n))) % n
             feasible_slots = candidate_slots[take]
             self.next_start_node_index = (start + len(take)) % len(all_nodes)
-            return NodeBatch(table, feasible_slots).infos, diagnosis, len(take)
+            return NodeBatch(table, feasible_slots), diagnosis, len(take)
 
         feasible: list[int] = []
         processed = 0
@@ -263,7 +263,7 @@ class ScheduleAlgorithm:
             position += chunk
         self.next_start_node_index = (start + processed) % len(all_nodes)
         feasible_slots = candidate_slots[(start + np.asarray(feasible, dtype=np.int64)) % n]
-        return NodeBatch(table, feasible_slots).infos, diagnosis, processed
+        return NodeBatch(table, feasible_slots), diagnosis, processed
 
     async def _filter_one(
         self,
