@@ -100,7 +100,7 @@ def setup(
     args: InterPodAffinityArgs | None = None,
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[InterPodAffinity, Cache, Snapshot]:
-    cache, snapshot = make_cluster(nodes, named(pods))
+    cache, _ = make_cluster(nodes, named(pods))
     handle = PluginHandle(
         cache, listers=namespace_stores(namespaces if namespaces is not None else NAMESPACES).listers()
     )
