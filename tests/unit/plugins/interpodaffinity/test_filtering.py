@@ -45,7 +45,7 @@ BAD_VALUE_MESSAGE = (
 
 
 def _two_terms(second_in: str) -> list[dict[str, object]]:
-    first = {
+    first: dict[str, object] = {
         "labelSelector": {
             "matchExpressions": [
                 {"key": "service", "operator": "Exists"},
@@ -54,7 +54,7 @@ def _two_terms(second_in: str) -> list[dict[str, object]]:
         },
         "topologyKey": "region",
     }
-    second = {
+    second: dict[str, object] = {
         "labelSelector": {
             "matchExpressions": [
                 {"key": "service", "operator": "In", "values": [second_in]},

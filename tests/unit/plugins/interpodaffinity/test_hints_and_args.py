@@ -133,8 +133,8 @@ def test_is_schedulable_after_node_change(target: Pod, old: Node | None, new: No
 
 def test_hints_queue_on_wrong_objects_and_unparsable_terms() -> None:
     plugin = InterPodAffinity(None, PluginHandle())
-    assert plugin.is_schedulable_after_pod_change(AFFINITY_POD, None, n({})) is QUEUE  # type: ignore[arg-type]
-    assert plugin.is_schedulable_after_node_change(AFFINITY_POD, None, other({})) is QUEUE  # type: ignore[arg-type]
+    assert plugin.is_schedulable_after_pod_change(AFFINITY_POD, None, n({})) is QUEUE
+    assert plugin.is_schedulable_after_node_change(AFFINITY_POD, None, other({})) is QUEUE
     broken = pod("p", affinity=[term("service", "Gt", "zone", ["1"])])
     assert plugin.is_schedulable_after_pod_change(broken, None, other(SECURITYSCAN)) is QUEUE
     assert plugin.is_schedulable_after_node_change(broken, None, n({"zone": "z"})) is QUEUE
