@@ -101,10 +101,14 @@ TopologyScores = dict[str, dict[str, int]]
 # ---- per-node view of the pods that matter ---------------------------------------------------------------
 
 
+GroupKey = tuple[str, frozenset[tuple[str, str]]]
+
+
 @dataclass(frozen=True, slots=True)
 class _PodGroup:
-    """Pods of one node that no term can tell apart: same namespace, same labels, no affinity of their own."""
+    """Pods of one node that the incoming pod's terms cannot tell apart: same namespace, same labels."""
 
+    key: GroupKey
     sample: Pod
     count: int
 
@@ -114,7 +118,8 @@ class _NodePods:
     info: NodeInfo
     with_affinity: tuple[tuple[PodInfo, PodTerms], ...]
     with_required_anti_affinity: tuple[tuple[PodInfo, PodTerms], ...]
-    plain: tuple[_PodGroup, ...]
+    groups: tuple[_PodGroup, ...]
+    """Every pod of the node, grouped by (namespace, labels)."""
 
 
 def _node_pods(info: NodeInfo, previous: _NodePods | None, parse: Callable[[PodInfo], PodTerms]) -> _NodePods:
@@ -122,8 +127,8 @@ def _node_pods(info: NodeInfo, previous: _NodePods | None, parse: Callable[[PodI
     if previous is not None:
         reusable = {pod_info.uid: (pod_info, terms) for pod_info, terms in previous.with_affinity}
     with_affinity: list[tuple[PodInfo, PodTerms]] = []
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], Pod] = {}
-    counts: dict[tuple[str, frozenset[tuple[str, str]]], int] = {}
+    samples: dict[GroupKey, Pod] = {}
+    counts: dict[GroupKey, int] = {}
     for pod_info in info.pods.values():
         pod = pod_info.pod
         affinity = pod.spec.affinity
@@ -131,14 +136,13 @@ def _node_pods(info: NodeInfo, previous: _NodePods | None, parse: Callable[[PodI
             known = reusable.get(pod_info.uid)
             terms = known[1] if known is not None and known[0] is pod_info else parse(pod_info)
             with_affinity.append((pod_info, terms))
-            continue
         key = (pod.metadata.namespace, frozenset(pod.metadata.labels.items()))
         if key not in samples:
             samples[key] = pod
         counts[key] = counts.get(key, 0) + 1
-    plain = tuple(_PodGroup(sample, counts[key]) for key, sample in samples.items())
+    groups = tuple(_PodGroup(key, sample, counts[key]) for key, sample in samples.items())
     anti = tuple(entry for entry in with_affinity if entry[1].has_required_anti_affinity)
-    return _NodePods(info, tuple(with_affinity), anti, plain)
+    return _NodePods(info, tuple(with_affinity), anti, groups)
 
 
 # ---- cycle state -----------------------------------------------------------------------------------------
@@ -240,6 +244,22 @@ def _domain_values(nodes: NodeBatch, key: str, per_value: Mapping[str, int]) -> 
     return has[ids], amounts[ids]
 
 
+def _credit(scores: TopologyScores, node_labels: Mapping[str, str], key: str, amount: int) -> None:
+    value = node_labels.get(key)
+    if value is not None:
+        per_value = scores.setdefault(key, {})
+        per_value[value] = per_value.get(value, 0) + amount
+
+
+def _preferred_credits(
+    preferred: Sequence[WeightedAffinityTerm], preferred_anti: Sequence[WeightedAffinityTerm], other: Pod
+) -> tuple[tuple[str, int], ...]:
+    """What an existing pod earns its domains from the incoming pod's preferred terms: +w / -w per match."""
+    credits = [(t.term.topology_key, t.weight) for t in preferred if t.term.matches(other, None)]
+    credits += [(t.term.topology_key, -t.weight) for t in preferred_anti if t.term.matches(other, None)]
+    return tuple(credits)
+
+
 def _by_key(counts: Counts) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for (key, value), count in counts.items():
@@ -331,6 +351,9 @@ class InterPodAffinity:
         affinity: Counts = {}
         anti: Counts = {}
         need_incoming = terms.has_required
+        # What the incoming pod's terms say of a (namespace, labels) group, computed once per cycle.
+        seen: dict[GroupKey, tuple[bool, tuple[str, ...]]] = {}
+        affinity_keys = tuple(t.topology_key for t in terms.required_affinity)
         for info in nodes:
             node_pods = self._pods_of(info)
             labels = info.labels
@@ -340,10 +363,16 @@ class InterPodAffinity:
                         _bump(existing_anti, labels, term.topology_key, 1)
             if not need_incoming:
                 continue
-            for other_info, _ in node_pods.with_affinity:
-                self._count_incoming(terms, other_info.pod, 1, labels, affinity, anti)
-            for group in node_pods.plain:
-                self._count_incoming(terms, group.sample, group.count, labels, affinity, anti)
+            for group in node_pods.groups:
+                verdict = seen.get(group.key)
+                if verdict is None:
+                    verdict = seen[group.key] = self._incoming_verdict(terms, group.sample)
+                matches_affinity, anti_keys = verdict
+                if matches_affinity:
+                    for key in affinity_keys:
+                        _bump(affinity, labels, key, group.count)
+                for key in anti_keys:
+                    _bump(anti, labels, key, group.count)
         if not existing_anti and not terms.has_required:
             return Status(Code.SKIP)
         state.write(
@@ -352,15 +381,10 @@ class InterPodAffinity:
         return None
 
     @staticmethod
-    def _count_incoming(
-        terms: PodTerms, other: Pod, count: int, labels: Mapping[str, str], affinity: Counts, anti: Counts
-    ) -> None:
-        if matches_all(terms.required_affinity, other):
-            for term in terms.required_affinity:
-                _bump(affinity, labels, term.topology_key, count)
-        for term in terms.required_anti_affinity:
-            if term.matches(other, None):
-                _bump(anti, labels, term.topology_key, count)
+    def _incoming_verdict(terms: PodTerms, other: Pod) -> tuple[bool, tuple[str, ...]]:
+        """(``other`` matches all required affinity terms, topology keys of the anti-affinity terms it matches)."""
+        anti_keys = tuple(t.topology_key for t in terms.required_anti_affinity if t.matches(other, None))
+        return matches_all(terms.required_affinity, other), anti_keys
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self
@@ -477,14 +501,8 @@ class InterPodAffinity:
         hard_weight = self.args.hard_pod_affinity_weight
         scores: TopologyScores = {}
 
-        def add(term: AffinityTerm, amount: int, target: Pod, ns_labels: Mapping[str, str] | None,
-                node_labels: Mapping[str, str]) -> None:  # fmt: skip
-            if term.matches(target, ns_labels):
-                value = node_labels.get(term.topology_key)
-                if value is not None:
-                    per_value = scores.setdefault(term.topology_key, {})
-                    per_value[value] = per_value.get(value, 0) + amount
-
+        # The incoming pod's preferred terms as (topology key, signed weight) per (namespace, labels) group.
+        seen: dict[GroupKey, tuple[tuple[str, int], ...]] = {}
         for info in self._all_nodes():
             node_pods = self._pods_of(info)
             if not node_pods.with_affinity and not has_constraints:
@@ -492,25 +510,24 @@ class InterPodAffinity:
             node_labels = info.labels
             if not node_labels:
                 continue
-            for other_info, other_terms in node_pods.with_affinity:
-                other = other_info.pod
-                for weighted in preferred:
-                    add(weighted.term, weighted.weight, other, None, node_labels)
-                for weighted in preferred_anti:
-                    add(weighted.term, -weighted.weight, other, None, node_labels)
+            if has_constraints:
+                for group in node_pods.groups:
+                    credits = seen.get(group.key)
+                    if credits is None:
+                        credits = seen[group.key] = _preferred_credits(preferred, preferred_anti, group.sample)
+                    for key, amount in credits:
+                        _credit(scores, node_labels, key, amount * group.count)
+            for _, other_terms in node_pods.with_affinity:
                 if hard_weight > 0:
                     for term in other_terms.required_affinity:
-                        add(term, hard_weight, incoming, namespace_labels, node_labels)
+                        if term.matches(incoming, namespace_labels):
+                            _credit(scores, node_labels, term.topology_key, hard_weight)
                 for weighted in other_terms.preferred_affinity:
-                    add(weighted.term, weighted.weight, incoming, namespace_labels, node_labels)
+                    if weighted.term.matches(incoming, namespace_labels):
+                        _credit(scores, node_labels, weighted.term.topology_key, weighted.weight)
                 for weighted in other_terms.preferred_anti_affinity:
-                    add(weighted.term, -weighted.weight, incoming, namespace_labels, node_labels)
-            if has_constraints:
-                for group in node_pods.plain:
-                    for weighted in preferred:
-                        add(weighted.term, weighted.weight * group.count, group.sample, None, node_labels)
-                    for weighted in preferred_anti:
-                        add(weighted.term, -weighted.weight * group.count, group.sample, None, node_labels)
+                    if weighted.term.matches(incoming, namespace_labels):
+                        _credit(scores, node_labels, weighted.term.topology_key, -weighted.weight)
         if not scores:
             return Status(Code.SKIP)
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(scores))

@@ -4,11 +4,14 @@ Random clusters (nodes with and without each topology key, values shared across 
 after the first cycle so class columns are refreshed, a node removed and another added so slots are reused),
 random existing pods with required/preferred (anti-)affinity terms over present and absent topology keys, with
 namespaces, namespace selectors and matchLabelKeys, and random incoming pods; over the whole snapshot and a
-shuffled subset, before and after AddPod/RemovePod changes the PreFilter state.
+shuffled subset, before and after AddPod/RemovePod changes the PreFilter state. The PreFilter counts and the
+PreScore domain scores (computed with per-node caches and per-cycle grouping of pods) are also held equal to
+a naive computation straight from their definitions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -18,8 +21,17 @@ from ipatest_helpers import namespace_stores
 
 from kubesched.api.objects import Node, Pod
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
+from kubesched.plugins.interpodaffinity.inter_pod_affinity import (
+    PRE_FILTER_STATE_KEY,
+    PRE_SCORE_STATE_KEY,
+    Counts,
+    _PreFilterState,
+    _PreScoreState,
+)
+from kubesched.plugins.interpodaffinity.terms import AffinityTerm, parse_pod_terms
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, batch_of, expand_batch_result
@@ -89,7 +101,7 @@ def a_pod(draw: st.DrawFn, name: str, node_name: str = "") -> Pod:
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> tuple[list[Node], list[Pod], Pod, Pod, list[int], dict[str, str], bool]:
+def scenario(draw: st.DrawFn) -> tuple[list[Node], list[Pod], Pod, Pod, list[int], dict[str, str], bool, int]:
     count = draw(st.integers(1, 7))
     names = [f"n{i}" for i in range(count)]
     nodes = [make_node(n).labels(draw(node_labels(n))).obj() for n in names]
@@ -99,7 +111,76 @@ def scenario(draw: st.DrawFn) -> tuple[list[Node], list[Pod], Pod, Pod, list[int
     order = draw(st.permutations(list(range(count))))
     relabel = draw(node_labels(names[0]))
     ignore = draw(st.booleans())
-    return nodes, existing, incoming, added, order, relabel, ignore
+    hard = draw(st.sampled_from([0, 1, 7]))
+    return nodes, existing, incoming, added, order, relabel, ignore, hard
+
+
+def _resolved(term: AffinityTerm) -> AffinityTerm:
+    if term.namespace_selector.is_everything or not term.namespace_selector.requirements:
+        return term
+    names = frozenset(n for n, labels in NAMESPACES.items() if term.namespace_selector.matches(labels))
+    return term.with_namespaces(names)
+
+
+def _naive_state(snapshot: Snapshot, incoming: Pod) -> tuple[Counts, Counts, Counts]:
+    """The three PreFilter counts straight from their definition: every pod on every node, no caches."""
+    own = parse_pod_terms(incoming)
+    required = [_resolved(t) for t in own.required_affinity]
+    required_anti = [_resolved(t) for t in own.required_anti_affinity]
+    ns_labels = NAMESPACES.get(incoming.metadata.namespace, {})
+    existing: Counts = {}
+    affinity: Counts = {}
+    anti: Counts = {}
+
+    def bump(counts: Counts, labels: Mapping[str, str], key: str) -> None:
+        if key in labels:
+            counts[(key, labels[key])] = counts.get((key, labels[key]), 0) + 1
+
+    for info in snapshot.node_infos:
+        for other in info.pods.values():
+            for t in parse_pod_terms(other.pod).required_anti_affinity:
+                if t.matches(incoming, ns_labels):
+                    bump(existing, info.labels, t.topology_key)
+            if required and all(t.matches(other.pod, None) for t in required):
+                for t in required:
+                    bump(affinity, info.labels, t.topology_key)
+            for t in required_anti:
+                if t.matches(other.pod, None):
+                    bump(anti, info.labels, t.topology_key)
+    return existing, affinity, anti
+
+
+def _naive_scores(snapshot: Snapshot, incoming: Pod, hard_weight: int) -> dict[str, dict[str, int]]:
+    own = parse_pod_terms(incoming)
+    preferred = [(_resolved(w.term), w.weight) for w in own.preferred_affinity]
+    preferred += [(_resolved(w.term), -w.weight) for w in own.preferred_anti_affinity]
+    ns_labels = NAMESPACES.get(incoming.metadata.namespace, {})
+    scores: dict[str, dict[str, int]] = {}
+
+    def credit(labels: Mapping[str, str], key: str, amount: int) -> None:
+        if key in labels:
+            per_value = scores.setdefault(key, {})
+            per_value[labels[key]] = per_value.get(labels[key], 0) + amount
+
+    for info in snapshot.node_infos:
+        if not info.labels:
+            continue
+        for other in info.pods.values():
+            for t, w in preferred:
+                if t.matches(other.pod, None):
+                    credit(info.labels, t.topology_key, w)
+            terms = parse_pod_terms(other.pod)
+            if hard_weight > 0:
+                for t in terms.required_affinity:
+                    if t.matches(incoming, ns_labels):
+                        credit(info.labels, t.topology_key, hard_weight)
+            for w in terms.preferred_affinity:
+                if w.term.matches(incoming, ns_labels):
+                    credit(info.labels, w.term.topology_key, w.weight)
+            for w in terms.preferred_anti_affinity:
+                if w.term.matches(incoming, ns_labels):
+                    credit(info.labels, w.term.topology_key, -w.weight)
+    return scores
 
 
 def _check(plugin: InterPodAffinity, cache: Cache, incoming: PodInfo, added: Pod, order: list[int]) -> None:
@@ -109,6 +190,10 @@ def _check(plugin: InterPodAffinity, cache: Cache, incoming: PodInfo, added: Pod
     state = CycleState()
     status = plugin.pre_filter(state, incoming, snapshot.node_infos)
     if status is None:
+        found = state.get(PRE_FILTER_STATE_KEY, _PreFilterState)
+        assert found is not None
+        got = (found.existing_anti_affinity, found.affinity, found.anti_affinity)
+        assert got == _naive_state(snapshot, incoming.pod)
         for subset in subsets:
             batch = batch_of(snapshot, subset)
             per_node = [plugin.filter(state, incoming, snapshot.by_name[n]) for n in subset]
@@ -123,7 +208,13 @@ def _check(plugin: InterPodAffinity, cache: Cache, incoming: PodInfo, added: Pod
         per_node_again = [plugin.filter(with_added, incoming, info) for info in snapshot.node_infos]
         assert per_node_again == [plugin.filter(state, incoming, info) for info in snapshot.node_infos]
     score_state = CycleState()
-    if plugin.pre_score(score_state, incoming, snapshot.node_infos) is None:
+    score_status = plugin.pre_score(score_state, incoming, snapshot.node_infos)
+    if score_status is None:
+        found_scores = score_state.get(PRE_SCORE_STATE_KEY, _PreScoreState)
+        assert found_scores is not None
+        assert found_scores.topology_score == _naive_scores(
+            snapshot, incoming.pod, plugin.args.hard_pod_affinity_weight
+        )
         for subset in subsets:
             per_node_scores = [plugin.score(score_state, incoming, snapshot.by_name[n]) for n in subset]
             batch_scores = plugin.score_batch(score_state, incoming, batch_of(snapshot, subset))
@@ -136,16 +227,17 @@ def _check(plugin: InterPodAffinity, cache: Cache, incoming: PodInfo, added: Pod
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario())
 def test_batch_methods_equal_per_node_methods(
-    case: tuple[list[Node], list[Pod], Pod, Pod, list[int], dict[str, str], bool],
+    case: tuple[list[Node], list[Pod], Pod, Pod, list[int], dict[str, str], bool, int],
 ) -> None:
-    nodes, existing, incoming, added, order, relabel, ignore = case
+    nodes, existing, incoming, added, order, relabel, ignore, hard = case
     cache = Cache()
     for n in nodes:
         cache.add_node(n)
     for p in existing:
         cache.add_pod(p)
     handle = PluginHandle(cache, listers=namespace_stores(NAMESPACES).listers())
-    plugin = InterPodAffinity(InterPodAffinityArgs(ignore_preferred_terms_of_existing_pods=ignore), handle)
+    args = InterPodAffinityArgs(ignore_preferred_terms_of_existing_pods=ignore, hard_pod_affinity_weight=hard)
+    plugin = InterPodAffinity(args, handle)
     info = PodInfo(incoming)
     _check(plugin, cache, info, added, order)
     # A second cycle after the cluster changed: a node relabelled, one removed and a new one in its slot.
