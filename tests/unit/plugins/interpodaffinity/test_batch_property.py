@@ -174,12 +174,12 @@ def _naive_scores(snapshot: Snapshot, incoming: Pod, hard_weight: int) -> dict[s
                 for t in terms.required_affinity:
                     if t.matches(incoming, ns_labels):
                         credit(info.labels, t.topology_key, hard_weight)
-            for w in terms.preferred_affinity:
-                if w.term.matches(incoming, ns_labels):
-                    credit(info.labels, w.term.topology_key, w.weight)
-            for w in terms.preferred_anti_affinity:
-                if w.term.matches(incoming, ns_labels):
-                    credit(info.labels, w.term.topology_key, -w.weight)
+            for weighted in terms.preferred_affinity:
+                if weighted.term.matches(incoming, ns_labels):
+                    credit(info.labels, weighted.term.topology_key, weighted.weight)
+            for weighted in terms.preferred_anti_affinity:
+                if weighted.term.matches(incoming, ns_labels):
+                    credit(info.labels, weighted.term.topology_key, -weighted.weight)
     return scores
 
 
