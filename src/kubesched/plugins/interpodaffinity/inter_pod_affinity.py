@@ -20,8 +20,8 @@ Who calls it: the framework runtime, at the points above; the scheduling queue, 
 The scheduler cache keeps no "pods with affinity" lists, so the plugin derives them itself, per NodeInfo:
 snapshot NodeInfos are immutable copies, so a cache entry is valid while it holds the very NodeInfo object it
 was computed from; a node that changed is recomputed, reusing the parsed terms of the PodInfos it still has.
-Pods without affinity are grouped by (namespace, labels) — all the terms can see of them — so replicas are
-matched once per node, not once per pod.
+A node's pods are also grouped by (namespace, labels) — all that the incoming pod's terms can see of a pod —
+and each group is matched against those terms once per cycle, however many nodes and replicas share it.
 
 Batch forms read, for each topology key involved, a class column of the node's value for that key, and look
 the per-domain counts up as arrays.
