@@ -16,6 +16,7 @@ from kubesched.framework.runtime.registry import PluginRegistration, Registry, e
 from kubesched.plugins import names
 from kubesched.plugins.defaultbinder import DefaultBinder
 from kubesched.plugins.imagelocality import ImageLocality
+from kubesched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from kubesched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from kubesched.plugins.nodename import NodeName
 from kubesched.plugins.nodeports import NodePorts
@@ -65,10 +66,8 @@ def in_tree_registry() -> Registry:
             ("preFilter", "filter", "preScore", "score"),
             "Spreads pods across topology domains",
         ),
-        names.INTER_POD_AFFINITY: PluginRegistration.planned(
-            names.INTER_POD_AFFINITY,
-            ("preFilter", "filter", "preScore", "score"),
-            "Pod affinity and anti-affinity",
+        names.INTER_POD_AFFINITY: PluginRegistration.of(
+            names.INTER_POD_AFFINITY, InterPodAffinity, args_type=InterPodAffinityArgs
         ),
         names.DYNAMIC_RESOURCES: PluginRegistration.planned(
             names.DYNAMIC_RESOURCES,

@@ -205,6 +205,34 @@ class PodBuilder:
         self._spec["affinity"] = copy.deepcopy(dict(affinity))
         return self
 
+    def pod_affinity_term(self, term: Mapping[str, Any], *, anti: bool = False, weight: int | None = None) -> Self:
+        """Append one PodAffinityTerm verbatim: required, or preferred with ``weight``; ``anti`` for podAntiAffinity."""
+        affinity = self._spec.setdefault("affinity", {})
+        section = affinity.setdefault("podAntiAffinity" if anti else "podAffinity", {})
+        if weight is None:
+            section.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(copy.deepcopy(dict(term)))
+        else:
+            entry = {"weight": weight, "podAffinityTerm": copy.deepcopy(dict(term))}
+            section.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(entry)
+        return self
+
+    def pod_affinity(
+        self,
+        key: str,
+        operator: str,
+        values: Sequence[str] = (),
+        *,
+        topology_key: str,
+        anti: bool = False,
+        weight: int | None = None,
+    ) -> Self:
+        """A term selecting pods by one ``key operator values`` requirement (kube's st ``PodAffinityIn`` & co)."""
+        requirement: dict[str, Any] = {"key": key, "operator": operator}
+        if values:
+            requirement["values"] = list(values)
+        term = {"labelSelector": {"matchExpressions": [requirement]}, "topologyKey": topology_key}
+        return self.pod_affinity_term(term, anti=anti, weight=weight)
+
     def spread(self, constraint: Mapping[str, Any]) -> Self:
         """Append one ``topologySpreadConstraints`` entry verbatim."""
         self._spec.setdefault("topologySpreadConstraints", []).append(copy.deepcopy(dict(constraint)))
