@@ -14,6 +14,7 @@ from spreadtest_helpers import (
     FOO,
     HONOR,
     IGNORE,
+    SA,
     UNSCHEDULABLE_TAINT,
     Run,
     constraint,
@@ -502,3 +503,60 @@ def test_pre_filter_disabled_filter_fails_with_an_error() -> None:
     assert status.message == 'reading "PreFilterPodTopologySpread" from cycleState: not found'
     batch = run.plugin.filter_batch(CycleState(), info, batch_of(run.snapshot))
     assert expand_batch_result(batch, 1) == [status]
+
+
+# ---- malformed constraints: kube-scheduler's per-pod outcome, never an exception -----------------------
+
+
+def test_a_selector_apimachinery_refuses_fails_pre_filter_with_upstreams_error() -> None:
+    bad = {"matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]}
+    run = Run(nodes_abxy())
+    _, status = run.pre_filter(pod("p", {"foo": ""}, constraint(1, "zone", DNS, bad)))
+    assert status is not None and status.code is Code.ERROR
+    assert status.message == (
+        "get constraints from pod: obtaining pod's hard topology spread constraints: "
+        '"Gt" is not a valid label selector operator'
+    )
+
+
+def test_a_bad_selector_on_a_soft_constraint_only_fails_pre_score() -> None:
+    bad = {"matchExpressions": [{"key": "app", "operator": "In"}]}
+    run = Run(nodes_abxy())
+    info, status = run.pre_filter(pod("p", {"foo": ""}, constraint(1, "zone", SA, bad)))
+    assert status is not None and status.code is Code.SKIP
+    scored = run.plugin.pre_score(CycleState(), info, run.snapshot.node_infos)
+    assert scored is not None and scored.code is Code.ERROR
+    assert scored.message.startswith("calculating preScoreState: obtaining pod's soft topology spread constraints: ")
+
+
+def test_a_value_of_the_wrong_type_names_the_pod_and_the_field() -> None:
+    run = Run(nodes_abxy())
+    raw = {"maxSkew": "one", "topologyKey": "zone", "whenUnsatisfiable": DNS}
+    _, status = run.pre_filter(pod("p", {"foo": ""}, raw))
+    assert status is not None and status.code is Code.ERROR
+    assert "pod default/p: spec.topologySpreadConstraints[0].maxSkew: Invalid value" in status.message
+
+
+def test_max_skew_zero_rejects_every_node_as_upstream_does() -> None:
+    run = Run(nodes_abxy())
+    info, status = run.pre_filter(pod("p", {"foo": ""}, constraint(0, "zone", DNS, FOO)))
+    assert status is None
+    assert {run.plugin.filter(run.state, info, n) for n in run.snapshot.node_infos} == {STATUS[U]}
+
+
+def test_an_unknown_when_unsatisfiable_is_neither_hard_nor_soft() -> None:
+    run = Run(nodes_abxy())
+    info, status = run.pre_filter(pod("p", {"foo": ""}, constraint(1, "zone", "Sometimes", FOO)))
+    assert status is not None and status.code is Code.SKIP
+    scored = run.plugin.pre_score(CycleState(), info, run.snapshot.node_infos)
+    assert scored is not None and scored.code is Code.SKIP
+
+
+def test_an_empty_selector_matches_the_pod_but_counts_no_existing_pod() -> None:
+    # kube-scheduler v1.35 skips counting for a selector without requirements (checked with kube-oracle).
+    run = Run(nodes_abxy(), SIX)
+    _, status = run.pre_filter(pod("p", {"foo": ""}, constraint(1, "node", DNS, {})))
+    assert status is None
+    state = run.pre_filter_state()
+    assert state.tp_value_to_match_num == [{"node-a": 0, "node-b": 0, "node-x": 0, "node-y": 0}]
+    assert state.self_match == (1,)

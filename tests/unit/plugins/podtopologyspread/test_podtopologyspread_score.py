@@ -55,12 +55,12 @@ def hn(name: str, **labels: str) -> Node:
 
 def listers(*, services: Sequence[dict[str, str]] = (), replica_sets: Sequence[tuple[str, object]] = ()) -> Listers:
     stores = ListerStores()
-    for i, selector in enumerate(services):
-        raw = {"metadata": {"name": f"svc-{i}", "namespace": "default"}, "spec": {"selector": selector}}
+    for i, service_selector in enumerate(services):
+        raw = {"metadata": {"name": f"svc-{i}", "namespace": "default"}, "spec": {"selector": service_selector}}
         stores.services.add(Service.from_dict(raw, "test"))
     for name, selector in replica_sets:
-        raw = {"metadata": {"name": name, "namespace": "default"}, "spec": {"selector": selector}}
-        stores.replica_sets.add(ReplicaSet.from_dict(raw, "test"))
+        rs_raw = {"metadata": {"name": name, "namespace": "default"}, "spec": {"selector": selector}}
+        stores.replica_sets.add(ReplicaSet.from_dict(rs_raw, "test"))
     return stores.listers()
 
 
