@@ -27,6 +27,7 @@ from kubesched.plugins.noderesources import (
     NodeResourcesFitArgs,
 )
 from kubesched.plugins.nodeunschedulable import NodeUnschedulable
+from kubesched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
 from kubesched.plugins.queuesort import PrioritySort
 from kubesched.plugins.schedulinggates import SchedulingGates
 from kubesched.plugins.security.args import SecurityAuditFilterArgs, SecurityAuditPermitArgs
@@ -61,10 +62,8 @@ def in_tree_registry() -> Registry:
         names.VOLUME_ZONE: PluginRegistration.planned(
             names.VOLUME_ZONE, ("preFilter", "filter"), "Volumes' zone labels must match the node's"
         ),
-        names.POD_TOPOLOGY_SPREAD: PluginRegistration.planned(
-            names.POD_TOPOLOGY_SPREAD,
-            ("preFilter", "filter", "preScore", "score"),
-            "Spreads pods across topology domains",
+        names.POD_TOPOLOGY_SPREAD: PluginRegistration.of(
+            names.POD_TOPOLOGY_SPREAD, PodTopologySpread, args_type=PodTopologySpreadArgs
         ),
         names.INTER_POD_AFFINITY: PluginRegistration.of(
             names.INTER_POD_AFFINITY, InterPodAffinity, args_type=InterPodAffinityArgs

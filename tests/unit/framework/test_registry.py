@@ -53,10 +53,10 @@ def test_merge_refuses_to_replace_a_built_plugin_but_may_fill_a_planned_one() ->
     base = in_tree_registry()
     with pytest.raises(RegistryError, match="NodeResourcesFit"):
         merge(base, {"NodeResourcesFit": base["NodeResourcesFit"]})
-    planned = base["PodTopologySpread"]
+    planned = base["VolumeZone"]
     assert not planned.implemented
-    replacement = PluginRegistration.of("PodTopologySpread", type("Spread", (), {"filter": lambda *a: None}))
-    assert merge(base, {"PodTopologySpread": replacement})["PodTopologySpread"].implemented
+    replacement = PluginRegistration.of("VolumeZone", type("Zone", (), {"filter": lambda *a: None}))
+    assert merge(base, {"VolumeZone": replacement})["VolumeZone"].implemented
 
 
 def test_entry_point_plugins_join_and_broken_ones_are_skipped(

@@ -77,12 +77,14 @@ def test_default_config_loads_with_the_in_tree_registry() -> None:
         names.NODE_AFFINITY,
         names.NODE_PORTS,
         names.NODE_RESOURCES_FIT,
+        names.POD_TOPOLOGY_SPREAD,
         names.INTER_POD_AFFINITY,
     ]
     assert {ref.name: ref.weight for ref in profile.plugins["score"]} == {
         names.TAINT_TOLERATION: 3,
         names.NODE_AFFINITY: 2,
         names.NODE_RESOURCES_FIT: 1,
+        names.POD_TOPOLOGY_SPREAD: 2,
         names.INTER_POD_AFFINITY: 2,
         names.NODE_RESOURCES_BALANCED_ALLOCATION: 1,
         names.IMAGE_LOCALITY: 1,
