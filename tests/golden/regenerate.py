@@ -38,7 +38,7 @@ def oracle_binary(explicit: str | None) -> Path:
         return Path(explicit)
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if not assets:
-        sys.exit('set KUBEBUILDER_ASSETS (export KUBEBUILDER_ASSETS="$(/work/shared/envtest/setup.sh)") or pass --oracle')
+        sys.exit('set KUBEBUILDER_ASSETS="$(/work/shared/envtest/setup.sh)" or pass --oracle')
     return Path(assets) / "kube-oracle"
 
 

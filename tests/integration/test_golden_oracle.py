@@ -70,9 +70,7 @@ def tied_best(pod: dict[str, Any]) -> set[str]:
 def compare(scenario: Path, ours: list[dict[str, Any]]) -> Comparison:
     oracle_pods = json.loads((scenario / "oracle.json").read_text())["pods"]
     nodes_path = scenario / NODES_FILE
-    seen: dict[str, list[str]] | None = (
-        json.loads(nodes_path.read_text())["nodes"] if nodes_path.is_file() else None
-    )
+    seen: dict[str, list[str]] | None = json.loads(nodes_path.read_text())["nodes"] if nodes_path.is_file() else None
     by_key = {key_of(pod): pod for pod in ours}
     found = Comparison(pods=len(oracle_pods))
     extra = sorted(set(by_key) - {key_of(pod) for pod in oracle_pods})
@@ -90,7 +88,9 @@ def compare(scenario: Path, ours: list[dict[str, Any]]) -> Comparison:
         if got["result"] != expected["result"]:
             found.problems.append(f"{key}: result {got['result']!r}, oracle {expected['result']!r}")
         if got["message"] != expected["message"]:
-            found.problems.append(f"{key}: message\n  kubesched: {got['message']!r}\n  oracle:    {expected['message']!r}")
+            found.problems.append(
+                f"{key}: message\n  kubesched: {got['message']!r}\n  oracle:    {expected['message']!r}"
+            )
         if expected["node"] is None or got["node"] is None:
             continue
         if diverged:
