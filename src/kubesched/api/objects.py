@@ -306,6 +306,26 @@ class Container:
         return self.restart_policy == CONTAINER_RESTART_POLICY_ALWAYS
 
 
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One ``spec.resourceClaims`` entry: a name the containers refer to and the claim (or the template
+    a claim is made from) it stands for. Kept only so that dynamic resource allocation is noticed: kubesched
+    does not model ResourceClaims, and the DynamicResources plugin reports such pods unschedulable."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], where: str, *, path: str = "spec.resourceClaims[0]") -> Self:
+        obj = f.item_mapping(obj, where, path)
+        return cls(
+            name=f.required_string(obj, "name", where, path),
+            resource_claim_name=f.optional_string(obj, "resourceClaimName", where, path),
+            resource_claim_template_name=f.optional_string(obj, "resourceClaimTemplateName", where, path),
+        )
+
+
 @dataclass(slots=True)
 class PodSpec:
     containers: tuple[Container, ...]
@@ -322,6 +342,7 @@ class PodSpec:
     host_network: bool = False
     affinity: Mapping[str, Any] | None = None
     topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str, *, path: str = "spec") -> Self:
@@ -372,6 +393,10 @@ class PodSpec:
             host_network=host_network,
             affinity=affinity,
             topology_spread_constraints=spread,
+            resource_claims=tuple(
+                PodResourceClaim.from_dict(item, where, path=f"{path}.resourceClaims[{i}]")
+                for i, item in enumerate(f.sequence(obj, "resourceClaims", where, path))
+            ),
         )
 
 
