@@ -3,7 +3,8 @@
 Each scenario directory holds ``cluster.yaml``, optionally ``config.yaml``, and ``oracle.json`` (the
 committed output of ``kube-oracle simulate``; refresh with ``tests/golden/regenerate.py``). This test
 never runs the oracle. For every pod the oracle reports, kubesched must report the same result and the
-same message, character for character, and no pod the oracle does not.
+same message, character for character, and no pod the oracle does not; where the oracle needed at most
+one attempt, the same number of attempts.
 
 Nodes are compared where the oracle's choice is unambiguous. kube-scheduler breaks equal scores at
 random, so a choice is ambiguous when the oracle chose different nodes over several runs (the optional
@@ -91,6 +92,10 @@ def compare(scenario: Path, ours: list[dict[str, Any]]) -> Comparison:
             found.problems.append(
                 f"{key}: message\n  kubesched: {got['message']!r}\n  oracle:    {expected['message']!r}"
             )
+        # One attempt (or none, for a gated pod) leaves nothing to timing; more depend on backoff against the
+        # oracle's wall clock and are not compared.
+        if expected["attempts"] <= 1 and got["attempts"] != expected["attempts"]:
+            found.problems.append(f"{key}: {got['attempts']} attempts, oracle {expected['attempts']}")
         if expected["node"] is None or got["node"] is None:
             continue
         if diverged:
@@ -142,7 +147,8 @@ def test_harness_flags_differences_and_accepts_ties(tmp_path: Path) -> None:
 
     def pod(name: str, node: str | None, totals: dict[str, int], message: str = "") -> dict[str, Any]:
         result = "Scheduled" if node else "Unschedulable"
-        return {"namespace": "d", "name": name, "result": result, "node": node, "message": message, "totals": totals}
+        fields = {"result": result, "node": node, "message": message, "attempts": 1, "totals": totals}
+        return {"namespace": "d", "name": name, **fields}
 
     agree = [pod("a", "n1", {"n1": 9, "n2": 3}), pod("b", "n1", {}), pod("c", None, {}, "m")]
     assert compare(tmp_path, agree).problems == []
@@ -151,6 +157,9 @@ def test_harness_flags_differences_and_accepts_ties(tmp_path: Path) -> None:
     wrong = [pod("a", "n2", {"n1": 3, "n2": 9}), pod("b", "n1", {}), pod("c", None, {}, "other")]
     problems = compare(tmp_path, wrong).problems
     assert len(problems) == 2 and "node 'n2'" in problems[0] and "message" in problems[1]
+
+    retried = [pod("a", "n1", {"n1": 9, "n2": 3}), pod("b", "n1", {}), pod("c", None, {}, "m") | {"attempts": 3}]
+    assert compare(tmp_path, retried).problems == ["d/c: 3 attempts, oracle 1"]
 
     tie_then_other = [pod("a", "n2", {"n1": 9, "n2": 9}), pod("b", "n3", {}), pod("c", None, {}, "m")]
     found = compare(tmp_path, tie_then_other)

@@ -306,6 +306,35 @@ def test_prefilter_result_narrows_and_absent_nodes_reported(run_async: Runner) -
     run_async(scenario())
 
 
+def test_plugin_that_narrowed_the_nodes_is_a_rejector(run_async: Runner) -> None:
+    """v1.35 records the PreFilter plugins that narrowed the nodes among the pod's unschedulable plugins,
+    so an event none of them registers (a pod bound elsewhere) does not retry the pod (kube-oracle: 1 attempt)."""
+
+    async def scenario() -> None:
+        only_ghost = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["ghost"]}]}
+                    ]
+                }
+            }
+        }
+        pod = make_pod("p").affinity(only_ghost).obj()
+        scheduler, cluster, clock, records = build(config(), nodes("a", "b"), [pod])
+        await scheduler.run_until_idle(clock)
+        assert records.last("p").message == (
+            "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. no new claims to deallocate"
+        )
+        cluster.add_pod(make_pod("q").obj())
+        await scheduler.run_until_idle(clock)
+        assert records.last("q").result == "Scheduled"
+        assert records.last("p").attempts == 1
+        await scheduler.close()
+
+    run_async(scenario())
+
+
 def test_nominated_node_is_tried_first(run_async: Runner) -> None:
     async def scenario() -> None:
         pod = make_pod("p").nominated("c").obj()
