@@ -343,6 +343,9 @@ class PodSpec:
     affinity: Mapping[str, Any] | None = None
     topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
     resource_claims: tuple[PodResourceClaim, ...] = ()
+    # Pod-level ``spec.resources.requests`` (PodLevelResources, on by default since v1.34), only the
+    # resources that may be set there, after the API server's defaulting (see _pod_level_requests).
+    pod_level_requests: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str, *, path: str = "spec") -> Self:
@@ -397,7 +400,28 @@ class PodSpec:
                 PodResourceClaim.from_dict(item, where, path=f"{path}.resourceClaims[{i}]")
                 for i, item in enumerate(f.sequence(obj, "resourceClaims", where, path))
             ),
+            pod_level_requests=_pod_level_requests(obj, app + init, where, path),
         )
+
+
+def is_pod_level_resource(name: str) -> bool:
+    """The resources ``spec.resources`` may set: cpu, memory and huge pages (component-helpers)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _pod_level_requests(
+    obj: Mapping[str, Any], containers: tuple[Container, ...], where: str, path: str
+) -> dict[str, int]:
+    """``spec.resources.requests`` as the API server stores it: a pod-level limit without a request
+    defaults the request to the limit, unless a container requests that resource (the pod-level request
+    is then the containers' sum, which is what the scheduler computes anyway)."""
+    resources = f.mapping(obj, "resources", where, path)
+    res_path = f"{path}.resources"
+    requests = f.resource_list(resources, "requests", where, res_path)
+    for name, limit in f.resource_list(resources, "limits", where, res_path).items():
+        if name not in requests and not any(name in c.requests for c in containers):
+            requests[name] = limit
+    return {name: amount for name, amount in requests.items() if is_pod_level_resource(name)}
 
 
 def _check_unique_names(app: tuple[Container, ...], init: tuple[Container, ...], where: str, path: str) -> None:
