@@ -15,7 +15,7 @@ from __future__ import annotations
 from kubesched.framework.runtime.registry import PluginRegistration, Registry, extension_points_of
 from kubesched.plugins import names
 from kubesched.plugins.defaultbinder import DefaultBinder
-from kubesched.plugins.dynamicresources import DynamicResources
+from kubesched.plugins.dynamicresources import DynamicResources, DynamicResourcesArgs
 from kubesched.plugins.imagelocality import ImageLocality
 from kubesched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from kubesched.plugins.nodename import NodeName
@@ -71,7 +71,9 @@ def in_tree_registry() -> Registry:
             ("preFilter", "filter", "preScore", "score"),
             "Pod affinity and anti-affinity",
         ),
-        names.DYNAMIC_RESOURCES: PluginRegistration.of(names.DYNAMIC_RESOURCES, DynamicResources),
+        names.DYNAMIC_RESOURCES: PluginRegistration.of(
+            names.DYNAMIC_RESOURCES, DynamicResources, args_type=DynamicResourcesArgs
+        ),
         names.DEFAULT_PREEMPTION: PluginRegistration.planned(
             names.DEFAULT_PREEMPTION,
             ("preEnqueue", "postFilter"),

@@ -27,6 +27,8 @@ from kubesched.framework.interface import NodeToStatus, PostFilterResult
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.plugins import names
+from kubesched.plugins.dynamicresources.args import DynamicResourcesArgs
+from kubesched.plugins.helper.args import validated
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import (
@@ -58,8 +60,10 @@ def has_resource_claims(pod: PodInfo) -> bool:
 class DynamicResources:
     """Dynamic resource allocation: a no-op for pods without claims, a clear refusal for pods with them."""
 
-    def __init__(self, args: object, handle: Handle) -> None:
-        del args, handle
+    def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
+        del handle
+        # Validated like every plugin's args; kubesched allocates nothing, so the timeouts go unused.
+        self.args = validated(args, DynamicResourcesArgs)
 
     @property
     def name(self) -> str:

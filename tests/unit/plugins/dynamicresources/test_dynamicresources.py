@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from kubesched.api.manifests import load_manifests
-from kubesched.config.loader import default_config
-from kubesched.errors import ManifestError
+from kubesched.config.loader import default_config, load_config_file
+from kubesched.errors import ManifestError, ValidationFailed
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
-from kubesched.plugins.dynamicresources import DynamicResources
+from kubesched.plugins.dynamicresources import DynamicResources, DynamicResourcesArgs
 from kubesched.plugins.dynamicresources.dynamic_resources import ERR_REASON_NO_CLAIMS, ERR_REASON_UNSUPPORTED
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.simulation.run import simulate
@@ -144,3 +144,57 @@ def test_resource_claims_are_parsed_and_checked() -> None:
     raw["spec"]["resourceClaims"] = [{"resourceClaimName": "x"}]
     with pytest.raises(ManifestError, match=r"spec\.resourceClaims\[0\]\.name"):
         type(pod).from_dict(raw, "Pod default/p")
+
+
+@pytest.mark.parametrize("timeout", ["10s", "0", "0s", "1m30s", "1.5h", "-0s", "250ms"])
+def test_filter_timeout_accepts_zero_or_positive_durations(timeout: str) -> None:
+    assert DynamicResourcesArgs(filter_timeout=timeout).validate("args") == []
+
+
+def config_with_args(tmp_path: Path, args: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+        f"- schedulerName: default-scheduler\n  pluginConfig:\n  - name: DynamicResources\n    args: {{{args}}}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        # kube-oracle (kube-scheduler v1.35.4) prints these two exactly so.
+        pytest.param(
+            "filterTimeout: -1s",
+            'profiles[0].pluginConfig[0].args.filterTimeout: Invalid value: "-1s": must be zero or positive',
+            id="negative-filter-timeout",
+        ),
+        pytest.param(
+            "bindingTimeout: 30s",
+            "profiles[0].pluginConfig[0].args.bindingTimeout: Forbidden: DRADeviceBindingConditions or "
+            "DRAResourceClaimDeviceStatus feature gate is disabled",
+            id="binding-timeout-needs-gates-v1-35-leaves-off",
+        ),
+        pytest.param(
+            "filterTimeout: soon",
+            'profiles[0].pluginConfig[0].args.filterTimeout: Invalid value: "soon": must be a duration, e.g. 10s',
+            id="not-a-duration",
+        ),
+    ],
+)
+def test_args_errors_name_the_field(tmp_path: Path, args: str, error: str) -> None:
+    with pytest.raises(ValidationFailed) as info:
+        load_config_file(str(config_with_args(tmp_path, args)), in_tree_registry())
+    assert info.value.errors == [error]
+
+
+def test_args_default_and_reach_the_plugin(tmp_path: Path) -> None:
+    registry = in_tree_registry()
+    assert default_config(registry).profiles[0].plugin_args["DynamicResources"] == DynamicResourcesArgs()
+    config = load_config_file(str(config_with_args(tmp_path, "filterTimeout: 5s")), registry)
+    args = config.profiles[0].plugin_args["DynamicResources"]
+    assert args == DynamicResourcesArgs(filter_timeout="5s")
+    assert isinstance(args, DynamicResourcesArgs)
+    assert DynamicResources(args, PluginHandle()).args.filter_timeout == "5s"
+    with pytest.raises(ValidationFailed):
+        DynamicResources(DynamicResourcesArgs(filter_timeout="-2m"), PluginHandle())
