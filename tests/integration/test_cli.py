@@ -48,13 +48,13 @@ def test_simulate_json_schema_and_examples(capsys: pytest.CaptureFixture[str]) -
     huge = pods["batch-huge"]
     assert huge["result"] == "Unschedulable"
     assert huge["message"] == (
-        "0/5 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-        "1 node(s) were unschedulable, 2 Insufficient memory, 3 Insufficient cpu."
+        "0/5 nodes are available: 1 node(s) had untolerated taint(s), "
+        "1 node(s) were unschedulable, 2 Insufficient memory, 3 Insufficient cpu. no new claims to deallocate"
     )
     assert huge["filter"]["node-b"] == {
         "plugin": "TaintToleration",
         "code": "UnschedulableAndUnresolvable",
-        "reasons": ["node(s) had untolerated taint {dedicated: gpu}"],
+        "reasons": ["node(s) had untolerated taint(s)"],
     }
     assert huge["filter"]["node-d"]["plugin"] == "NodeUnschedulable"
     assert pods["gated"]["result"] == "Unschedulable"

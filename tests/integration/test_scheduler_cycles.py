@@ -175,7 +175,10 @@ def test_seed_style_filter_plugin_rejects_with_its_reason(run_async: Runner) -> 
         )
         await scheduler2.run_until_idle(clock2)
         record = records2.last("p")
-        assert record.message == "0/2 nodes are available: 2 Denied by security policy: node is not PCI compliant."
+        assert record.message == (
+            "0/2 nodes are available: 2 Denied by security policy: node is not PCI compliant. "
+            "no new claims to deallocate"  # DynamicResources' PostFilter, in v1.35's default profile
+        )
         assert record.attempts == 1, "no event can help, so the pod waits in the unschedulable pool"
         events = cluster2.events_for("default", "p")
         assert [(e.type, e.reason) for e in events] == [("Warning", "FailedScheduling")]
@@ -267,7 +270,8 @@ def test_unschedulable_pod_requeued_when_a_pod_is_deleted(run_async: Runner) -> 
         waiting = make_pod("needs-2").req(cpu="2").obj()
         scheduler, cluster, clock, records = build(config(), nodes("a"), [running, waiting])
         await scheduler.run_until_idle(clock)
-        assert records.last("needs-2").message == "0/1 nodes are available: 1 Insufficient cpu."
+        message = records.last("needs-2").message
+        assert message == "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"
         assert scheduler.queue.counts().unschedulable == 1
         cluster.add_node(make_node("tiny").capacity(cpu="1", memory="1Gi", pods=10).obj())
         await scheduler.run_until_idle(clock)
@@ -290,12 +294,42 @@ def test_prefilter_result_narrows_and_absent_nodes_reported(run_async: Runner) -
         scheduler.max_attempts = 1
         await scheduler.run_until_idle(clock)
         assert records.last("p").message == (
-            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [OnlyA]."
+            "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [OnlyA]. "
+            "no new claims to deallocate"
         )
         ok = make_pod("q").obj()
         cluster.add_pod(ok)
         await scheduler.run_until_idle(clock)
         assert records.last("q").node == "a"
+        await scheduler.close()
+
+    run_async(scenario())
+
+
+def test_plugin_that_narrowed_the_nodes_is_a_rejector(run_async: Runner) -> None:
+    """v1.35 records the PreFilter plugins that narrowed the nodes among the pod's unschedulable plugins,
+    so an event none of them registers (a pod bound elsewhere) does not retry the pod (kube-oracle: 1 attempt)."""
+
+    async def scenario() -> None:
+        only_ghost = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["ghost"]}]}
+                    ]
+                }
+            }
+        }
+        pod = make_pod("p").affinity(only_ghost).obj()
+        scheduler, cluster, clock, records = build(config(), nodes("a", "b"), [pod])
+        await scheduler.run_until_idle(clock)
+        assert records.last("p").message == (
+            "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. no new claims to deallocate"
+        )
+        cluster.add_pod(make_pod("q").obj())
+        await scheduler.run_until_idle(clock)
+        assert records.last("q").result == "Scheduled"
+        assert records.last("p").attempts == 1
         await scheduler.close()
 
     run_async(scenario())

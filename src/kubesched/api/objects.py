@@ -306,6 +306,26 @@ class Container:
         return self.restart_policy == CONTAINER_RESTART_POLICY_ALWAYS
 
 
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One ``spec.resourceClaims`` entry: a name the containers refer to and the claim (or the template
+    a claim is made from) it stands for. Kept only so that dynamic resource allocation is noticed: kubesched
+    does not model ResourceClaims, and the DynamicResources plugin reports such pods unschedulable."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], where: str, *, path: str = "spec.resourceClaims[0]") -> Self:
+        obj = f.item_mapping(obj, where, path)
+        return cls(
+            name=f.required_string(obj, "name", where, path),
+            resource_claim_name=f.optional_string(obj, "resourceClaimName", where, path),
+            resource_claim_template_name=f.optional_string(obj, "resourceClaimTemplateName", where, path),
+        )
+
+
 @dataclass(slots=True)
 class PodSpec:
     containers: tuple[Container, ...]
@@ -322,6 +342,10 @@ class PodSpec:
     host_network: bool = False
     affinity: Mapping[str, Any] | None = None
     topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    # Pod-level ``spec.resources.requests`` (PodLevelResources, on by default since v1.34), only the
+    # resources that may be set there, after the API server's defaulting (see _pod_level_requests).
+    pod_level_requests: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str, *, path: str = "spec") -> Self:
@@ -372,7 +396,32 @@ class PodSpec:
             host_network=host_network,
             affinity=affinity,
             topology_spread_constraints=spread,
+            resource_claims=tuple(
+                PodResourceClaim.from_dict(item, where, path=f"{path}.resourceClaims[{i}]")
+                for i, item in enumerate(f.sequence(obj, "resourceClaims", where, path))
+            ),
+            pod_level_requests=_pod_level_requests(obj, app + init, where, path),
         )
+
+
+def is_pod_level_resource(name: str) -> bool:
+    """The resources ``spec.resources`` may set: cpu, memory and huge pages (component-helpers)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _pod_level_requests(
+    obj: Mapping[str, Any], containers: tuple[Container, ...], where: str, path: str
+) -> dict[str, int]:
+    """``spec.resources.requests`` as the API server stores it: a pod-level limit without a request
+    defaults the request to the limit, unless a container requests that resource (the pod-level request
+    is then the containers' sum, which is what the scheduler computes anyway)."""
+    resources = f.mapping(obj, "resources", where, path)
+    res_path = f"{path}.resources"
+    requests = f.resource_list(resources, "requests", where, res_path)
+    for name, limit in f.resource_list(resources, "limits", where, res_path).items():
+        if name not in requests and not any(name in c.requests for c in containers):
+            requests[name] = limit
+    return {name: amount for name, amount in requests.items() if is_pod_level_resource(name)}
 
 
 def _check_unique_names(app: tuple[Container, ...], init: tuple[Container, ...], where: str, path: str) -> None:

@@ -6,8 +6,9 @@ Who calls it: the framework's PodInfo/NodeInfo when a pod enters the cache (``Re
 The rule (KEP-753, sidecar containers): app containers add up; a restartable init container ("sidecar",
 ``restartPolicy: Always``) keeps running, so it adds to that sum and to every later init step; a regular init
 container needs its own request plus the sidecars started before it. Per resource the pod needs the larger of
-the running total and the biggest init step, plus ``spec.overhead``. Pod-level ``spec.resources``
-(PodLevelResources) is not read yet.
+the running total and the biggest init step; a pod-level request (``spec.resources``, PodLevelResources, on by
+default since v1.34: cpu, memory, huge pages) replaces that aggregate for its resource; then ``spec.overhead``
+is added.
 """
 
 from __future__ import annotations
@@ -46,13 +47,8 @@ def _raise_to(into: dict[str, int], amounts: Iterable[tuple[str, int]]) -> None:
             into[name] = amount
 
 
-def pod_requests(pod: Pod, *, non_zero: bool = False) -> dict[str, int]:
-    """The pod's effective request per resource, in canonical units (milli-CPU, bytes, counts).
-
-    Resources no container or overhead names are absent from the result. With ``non_zero=True``, a container
-    lacking a cpu or memory request counts as :data:`DEFAULT_MILLI_CPU_REQUEST` /
-    :data:`DEFAULT_MEMORY_REQUEST` (kube-scheduler's ``NonZeroRequested``, used only for scoring).
-    """
+def _containers_total(pod: Pod, non_zero: bool) -> dict[str, int]:
+    """The app and init containers' effective request (before pod-level values and overhead)."""
     spec = pod.spec
     total: dict[str, int] = {}
     for container in spec.containers:
@@ -72,5 +68,29 @@ def pod_requests(pod: Pod, *, non_zero: bool = False) -> dict[str, int]:
             _raise_to(init_peak, step.items())
 
     _raise_to(total, init_peak.items())
+    return total
+
+
+def pod_requests(pod: Pod, *, non_zero: bool = False) -> dict[str, int]:
+    """The pod's effective request per resource, in canonical units (milli-CPU, bytes, counts).
+
+    Resources no container or overhead names are absent from the result. With ``non_zero=True``, a container
+    lacking a cpu or memory request counts as :data:`DEFAULT_MILLI_CPU_REQUEST` /
+    :data:`DEFAULT_MEMORY_REQUEST` (kube-scheduler's ``NonZeroRequested``, used only for scoring); for a pod
+    with pod-level requests only a resource missing at both levels gets those defaults.
+    """
+    spec = pod.spec
+    pod_level = spec.pod_level_requests
+    if not pod_level:
+        total = _containers_total(pod, non_zero)
+    else:
+        # The pod-level value replaces the containers' aggregate for its resource.
+        total = _containers_total(pod, False)
+        total.update(pod_level)
+        if non_zero:
+            defaulted = _containers_total(pod, True)
+            for name in _NON_ZERO_DEFAULTS:
+                if name not in total:
+                    total[name] = defaulted[name]
     _add(total, spec.overhead)
     return total

@@ -3,9 +3,10 @@
 Read by the loader when it fills in a document and by ``dump_config``. Values are carried over from
 kube-scheduler's ``pkg/scheduler/apis/config/v1/defaults.go`` and ``default_plugins.go``.
 
-Choice: the default plugin set is kube-scheduler **v1.33**'s, i.e. the v1.34 set *without*
-``DynamicResources`` — DRA objects (ResourceClaims, DeviceClasses, ResourceSlices) are not modelled by
-kubesched, so the plugin would have nothing to do. (v1.34 inserts it right before DefaultPreemption.)
+The default plugin set is kube-scheduler **v1.35**'s: since v1.34 dynamic resource allocation is GA,
+its feature gate is on, and ``applyFeatureGates`` puts ``DynamicResources`` right before
+DefaultPreemption (so that freeing an idle claim is tried before evicting pods). kubesched's
+DynamicResources does what upstream does for pods without ResourceClaims and refuses pods with them.
 The in-tree volume-limit plugins EBSLimits, GCEPDLimits and AzureDiskLimits were removed from the set in
 v1.32 and are rejected by name (:data:`REMOVED_PLUGINS`), as kube-scheduler does.
 """
@@ -55,6 +56,7 @@ DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     ("VolumeZone", 0),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 0),
     ("DefaultPreemption", 0),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),

@@ -1,8 +1,8 @@
 """The names of kube-scheduler's in-tree plugins, as config files spell them.
 
 Who reads it: every plugin's ``name`` property, :mod:`kubesched.plugins.registry`, and tests. These are
-the 18 plugins of kube-scheduler v1.33's default set plus ``DynamicResources`` (default in v1.34, not in
-our default set because kubesched does not model DRA objects): upstream's ``plugins/names/names.go``.
+the 19 plugins of kube-scheduler v1.35's default set (``DynamicResources`` joined it in v1.34):
+upstream's ``plugins/names/names.go``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ ALL: Final = (
     IMAGE_LOCALITY,
     DEFAULT_BINDER,
 )
-"""Every in-tree name, in kube-scheduler's default ``multiPoint`` order (DynamicResources where v1.34 puts it)."""
+"""Every in-tree name, in kube-scheduler's default ``multiPoint`` order (DynamicResources before DefaultPreemption)."""
 
 KUBESCHED: Final = (SECURITY_AUDIT_FILTER, COMPLIANCE_SCORE, SECURITY_AUDIT_PERMIT)
 """kubesched's own plugins, in registry order; enabled only where a profile names them."""

@@ -7,7 +7,7 @@ through the ``kubesched.plugins`` entry-point group by ``framework.runtime.regis
 
 Built plugins are registered with their class (constructed as ``Cls(args, handle)``); plugins of
 kube-scheduler's default set that are not built yet are ``planned`` with the extension points they have
-upstream (v1.33, config spelling), so configs that merely inherit the defaults still load.
+upstream (v1.35, config spelling), so configs that merely inherit the defaults still load.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from kubesched.framework.runtime.registry import PluginRegistration, Registry, extension_points_of
 from kubesched.plugins import names
 from kubesched.plugins.defaultbinder import DefaultBinder
+from kubesched.plugins.dynamicresources import DynamicResources, DynamicResourcesArgs
 from kubesched.plugins.imagelocality import ImageLocality
 from kubesched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
 from kubesched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
@@ -68,10 +69,8 @@ def in_tree_registry() -> Registry:
         names.INTER_POD_AFFINITY: PluginRegistration.of(
             names.INTER_POD_AFFINITY, InterPodAffinity, args_type=InterPodAffinityArgs
         ),
-        names.DYNAMIC_RESOURCES: PluginRegistration.planned(
-            names.DYNAMIC_RESOURCES,
-            ("preEnqueue", "preFilter", "filter", "postFilter", "reserve", "preBind"),
-            "Dynamic resource allocation (ResourceClaims); not in kubesched's default set",
+        names.DYNAMIC_RESOURCES: PluginRegistration.of(
+            names.DYNAMIC_RESOURCES, DynamicResources, args_type=DynamicResourcesArgs
         ),
         names.DEFAULT_PREEMPTION: PluginRegistration.planned(
             names.DEFAULT_PREEMPTION,

@@ -136,7 +136,9 @@ class ScheduleAlgorithm:
         all_nodes = snapshot.node_infos
         diagnosis = Diagnosis()
         pre = fwk.run_pre_filter(state, pod, all_nodes)
-        diagnosis.unschedulable_plugins |= pre.rejected_by
+        # As upstream, the plugins that narrowed the nodes count among the pod's rejectors: only their
+        # events can bring back a node they left out.
+        diagnosis.unschedulable_plugins |= pre.rejected_by | set(pre.narrowed_by)
         if pre.status is not None:
             if not pre.status.is_rejected():
                 raise SchedulingError(pre.status)

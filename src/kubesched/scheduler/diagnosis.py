@@ -1,7 +1,9 @@
 """Why a pod did not fit: per-node statuses, the rejecting plugins, and kube-scheduler's message.
 
-``fit_error_message`` assembles the FailedScheduling text exactly like kube-scheduler's FitError:
-``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}.``
+Used by the scheduling cycle (:mod:`kubesched.scheduler.schedule_one`) when no node fits.
+``fit_error_message`` assembles the FailedScheduling text exactly like kube-scheduler v1.35's FitError:
+``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint(s). no new claims to
+deallocate`` -- the summary ends with a full stop, the PostFilter plugins' reasons follow it as they are.
 """
 
 from __future__ import annotations
@@ -37,11 +39,17 @@ def reasons_histogram(diagnosis: Diagnosis) -> str:
 
 
 def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+    if num_all_nodes == 0:
+        # kube-scheduler does not build a FitError for an empty cluster: the error itself is the message.
+        return NO_NODES_AVAILABLE
     message = f"0/{num_all_nodes} nodes are available:"
     if diagnosis.pre_filter_msg:
         message += f" {diagnosis.pre_filter_msg}."
     else:
-        message += f" {reasons_histogram(diagnosis)}."
+        histogram = reasons_histogram(diagnosis)
+        if histogram:
+            message += f" {histogram}."
     if diagnosis.post_filter_msg:
-        message += f" {diagnosis.post_filter_msg}."
+        # No full stop of its own: DefaultPreemption's text ends with one, DynamicResources' does not.
+        message += f" {diagnosis.post_filter_msg}"
     return message

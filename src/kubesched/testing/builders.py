@@ -262,6 +262,16 @@ class PodBuilder:
         self._spec.setdefault("schedulingGates", []).extend({"name": n} for n in names)
         return self
 
+    def resource_claim(self, name: str, *, claim: str | None = None, template: str | None = None) -> Self:
+        """Append one ``spec.resourceClaims`` entry naming a ResourceClaim or a ResourceClaimTemplate."""
+        entry: dict[str, str] = {"name": name}
+        if claim is not None:
+            entry["resourceClaimName"] = claim
+        if template is not None:
+            entry["resourceClaimTemplateName"] = template
+        self._spec.setdefault("resourceClaims", []).append(entry)
+        return self
+
     # status
     def nominated(self, node_name: str) -> Self:
         self._status["nominatedNodeName"] = node_name

@@ -153,3 +153,47 @@ def test_pod_requests_does_not_mutate_containers() -> None:
     pod_requests(pod)
     assert pod.spec.containers[0].requests == {"cpu": 1000}
     assert pod.spec.init_containers[0].requests == {"cpu": 1000}
+
+
+def pod_level(resources: dict[str, dict[str, str]], *containers: dict[str, str]) -> Pod:
+    builder = make_pod()
+    for requests in containers:
+        builder.container(requests)
+    raw = builder.raw()
+    raw["spec"]["resources"] = resources
+    return Pod.from_dict(raw, "Pod default/pod")
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected", "non_zero"),
+    [
+        # component-helpers TestPodRequestsWithPodLevelResources-style cases (PodLevelResources on).
+        pytest.param(
+            pod_level({"requests": {"cpu": "3"}}, {"cpu": "500m"}, {"cpu": "500m", "memory": "1Gi"}),
+            {"cpu": 3000, "memory": GI},
+            {"cpu": 3000, "memory": GI},
+            id="pod-level-cpu-replaces-the-containers-sum",
+        ),
+        pytest.param(
+            pod_level({"limits": {"cpu": "1", "memory": "6Gi"}}, {}),
+            {"cpu": 1000, "memory": 6 * GI},
+            {"cpu": 1000, "memory": 6 * GI},
+            id="pod-level-limit-defaults-the-request",
+        ),
+        pytest.param(
+            pod_level({"limits": {"memory": "12Gi"}}, {"memory": "1Gi"}),
+            {"memory": GI},
+            {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": GI},
+            id="containers-requests-win-over-a-pod-level-limit",
+        ),
+        pytest.param(
+            pod_level({"requests": {"memory": "2Gi", "example.com/gpu": "1"}}, {}),
+            {"memory": 2 * GI},
+            {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": 2 * GI},
+            id="only-cpu-memory-hugepages-at-pod-level-and-defaults-only-where-missing-at-both-levels",
+        ),
+    ],
+)
+def test_pod_level_resources(pod: Pod, expected: dict[str, int], non_zero: dict[str, int]) -> None:
+    assert pod_requests(pod) == expected
+    assert pod_requests(pod, non_zero=True) == non_zero

@@ -30,9 +30,9 @@ from kubesched.config import (
 )
 from kubesched.config.durations import DurationError, format_go_duration, parse_go_duration
 
-# kube-scheduler v1.33's default plugins per point (all enabled through multiPoint), upstream order.
+# kube-scheduler v1.35's default plugins per point (all enabled through multiPoint), upstream order.
 DEFAULT_LISTS: dict[str, list[str]] = {
-    "preEnqueue": ["SchedulingGates", "DefaultPreemption"],
+    "preEnqueue": ["SchedulingGates", "DynamicResources", "DefaultPreemption"],
     "queueSort": ["PrioritySort"],
     "preFilter": [
         "NodeAffinity",
@@ -44,6 +44,7 @@ DEFAULT_LISTS: dict[str, list[str]] = {
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
     ],
     "filter": [
         "NodeUnschedulable",
@@ -58,8 +59,9 @@ DEFAULT_LISTS: dict[str, list[str]] = {
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
     ],
-    "postFilter": ["DefaultPreemption"],
+    "postFilter": ["DynamicResources", "DefaultPreemption"],
     "preScore": [
         "TaintToleration",
         "NodeAffinity",
@@ -79,9 +81,9 @@ DEFAULT_LISTS: dict[str, list[str]] = {
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
     ],
-    "reserve": ["VolumeBinding"],
+    "reserve": ["VolumeBinding", "DynamicResources"],
     "permit": [],
-    "preBind": ["VolumeBinding"],
+    "preBind": ["VolumeBinding", "DynamicResources"],
     "bind": ["DefaultBinder"],
     "postBind": [],
 }

@@ -49,7 +49,7 @@ def test_seed_loads_when_plugins_are_present() -> None:
     assert names(p.plugins["filter"]) == [
         "NodeResourcesFit", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "VolumeRestrictions",
         "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
-        "SecurityAuditFilter",
+        "DynamicResources", "SecurityAuditFilter",
     ]  # fmt: skip
     assert weighted(p.plugins["score"]) == [
         ("NodeResourcesBalancedAllocation", 1), ("TaintToleration", 3), ("NodeAffinity", 2),

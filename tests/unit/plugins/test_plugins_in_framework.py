@@ -80,6 +80,6 @@ def test_default_profile_batch_and_reference_paths_agree() -> None:
     reasons = {name: status.reasons for name, status in batch_statuses.items() if status is not None}
     assert reasons == {
         "small": ("Insufficient cpu", "Insufficient memory"),
-        "tainted": ("node(s) had untolerated taint {dedicated: gpu}",),
+        "tainted": ("node(s) had untolerated taint(s)",),
         "cordoned": ("node(s) were unschedulable",),
     }

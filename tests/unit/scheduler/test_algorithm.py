@@ -19,7 +19,7 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, num_feasible_nodes_to_find
-from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message
+from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, make_cluster
 
@@ -45,13 +45,12 @@ def test_num_feasible_nodes_to_find(percentage: int, nodes: int, expected: int) 
 
 def test_fit_error_message_sorts_histogram_as_strings_and_counts_each_reason() -> None:
     fit = Status(Code.UNSCHEDULABLE, "Insufficient cpu", "Insufficient memory", plugin="NodeResourcesFit")
-    taint = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) had untolerated taint {dedicated: gpu}")
+    taint = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) had untolerated taint(s)")
     cpu = Status(Code.UNSCHEDULABLE, "Insufficient cpu")
     statuses = {f"n{i}": cpu for i in range(10)} | {"a": fit, "b": fit, "t": taint}
     message = fit_error_message(13, Diagnosis(node_to_status=statuses))
     assert message == (
-        "0/13 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-        "12 Insufficient cpu, 2 Insufficient memory."
+        "0/13 nodes are available: 1 node(s) had untolerated taint(s), 12 Insufficient cpu, 2 Insufficient memory."
     )
 
 
@@ -66,8 +65,19 @@ def test_fit_error_message_string_sort_puts_10_before_2() -> None:
 def test_fit_error_message_prefilter_and_postfilter() -> None:
     diagnosis = Diagnosis(pre_filter_msg="pod affinity terms conflict", post_filter_msg="preemption: not eligible")
     assert fit_error_message(3, diagnosis) == (
-        "0/3 nodes are available: pod affinity terms conflict. preemption: not eligible."
+        "0/3 nodes are available: pod affinity terms conflict. preemption: not eligible"
     )
+
+
+def test_fit_error_message_post_filter_reasons_follow_the_summary_unchanged() -> None:
+    """v1.35: the PostFilter message gets no full stop of its own (the oracle prints exactly this)."""
+    statuses = {"a": Status(Code.UNSCHEDULABLE, "Insufficient cpu")}
+    diagnosis = Diagnosis(node_to_status=statuses, post_filter_msg="no new claims to deallocate")
+    assert fit_error_message(1, diagnosis) == "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"
+
+
+def test_fit_error_message_without_nodes_is_the_bare_error() -> None:
+    assert fit_error_message(0, Diagnosis(pre_filter_msg=NO_NODES_AVAILABLE)) == "no nodes available to schedule pods"
 
 
 def test_fit_error_message_counts_absent_nodes() -> None:

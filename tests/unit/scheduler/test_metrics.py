@@ -212,7 +212,8 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
         for extension_point in ("PreScore", "Score", "Reserve", "Permit", "PreBind", "Bind", "PostBind"):
             assert points(extension_point, "Success") == 3, extension_point
             assert points(extension_point, "Success", BIN_PACKING) == 2, extension_point
-        assert points("PostFilter", "Unschedulable") == 0, "no PostFilter plugin is built yet"
+        # PostFilter: DynamicResources (v1.35 default) for "big", which fit nowhere: "no new claims to deallocate".
+        assert points("PostFilter", "Unschedulable") == 1
         assert points("Unreserve", "Success") == 0
         bind_buckets = {"extension_point": "Bind", "status": "Success", "profile": DEFAULT, "le": "+Inf"}
         assert value(reg, point.replace("_count", "_bucket"), **bind_buckets) == 3
@@ -224,10 +225,12 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
 
         # Every cycle sampled: one observation per plugin call. Boom answers per node (the a's on both
         # nodes; boom raises on its first), NodeResourcesFit per batch, labelled by its first rejection:
-        # big (both nodes) and boom's 4 attempts (bin packing had filled n1 by then).
+        # big (both nodes; it asks for more than a whole node, so since v1.34 UnschedulableAndUnresolvable)
+        # and boom's 4 attempts (bin packing had filled n1 by then).
         assert plugins("Boom", "Filter", "Error") == 4
         assert plugins("Boom", "Filter", "Success") == 3 * 2
-        assert plugins("NodeResourcesFit", "Filter", "Unschedulable") == 1 + 4
+        assert plugins("NodeResourcesFit", "Filter", "UnschedulableAndUnresolvable") == 1
+        assert plugins("NodeResourcesFit", "Filter", "Unschedulable") == 4
         assert plugins("NodeResourcesFit", "Filter", "Success") == 3 + 2
         assert plugins("DefaultBinder", "Bind", "Success") == 5, "both profiles"
         assert plugins("SchedulingGates", "PreEnqueue", "UnschedulableAndUnresolvable") == 1

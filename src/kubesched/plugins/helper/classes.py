@@ -65,7 +65,7 @@ NODE_NAME: ClassSpec[str] = ClassSpec("node-name", _name)
 NODE_LABELS: ClassSpec[tuple[tuple[str, str], ...]] = ClassSpec("node-labels", _labels)
 """The node's labels as sorted (key, value) pairs."""
 NODE_TAINTS: ClassSpec[tuple[Taint, ...]] = ClassSpec("node-taints", _taints)
-"""The node's taints in node order (order matters: the first untolerated taint is reported)."""
+"""The node's taints in node order."""
 NODE_UNSCHEDULABLE: ClassSpec[bool] = ClassSpec("node-unschedulable", _unschedulable)
 NODE_IMAGES: ClassSpec[tuple[tuple[str, int], ...]] = ClassSpec("node-images", _images)
 """The node's image names with sizes, sorted."""

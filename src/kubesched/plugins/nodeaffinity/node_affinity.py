@@ -1,4 +1,4 @@
-"""NodeAffinity (PreFilter, Filter, PreScore, Score, NormalizeScore), kube-scheduler v1.33 behaviour.
+"""NodeAffinity (PreFilter, Filter, PreScore, Score, NormalizeScore), kube-scheduler v1.35 behaviour.
 
 - PreFilter: Skip when the pod has no nodeSelector, no required node affinity and the profile adds none.
   When every required term restricts ``metadata.name`` with In, the union over terms of each term's

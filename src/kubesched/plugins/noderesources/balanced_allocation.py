@@ -1,7 +1,7 @@
-"""NodeResourcesBalancedAllocation (PreScore, Score), kube-scheduler v1.33 behaviour.
+"""NodeResourcesBalancedAllocation (PreScore, Score), kube-scheduler v1.35 behaviour.
 
 Favors nodes whose usage fractions (real requests, existing pods plus this one, over allocatable) are
-close to each other: score = int((1 − std) × 100). In v1.33 PreScore returns Skip for best-effort pods
+close to each other: score = int((1 − std) × 100). Since v1.33 PreScore returns Skip for best-effort pods
 (nothing requested for any configured resource, PR #130260), so the plugin then adds nothing; a Score
 call without PreScore state scores such a pod 0 on every node.
 

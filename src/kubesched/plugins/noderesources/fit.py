@@ -1,4 +1,4 @@
-"""NodeResourcesFit (PreFilter, Filter, PreScore, Score), kube-scheduler v1.33 behaviour.
+"""NodeResourcesFit (PreFilter, Filter, PreScore, Score), kube-scheduler v1.35 behaviour.
 
 - PreFilter computes the pod's effective request (component-helpers ``PodRequests``, no non-zero
   defaults) into CycleState under ``PreFilterNodeResourcesFit``.
@@ -6,9 +6,9 @@
   pods); then, for each of cpu, memory, ephemeral-storage the pod requests (> 0), "Insufficient <name>"
   when the request exceeds allocatable − requested; then each non-zero scalar resource of the pod (in the
   pod's order) the same way, except extended resources listed in ``ignoredResources`` or whose prefix is
-  in ``ignoredResourceGroups``. The status code is **Unschedulable** (kube-scheduler 1.34 returns
-  UnschedulableAndUnresolvable instead when a request exceeds the node's whole allocatable, PR #131345;
-  kubesched follows 1.33).
+  in ``ignoredResourceGroups``. The status code is Unschedulable, or **UnschedulableAndUnresolvable**
+  when some failing request exceeds the node's whole allocatable, so that no preemption could make room
+  (since v1.34, PR #131345; "Too many pods" alone stays Unschedulable).
 - PreScore/Score: the configured scoring strategy (LeastAllocated by default, MostAllocated,
   RequestedToCapacityRatio) over the configured resources, see :mod:`.resource_allocation`.
 
@@ -163,31 +163,47 @@ class Fit:
     @staticmethod
     def insufficient_resources(request: FitRequest, info: NodeInfo) -> list[str]:
         """Every reason the node cannot hold the request, in kube-scheduler's order."""
+        return Fit.check(request, info)[0]
+
+    @staticmethod
+    def check(request: FitRequest, info: NodeInfo) -> tuple[list[str], bool]:
+        """The reasons (as :meth:`insufficient_resources`) and whether one of the failing requests exceeds
+        the node's whole allocatable (nothing running there could be evicted to make room)."""
         reasons: list[str] = []
+        unresolvable = False
         allocatable = info.allocatable
         requested = info.requested
         if len(info.pods) + 1 > allocatable.allowed_pod_number:
             reasons.append(TOO_MANY_PODS)
-        if request.milli_cpu > 0 and request.milli_cpu > allocatable.milli_cpu - requested.milli_cpu:
-            reasons.append(_INSUFFICIENT_CPU)
-        if request.memory > 0 and request.memory > allocatable.memory - requested.memory:
-            reasons.append(_INSUFFICIENT_MEMORY)
-        if (
-            request.ephemeral_storage > 0
-            and request.ephemeral_storage > allocatable.ephemeral_storage - requested.ephemeral_storage
-        ):
-            reasons.append(_INSUFFICIENT_EPHEMERAL)
+        checks = (
+            (request.milli_cpu, allocatable.milli_cpu, requested.milli_cpu, _INSUFFICIENT_CPU),
+            (request.memory, allocatable.memory, requested.memory, _INSUFFICIENT_MEMORY),
+            (
+                request.ephemeral_storage,
+                allocatable.ephemeral_storage,
+                requested.ephemeral_storage,
+                _INSUFFICIENT_EPHEMERAL,
+            ),
+        )
+        for amount, alloc, used, reason in checks:
+            if amount > 0 and amount > alloc - used:
+                reasons.append(reason)
+                unresolvable = unresolvable or amount > alloc
         for resource, amount in request.scalars:
-            if amount > allocatable.scalar.get(resource, 0) - requested.scalar.get(resource, 0):
+            alloc = allocatable.scalar.get(resource, 0)
+            if amount > alloc - requested.scalar.get(resource, 0):
                 reasons.append(insufficient(resource))
-        return reasons
+                unresolvable = unresolvable or amount > alloc
+        return reasons, unresolvable
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         request = state.get(PRE_FILTER_STATE_KEY, FitRequest)
         if request is None:
             return self._missing_state()
-        reasons = self.insufficient_resources(request, node_info)
-        return Status(Code.UNSCHEDULABLE, *reasons) if reasons else None
+        reasons, unresolvable = self.check(request, node_info)
+        if not reasons:
+            return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, *reasons)
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         request = state.get(PRE_FILTER_STATE_KEY, FitRequest)
@@ -199,30 +215,33 @@ class Fit:
         slots = nodes.slots
         reasons = [TOO_MANY_PODS]
         checks = [table.pod_count[slots] + 1 > table.alloc_pods[slots]]
-        if request.milli_cpu > 0:
-            reasons.append(_INSUFFICIENT_CPU)
-            checks.append(request.milli_cpu > table.alloc_cpu[slots] - table.req_cpu[slots])
-        if request.memory > 0:
-            reasons.append(_INSUFFICIENT_MEMORY)
-            checks.append(request.memory > table.alloc_memory[slots] - table.req_memory[slots])
-        if request.ephemeral_storage > 0:
-            reasons.append(_INSUFFICIENT_EPHEMERAL)
-            checks.append(request.ephemeral_storage > table.alloc_ephemeral[slots] - table.req_ephemeral[slots])
-        for resource, amount in request.scalars:
-            alloc, used = table.scalar(resource)
-            reasons.append(insufficient(resource))
+        # A request above the whole allocatable fails the node for good (UnschedulableAndUnresolvable).
+        beyond = np.zeros(len(slots), dtype=bool)
+        resources = [
+            (request.milli_cpu, table.alloc_cpu, table.req_cpu, _INSUFFICIENT_CPU),
+            (request.memory, table.alloc_memory, table.req_memory, _INSUFFICIENT_MEMORY),
+            (request.ephemeral_storage, table.alloc_ephemeral, table.req_ephemeral, _INSUFFICIENT_EPHEMERAL),
+        ]
+        resources += [(amount, *table.scalar(resource), insufficient(resource)) for resource, amount in request.scalars]
+        for amount, alloc, used, reason in resources:
+            if amount <= 0:
+                continue
+            reasons.append(reason)
             checks.append(amount > alloc[slots] - used[slots])
-        failed = np.vstack(checks)
-        if not failed.any():
+            beyond |= amount > alloc[slots]
+        failed = np.vstack([*checks, beyond])
+        if not failed[:-1].any():
             return None
         # One Status per distinct combination of failing checks, reasons kept in check order.
         combos, index = np.unique(failed.T, axis=0, return_inverse=True)
         statuses: list[Status] = []
         combo_codes = np.zeros(len(combos), dtype=np.int64)
         for j, combo in enumerate(combos.tolist()):
-            if not any(combo):
+            *bits, unresolvable = combo
+            if not any(bits):
                 continue
-            statuses.append(Status(Code.UNSCHEDULABLE, *(r for r, bit in zip(reasons, combo, strict=True) if bit)))
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+            statuses.append(Status(code, *(r for r, bit in zip(reasons, bits, strict=True) if bit)))
             combo_codes[j] = len(statuses)
         return BatchFilterResult(combo_codes[index.reshape(-1)], statuses)
 

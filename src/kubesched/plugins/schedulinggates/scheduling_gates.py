@@ -2,7 +2,7 @@
 
 The scheduling queue runs it before a pod may enter activeQ; a gated pod is parked without an attempt
 being counted. It is requeued only by an update of that same pod that leaves no gates (kube-scheduler
-v1.33, ``UpdatePodSchedulingGatesEliminated`` with its queueing hint).
+v1.35, ``UpdatePodSchedulingGatesEliminated`` with its queueing hint).
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""TaintToleration (Filter, PreScore, Score, NormalizeScore), kube-scheduler v1.33 behaviour.
+"""TaintToleration (Filter, PreScore, Score, NormalizeScore), kube-scheduler v1.35 behaviour.
 
-- Filter: the first NoSchedule/NoExecute taint of the node (in node order) that the pod does not tolerate
-  rejects the node, UnschedulableAndUnresolvable, ``node(s) had untolerated taint {key: value}``.
-  (kube-scheduler 1.34.x patch releases and 1.35 print ``node(s) had untolerated taint(s)`` instead.)
+Built by the framework from the registry; the scheduling cycle calls it for every pod.
+
+- Filter: a NoSchedule/NoExecute taint of the node that the pod does not tolerate rejects the node,
+  UnschedulableAndUnresolvable, ``node(s) had untolerated taint(s)``. (Up to v1.34.0 the reason named the
+  first such taint, ``node(s) had untolerated taint {key: value}``; v1.35 no longer puts a node's taints
+  in a message every pod's event carries.)
 - PreScore keeps the pod's tolerations with effect PreferNoSchedule or empty; Score counts the node's
   PreferNoSchedule taints none of them tolerates; NormalizeScore is DefaultNormalizeScore reversed, so the
   node with the fewest untolerated taints scores 100.
@@ -53,8 +56,8 @@ if TYPE_CHECKING:
 PRE_SCORE_STATE_KEY = "PreScore" + names.TAINT_TOLERATION
 
 
-def untolerated_taint_status(taint: Taint) -> Status:
-    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+ERR_REASON_NOT_MATCH = "node(s) had untolerated taint(s)"
+UNTOLERATED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_NOT_MATCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +91,7 @@ class TaintToleration:
     # ---- Filter --------------------------------------------------------------------------------
 
     def _filter_taints(self, taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Status | None:
-        taint = find_untolerated_do_not_schedule_taint(taints, tolerations)
-        return None if taint is None else untolerated_taint_status(taint)
+        return None if find_untolerated_do_not_schedule_taint(taints, tolerations) is None else UNTOLERATED
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         return self._filter_taints(node_info.taints, pod.tolerations)

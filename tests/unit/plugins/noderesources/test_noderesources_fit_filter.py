@@ -33,6 +33,11 @@ def insufficient(*resources: str) -> Status:
     return Status(Code.UNSCHEDULABLE, *(f"Insufficient {r}" for r in resources))
 
 
+def beyond_allocatable(*resources: str) -> Status:
+    """v1.34+: a request above the node's whole allocatable cannot be helped by preemption."""
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *(f"Insufficient {r}" for r in resources))
+
+
 def req(milli_cpu: int = 0, memory: int = 0, **extra: int) -> dict[str, str | int]:
     """A container's requests in upstream's units (framework.Resource): milli-CPU and bytes."""
     out: dict[str, str | int] = {"cpu": f"{milli_cpu}m", "memory": memory}
@@ -170,14 +175,14 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod(req(1, 1, **{EXT_A: 10})),
             [make_pod().req(req(0, 0, **{EXT_A: 0}))],
             None,
-            insufficient(EXT_A),
+            beyond_allocatable(EXT_A),
             id="extended-resource-capacity-enforced",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{EXT_A: 10})]),
             [make_pod().req(req(0, 0, **{EXT_A: 0}))],
             None,
-            insufficient(EXT_A),
+            beyond_allocatable(EXT_A),
             id="extended-resource-capacity-enforced-for-init-container",
         ),
         pytest.param(
@@ -198,7 +203,7 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod(req(1, 1, **{EXT_A: 3}), req(1, 1, **{EXT_A: 3})),
             [make_pod().req(req(0, 0, **{EXT_A: 2}))],
             None,
-            insufficient(EXT_A),
+            beyond_allocatable(EXT_A),
             id="extended-resource-allocatable-enforced-for-multiple-containers",
         ),
         pytest.param(
@@ -212,56 +217,56 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod({}, init=[req(1, 1, **{EXT_A: 6}), req(1, 1, **{EXT_A: 3})]),
             [make_pod().req(req(0, 0, **{EXT_A: 2}))],
             None,
-            insufficient(EXT_A),
+            beyond_allocatable(EXT_A),
             id="extended-resource-allocatable-enforced-for-multiple-init-containers",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{EXT_B: 1})),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(EXT_B),
+            beyond_allocatable(EXT_B),
             id="extended-resource-allocatable-enforced-for-unknown-resource",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{EXT_B: 1})]),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(EXT_B),
+            beyond_allocatable(EXT_B),
             id="extended-resource-allocatable-enforced-for-unknown-resource-for-init-container",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{K8S_IO_A: 10})),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(K8S_IO_A),
+            beyond_allocatable(K8S_IO_A),
             id="kubernetes-io-resource-capacity-enforced",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{K8S_IO_B: 10})]),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(K8S_IO_B),
+            beyond_allocatable(K8S_IO_B),
             id="kubernetes-io-resource-capacity-enforced-for-init-container",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{HUGEPAGE_A: 10})),
             [make_pod().req(req(0, 0, **{HUGEPAGE_A: 0}))],
             None,
-            insufficient(HUGEPAGE_A),
+            beyond_allocatable(HUGEPAGE_A),
             id="hugepages-resource-capacity-enforced",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{HUGEPAGE_A: 10})]),
             [make_pod().req(req(0, 0, **{HUGEPAGE_A: 0}))],
             None,
-            insufficient(HUGEPAGE_A),
+            beyond_allocatable(HUGEPAGE_A),
             id="hugepages-resource-capacity-enforced-for-init-container",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{HUGEPAGE_A: 3}), req(1, 1, **{HUGEPAGE_A: 3})),
             [make_pod().req(req(0, 0, **{HUGEPAGE_A: 2}))],
             None,
-            insufficient(HUGEPAGE_A),
+            beyond_allocatable(HUGEPAGE_A),
             id="hugepages-resource-allocatable-enforced-for-multiple-containers",
         ),
         pytest.param(
@@ -289,7 +294,7 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod(req(1, 1, **{EXT_B: 1, K8S_IO_A: 1})),
             [make_pod().req(req(0, 0))],
             NodeResourcesFitArgs(ignored_resource_groups=("example.com",)),
-            insufficient(K8S_IO_A),
+            beyond_allocatable(K8S_IO_A),
             id="skip-checking-ignored-extended-resource-via-resource-groups",
         ),
         pytest.param(
@@ -356,7 +361,7 @@ def test_too_many_pods_is_reported_with_every_insufficient_resource() -> None:
         pytest.param(
             resource_pod({"ephemeral-storage": 25}),
             make_pod().req(req(2, 2)),
-            insufficient("ephemeral-storage"),
+            beyond_allocatable("ephemeral-storage"),
             id="ephemeral-storage-request-exceeds-allocatable",
         ),
         pytest.param(
@@ -398,3 +403,28 @@ def test_filter_without_prefilter_is_an_error_on_both_paths() -> None:
     want = Status(Code.ERROR, 'error reading "PreFilterNodeResourcesFit" from cycleState: not found')
     assert filter_nodes(plugin, CycleState(), info, snapshot) == [want]
     assert filter_nodes_batch(plugin, CycleState(), info, snapshot) == [want]
+
+
+@pytest.mark.parametrize(
+    ("pod", "existing", "want"),
+    [
+        pytest.param(
+            resource_pod(req(8, 30)),
+            [make_pod().req(req(5, 1))],
+            Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "Insufficient cpu", "Insufficient memory"),
+            id="one-request-beyond-allocatable-makes-the-whole-status-unresolvable",
+        ),
+        pytest.param(
+            resource_pod(req(8, 10)),
+            [make_pod().req(req(5, 15))],
+            insufficient("cpu", "memory"),
+            id="requests-that-fit-an-empty-node-stay-unschedulable",
+        ),
+    ],
+)
+def test_unresolvable_only_beyond_the_whole_allocatable(
+    pod: PodBuilder, existing: list[PodBuilder], want: Status
+) -> None:
+    per_node, batch = run_filter(pod.obj(), existing, allocatable=ENOUGH_ALLOCATABLE)
+    assert per_node == want
+    assert batch == want
