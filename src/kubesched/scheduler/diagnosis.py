@@ -1,7 +1,9 @@
 """Why a pod did not fit: per-node statuses, the rejecting plugins, and kube-scheduler's message.
 
 ``fit_error_message`` assembles the FailedScheduling text exactly like kube-scheduler's FitError:
-``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}.``
+``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: gpu}.``, then
+PostFilter's message as it is (``preemption: 0/5 nodes are available: 5 No preemption victims found for
+incoming pod.``).
 """
 
 from __future__ import annotations
@@ -43,5 +45,7 @@ def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
     else:
         message += f" {reasons_histogram(diagnosis)}."
     if diagnosis.post_filter_msg:
-        message += f" {diagnosis.post_filter_msg}."
+        # Appended as it is: PostFilter messages carry their own punctuation (DefaultPreemption's ends with
+        # its own FitError's period), so kube-scheduler adds no period of its own here.
+        message += f" {diagnosis.post_filter_msg}"
     return message

@@ -66,7 +66,7 @@ def test_fit_error_message_string_sort_puts_10_before_2() -> None:
 def test_fit_error_message_prefilter_and_postfilter() -> None:
     diagnosis = Diagnosis(pre_filter_msg="pod affinity terms conflict", post_filter_msg="preemption: not eligible")
     assert fit_error_message(3, diagnosis) == (
-        "0/3 nodes are available: pod affinity terms conflict. preemption: not eligible."
+        "0/3 nodes are available: pod affinity terms conflict. preemption: not eligible"
     )
 
 
