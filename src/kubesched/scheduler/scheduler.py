@@ -170,28 +170,14 @@ class Scheduler:
             # yields, wait a millisecond rather than spin.
             await asyncio.sleep(0 if spins < 100 else 0.001)
 
-    async def _let_background_run(self, max_yields: int = 100) -> None:
-        """Yield to the loop until no background task can progress without the clock or real I/O moving (at
-        most ``max_yields`` times: work waiting on a remote engine is not waited for here)."""
-        for _ in range(max_yields):
-            if not self.tasks.busy():
-                return
-            await asyncio.sleep(0)
-
     async def run_until_idle(self, clock: VirtualClock, *, yield_every: int = 64) -> None:
         """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer."""
         while True:
             count = 0
-            spawned = len(self.tasks)
             while await self.schedule_next():
                 count += 1
-                if len(self.tasks) > spawned:
-                    # The cycle started background work (preemption's evictions): let it run before the next
-                    # pod is popped, as kube-scheduler's goroutine is done by then against a fast API server.
-                    await self._let_background_run()
-                elif count % yield_every == 0:
+                if count % yield_every == 0:
                     await asyncio.sleep(0)
-                spawned = len(self.tasks)
             await self.settle()
             if self.queue.has_ready_work():
                 continue
