@@ -84,10 +84,10 @@ class Executor:
                 outcomes = await asyncio.gather(
                     *(self._preempt_pod(node_name, preemptor, victim) for victim in first), return_exceptions=True
                 )
-                errors = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-                for error in errors:
-                    log.error("preemption by %s on %s failed: %s", preemptor.key, node_name, error)
-                if errors:
+                failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+                for failure in failures:
+                    log.error("preemption by %s on %s failed: %s", preemptor.key, node_name, failure)
+                if failures:
                     # Retrying sooner beats evicting the last victim for a node that is not freed anyway.
                     failed = True
                     return

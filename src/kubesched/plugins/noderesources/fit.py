@@ -1,4 +1,4 @@
-"""NodeResourcesFit (PreFilter, Filter, PreScore, Score), kube-scheduler v1.33 behaviour.
+"""NodeResourcesFit (PreFilter, Filter, PreScore, Score), kube-scheduler v1.35 behaviour.
 
 - PreFilter computes the pod's effective request (component-helpers ``PodRequests``, no non-zero
   defaults) into CycleState under ``PreFilterNodeResourcesFit``.
@@ -6,9 +6,9 @@
   pods); then, for each of cpu, memory, ephemeral-storage the pod requests (> 0), "Insufficient <name>"
   when the request exceeds allocatable − requested; then each non-zero scalar resource of the pod (in the
   pod's order) the same way, except extended resources listed in ``ignoredResources`` or whose prefix is
-  in ``ignoredResourceGroups``. The status code is **Unschedulable** (kube-scheduler 1.34 returns
-  UnschedulableAndUnresolvable instead when a request exceeds the node's whole allocatable, PR #131345;
-  kubesched follows 1.33).
+  in ``ignoredResourceGroups``. The status code is **Unschedulable**, or **UnschedulableAndUnresolvable**
+  when some request exceeds the node's whole allocatable (kube-scheduler 1.34+, PR #131345): no eviction
+  can make room for it there, so preemption leaves such nodes alone.
 - PreScore/Score: the configured scoring strategy (LeastAllocated by default, MostAllocated,
   RequestedToCapacityRatio) over the configured resources, see :mod:`.resource_allocation`.
 
@@ -163,31 +163,45 @@ class Fit:
     @staticmethod
     def insufficient_resources(request: FitRequest, info: NodeInfo) -> list[str]:
         """Every reason the node cannot hold the request, in kube-scheduler's order."""
+        return Fit.check_resources(request, info)[0]
+
+    @staticmethod
+    def check_resources(request: FitRequest, info: NodeInfo) -> tuple[list[str], bool]:
+        """(every reason the node cannot hold the request, in kube-scheduler's order; whether one of them is a
+        request above the node's whole allocatable, which no eviction can fix)."""
         reasons: list[str] = []
+        unresolvable = False
         allocatable = info.allocatable
         requested = info.requested
         if len(info.pods) + 1 > allocatable.allowed_pod_number:
             reasons.append(TOO_MANY_PODS)
         if request.milli_cpu > 0 and request.milli_cpu > allocatable.milli_cpu - requested.milli_cpu:
             reasons.append(_INSUFFICIENT_CPU)
+            unresolvable |= request.milli_cpu > allocatable.milli_cpu
         if request.memory > 0 and request.memory > allocatable.memory - requested.memory:
             reasons.append(_INSUFFICIENT_MEMORY)
+            unresolvable |= request.memory > allocatable.memory
         if (
             request.ephemeral_storage > 0
             and request.ephemeral_storage > allocatable.ephemeral_storage - requested.ephemeral_storage
         ):
             reasons.append(_INSUFFICIENT_EPHEMERAL)
+            unresolvable |= request.ephemeral_storage > allocatable.ephemeral_storage
         for resource, amount in request.scalars:
-            if amount > allocatable.scalar.get(resource, 0) - requested.scalar.get(resource, 0):
+            total = allocatable.scalar.get(resource, 0)
+            if amount > total - requested.scalar.get(resource, 0):
                 reasons.append(insufficient(resource))
-        return reasons
+                unresolvable |= amount > total
+        return reasons, unresolvable
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         request = state.get(PRE_FILTER_STATE_KEY, FitRequest)
         if request is None:
             return self._missing_state()
-        reasons = self.insufficient_resources(request, node_info)
-        return Status(Code.UNSCHEDULABLE, *reasons) if reasons else None
+        reasons, unresolvable = self.check_resources(request, node_info)
+        if not reasons:
+            return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, *reasons)
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         request = state.get(PRE_FILTER_STATE_KEY, FitRequest)
@@ -199,30 +213,39 @@ class Fit:
         slots = nodes.slots
         reasons = [TOO_MANY_PODS]
         checks = [table.pod_count[slots] + 1 > table.alloc_pods[slots]]
+        # A request above the whole allocatable (never the pod count) makes the node unresolvable.
+        beyond = [np.zeros(len(slots), dtype=bool)]
         if request.milli_cpu > 0:
             reasons.append(_INSUFFICIENT_CPU)
             checks.append(request.milli_cpu > table.alloc_cpu[slots] - table.req_cpu[slots])
+            beyond.append(request.milli_cpu > table.alloc_cpu[slots])
         if request.memory > 0:
             reasons.append(_INSUFFICIENT_MEMORY)
             checks.append(request.memory > table.alloc_memory[slots] - table.req_memory[slots])
+            beyond.append(request.memory > table.alloc_memory[slots])
         if request.ephemeral_storage > 0:
             reasons.append(_INSUFFICIENT_EPHEMERAL)
             checks.append(request.ephemeral_storage > table.alloc_ephemeral[slots] - table.req_ephemeral[slots])
+            beyond.append(request.ephemeral_storage > table.alloc_ephemeral[slots])
         for resource, amount in request.scalars:
             alloc, used = table.scalar(resource)
             reasons.append(insufficient(resource))
             checks.append(amount > alloc[slots] - used[slots])
+            beyond.append(amount > alloc[slots])
         failed = np.vstack(checks)
         if not failed.any():
             return None
-        # One Status per distinct combination of failing checks, reasons kept in check order.
-        combos, index = np.unique(failed.T, axis=0, return_inverse=True)
+        unresolvable = (np.vstack(beyond) & failed).any(axis=0)
+        # One Status per distinct combination of failing checks (and code), reasons kept in check order.
+        combos, index = np.unique(np.vstack([failed, unresolvable]).T, axis=0, return_inverse=True)
         statuses: list[Status] = []
         combo_codes = np.zeros(len(combos), dtype=np.int64)
         for j, combo in enumerate(combos.tolist()):
-            if not any(combo):
+            *bits, beyond_allocatable = combo
+            if not any(bits):
                 continue
-            statuses.append(Status(Code.UNSCHEDULABLE, *(r for r, bit in zip(reasons, combo, strict=True) if bit)))
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if beyond_allocatable else Code.UNSCHEDULABLE
+            statuses.append(Status(code, *(r for r, bit in zip(reasons, bits, strict=True) if bit)))
             combo_codes[j] = len(statuses)
         return BatchFilterResult(combo_codes[index.reshape(-1)], statuses)
 

@@ -45,8 +45,8 @@ SMALL = {"cpu": "100m", "memory": "100"}
 MEDIUM = {"cpu": "200m", "memory": "200"}
 LARGE = {"cpu": "300m", "memory": "300"}
 VERY_LARGE = {"cpu": "500m", "memory": "500"}
-ONE_POD = {"pods": 1}
-NODE_RES = {"cpu": "200m", "memory": "400", "pods": 32}
+ONE_POD: dict[str, str | int] = {"pods": 1}
+NODE_RES: dict[str, str | int] = {"cpu": "200m", "memory": "400", "pods": 32}
 VIOLATING = "test.kubernetes.io/is-violating-pdb"
 
 
@@ -63,8 +63,8 @@ def pod(name: str, priority: int = 0, node: str = "", req: Mapping[str, str] | N
     return builder
 
 
-def node(name: str, capacity: Mapping[str, Any] | None = None, **labels: str) -> Node:
-    resources = dict(capacity) if capacity is not None else {**VERY_LARGE, "pods": 32}
+def node(name: str, capacity: Mapping[str, str | int] | None = None, **labels: str) -> Node:
+    resources: dict[str, str | int] = dict(capacity) if capacity is not None else {**VERY_LARGE, "pods": 32}
     builder = make_node(name).capacity(resources)
     for key, value in labels.items():
         builder = builder.label(key, value)

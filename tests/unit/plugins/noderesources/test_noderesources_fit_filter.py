@@ -33,6 +33,11 @@ def insufficient(*resources: str) -> Status:
     return Status(Code.UNSCHEDULABLE, *(f"Insufficient {r}" for r in resources))
 
 
+def beyond(*resources: str) -> Status:
+    """A request above the node's whole allocatable: UnschedulableAndUnresolvable since v1.34 (PR #131345)."""
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *(f"Insufficient {r}" for r in resources))
+
+
 def req(milli_cpu: int = 0, memory: int = 0, **extra: int) -> dict[str, str | int]:
     """A container's requests in upstream's units (framework.Resource): milli-CPU and bytes."""
     out: dict[str, str | int] = {"cpu": f"{milli_cpu}m", "memory": memory}
@@ -170,14 +175,14 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod(req(1, 1, **{EXT_A: 10})),
             [make_pod().req(req(0, 0, **{EXT_A: 0}))],
             None,
-            insufficient(EXT_A),
+            beyond(EXT_A),
             id="extended-resource-capacity-enforced",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{EXT_A: 10})]),
             [make_pod().req(req(0, 0, **{EXT_A: 0}))],
             None,
-            insufficient(EXT_A),
+            beyond(EXT_A),
             id="extended-resource-capacity-enforced-for-init-container",
         ),
         pytest.param(
@@ -198,7 +203,7 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod(req(1, 1, **{EXT_A: 3}), req(1, 1, **{EXT_A: 3})),
             [make_pod().req(req(0, 0, **{EXT_A: 2}))],
             None,
-            insufficient(EXT_A),
+            beyond(EXT_A),
             id="extended-resource-allocatable-enforced-for-multiple-containers",
         ),
         pytest.param(
@@ -212,56 +217,56 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod({}, init=[req(1, 1, **{EXT_A: 6}), req(1, 1, **{EXT_A: 3})]),
             [make_pod().req(req(0, 0, **{EXT_A: 2}))],
             None,
-            insufficient(EXT_A),
+            beyond(EXT_A),
             id="extended-resource-allocatable-enforced-for-multiple-init-containers",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{EXT_B: 1})),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(EXT_B),
+            beyond(EXT_B),
             id="extended-resource-allocatable-enforced-for-unknown-resource",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{EXT_B: 1})]),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(EXT_B),
+            beyond(EXT_B),
             id="extended-resource-allocatable-enforced-for-unknown-resource-for-init-container",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{K8S_IO_A: 10})),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(K8S_IO_A),
+            beyond(K8S_IO_A),
             id="kubernetes-io-resource-capacity-enforced",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{K8S_IO_B: 10})]),
             [make_pod().req(req(0, 0))],
             None,
-            insufficient(K8S_IO_B),
+            beyond(K8S_IO_B),
             id="kubernetes-io-resource-capacity-enforced-for-init-container",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{HUGEPAGE_A: 10})),
             [make_pod().req(req(0, 0, **{HUGEPAGE_A: 0}))],
             None,
-            insufficient(HUGEPAGE_A),
+            beyond(HUGEPAGE_A),
             id="hugepages-resource-capacity-enforced",
         ),
         pytest.param(
             resource_pod({}, init=[req(1, 1, **{HUGEPAGE_A: 10})]),
             [make_pod().req(req(0, 0, **{HUGEPAGE_A: 0}))],
             None,
-            insufficient(HUGEPAGE_A),
+            beyond(HUGEPAGE_A),
             id="hugepages-resource-capacity-enforced-for-init-container",
         ),
         pytest.param(
             resource_pod(req(1, 1, **{HUGEPAGE_A: 3}), req(1, 1, **{HUGEPAGE_A: 3})),
             [make_pod().req(req(0, 0, **{HUGEPAGE_A: 2}))],
             None,
-            insufficient(HUGEPAGE_A),
+            beyond(HUGEPAGE_A),
             id="hugepages-resource-allocatable-enforced-for-multiple-containers",
         ),
         pytest.param(
@@ -289,7 +294,7 @@ ENOUGH_ALLOCATABLE: dict[str, str | int] = {
             resource_pod(req(1, 1, **{EXT_B: 1, K8S_IO_A: 1})),
             [make_pod().req(req(0, 0))],
             NodeResourcesFitArgs(ignored_resource_groups=("example.com",)),
-            insufficient(K8S_IO_A),
+            beyond(K8S_IO_A),
             id="skip-checking-ignored-extended-resource-via-resource-groups",
         ),
         pytest.param(
@@ -356,7 +361,7 @@ def test_too_many_pods_is_reported_with_every_insufficient_resource() -> None:
         pytest.param(
             resource_pod({"ephemeral-storage": 25}),
             make_pod().req(req(2, 2)),
-            insufficient("ephemeral-storage"),
+            beyond("ephemeral-storage"),
             id="ephemeral-storage-request-exceeds-allocatable",
         ),
         pytest.param(
