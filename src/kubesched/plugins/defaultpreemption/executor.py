@@ -21,7 +21,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from kubesched.framework.interface import ApiError
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.defaultpreemption.candidates import Candidate
 
@@ -75,7 +74,7 @@ class Executor:
             for pod in lower:
                 try:
                     await self.handle.client.clear_nominated_node_name(pod.pod)
-                except ApiError as error:
+                except Exception as error:  # an API error (or a client bug) costs the nomination, not the run
                     # Not critical for this preemption: the pod keeps a nomination it may not fit.
                     log.warning("cannot clear the nominated node of %s on %s: %s", pod.key, node_name, error)
                     failed = True
