@@ -49,7 +49,9 @@ def test_simulate_json_schema_and_examples(capsys: pytest.CaptureFixture[str]) -
     assert huge["result"] == "Unschedulable"
     assert huge["message"] == (
         "0/5 nodes are available: 1 node(s) had untolerated taint(s), "
-        "1 node(s) were unschedulable, 2 Insufficient memory, 3 Insufficient cpu. no new claims to deallocate"
+        "1 node(s) were unschedulable, 2 Insufficient memory, 3 Insufficient cpu. no new claims to deallocate, "
+        # 12 CPUs are more than any node has: no eviction helps anywhere (kube-oracle v1.35.4 agrees).
+        "preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
     )
     assert huge["filter"]["node-b"] == {
         "plugin": "TaintToleration",

@@ -177,7 +177,9 @@ def test_seed_style_filter_plugin_rejects_with_its_reason(run_async: Runner) -> 
         record = records2.last("p")
         assert record.message == (
             "0/2 nodes are available: 2 Denied by security policy: node is not PCI compliant. "
-            "no new claims to deallocate"  # DynamicResources' PostFilter, in v1.35's default profile
+            # DynamicResources' PostFilter, then DefaultPreemption's, in v1.35's default profile
+            "no new claims to deallocate, "
+            "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
         )
         assert record.attempts == 1, "no event can help, so the pod waits in the unschedulable pool"
         events = cluster2.events_for("default", "p")
@@ -270,8 +272,10 @@ def test_unschedulable_pod_requeued_when_a_pod_is_deleted(run_async: Runner) -> 
         waiting = make_pod("needs-2").req(cpu="2").obj()
         scheduler, cluster, clock, records = build(config(), nodes("a"), [running, waiting])
         await scheduler.run_until_idle(clock)
-        message = records.last("needs-2").message
-        assert message == "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"
+        assert records.last("needs-2").message == (
+            "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
         assert scheduler.queue.counts().unschedulable == 1
         cluster.add_node(make_node("tiny").capacity(cpu="1", memory="1Gi", pods=10).obj())
         await scheduler.run_until_idle(clock)
@@ -295,7 +299,9 @@ def test_prefilter_result_narrows_and_absent_nodes_reported(run_async: Runner) -
         await scheduler.run_until_idle(clock)
         assert records.last("p").message == (
             "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [OnlyA]. "
-            "no new claims to deallocate"
+            # 8 CPUs exceed node a's whole allocatable, the others are absent: preemption cannot help anywhere.
+            "no new claims to deallocate, "
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         )
         ok = make_pod("q").obj()
         cluster.add_pod(ok)
@@ -324,7 +330,8 @@ def test_plugin_that_narrowed_the_nodes_is_a_rejector(run_async: Runner) -> None
         scheduler, cluster, clock, records = build(config(), nodes("a", "b"), [pod])
         await scheduler.run_until_idle(clock)
         assert records.last("p").message == (
-            "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. no new claims to deallocate"
+            "0/2 nodes are available: 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. no new claims to deallocate, "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
         )
         cluster.add_pod(make_pod("q").obj())
         await scheduler.run_until_idle(clock)

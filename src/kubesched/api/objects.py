@@ -438,6 +438,8 @@ class PodStatus:
     phase: str = "Pending"
     nominated_node_name: str = ""
     conditions: list[dict[str, Any]] = field(default_factory=list)
+    # When the kubelet started the pod (``status.startTime``); None until it runs. Preemption spares older pods.
+    start_time: float | None = None
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str, *, path: str = "status") -> Self:
@@ -452,6 +454,7 @@ class PodStatus:
                 dict(f.item_mapping(item, where, f"{path}.conditions[{i}]"))
                 for i, item in enumerate(f.sequence(obj, "conditions", where, path))
             ],
+            start_time=f.timestamp(obj, "startTime", where, path),
         )
 
 

@@ -78,7 +78,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             ]
         )
     if args.output == "json":
-        json.dump(report_json(report.records), sys.stdout, indent=2)
+        preempted = report.cluster.preempted if report.cluster is not None else None
+        json.dump(report_json(report.records, preempted), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print(report_table(report.records))

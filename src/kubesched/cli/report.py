@@ -5,6 +5,7 @@ The JSON keys are a documented contract (README): more may be added, none remove
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesched.framework.status import Code
@@ -21,7 +22,8 @@ CODE_NAMES = {
 }
 
 
-def record_to_json(record: AttemptRecord) -> dict[str, Any]:
+def record_to_json(record: AttemptRecord, preempted: Sequence[str] = ()) -> dict[str, Any]:
+    """One pod's entry; ``preempted`` (the pods evicted for it, "namespace/name") is listed when not empty."""
     scores: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
     if record.scored_nodes:
@@ -31,7 +33,7 @@ def record_to_json(record: AttemptRecord) -> dict[str, Any]:
             scores[node] = {name: values[index] for name, values in per_plugin.items()}
             if total_values:
                 totals[node] = total_values[index]
-    return {
+    entry: dict[str, Any] = {
         "namespace": record.pod.namespace,
         "name": record.pod.name,
         "profile": record.profile,
@@ -46,10 +48,15 @@ def record_to_json(record: AttemptRecord) -> dict[str, Any]:
         "scores": scores,
         "totals": totals,
     }
+    if preempted:
+        entry["preempted"] = list(preempted)
+    return entry
 
 
-def report_json(records: list[AttemptRecord]) -> dict[str, Any]:
-    return {"pods": [record_to_json(record) for record in records]}
+def report_json(records: list[AttemptRecord], preempted: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """``preempted``: preemptor uid -> the pods evicted for it (the simulated cluster's ``preempted``)."""
+    evicted = preempted or {}
+    return {"pods": [record_to_json(record, evicted.get(record.pod.uid, ())) for record in records]}
 
 
 def report_table(records: list[AttemptRecord]) -> str:

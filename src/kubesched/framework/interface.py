@@ -115,6 +115,9 @@ NodeToStatus = Mapping[str, Status]
 
 @dataclass(frozen=True, slots=True)
 class PostFilterResult:
+    """What PostFilter proposes for the pod's nomination: a node name nominates it there, ``""`` clears its
+    nomination, ``None`` leaves it as it is (kube-scheduler's ModeOverride and ModeNoop)."""
+
     nominated_node_name: str | None = None
 
 
@@ -220,9 +223,20 @@ class ApiError(Exception):
 
 
 class ClusterClient(Protocol):
-    """The API operations plugins may perform (DefaultBinder binds through it)."""
+    """The API operations plugins may perform (DefaultBinder binds through it, DefaultPreemption evicts)."""
 
     async def bind(self, pod: Pod, node_name: str) -> None: ...
+
+    async def preempt(self, victim: Pod, preemptor: Pod) -> None:
+        """Evict ``victim`` to make room for ``preemptor``, as kube-scheduler's preemption does: add the
+        ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``) to its status, then delete it. A
+        victim that is already gone counts as evicted; any other failure raises :class:`ApiError`."""
+        ...
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        """Remove ``status.nominatedNodeName`` from a pending pod (nothing to do if it has none or is gone);
+        raises :class:`ApiError`."""
+        ...
 
 
 class PodNominator(Protocol):
@@ -294,6 +308,14 @@ class Handle(Protocol):
     def service(self, kind: str, spec: Hashable) -> object:
         """The scheduler's shared service of ``kind`` for ``spec`` (one per distinct spec, made on first
         request; e.g. :func:`kubesched.framework.policy.policy_client`). Raises KeyError for an unknown kind."""
+        ...
+
+    def observe_preemption_attempt(self) -> None:
+        """Count one preemption attempt (``scheduler_preemption_attempts_total``); nothing without metrics."""
+        ...
+
+    def observe_preemption_victims(self, victims: int) -> None:
+        """Record how many victims one preemption evicts (``scheduler_preemption_victims``)."""
         ...
 
     def run_filter_plugins_with_nominated_pods(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from kubesched.framework.runtime.registry import PluginRegistration, Registry, extension_points_of
 from kubesched.plugins import names
 from kubesched.plugins.defaultbinder import DefaultBinder
+from kubesched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
 from kubesched.plugins.dynamicresources import DynamicResources, DynamicResourcesArgs
 from kubesched.plugins.imagelocality import ImageLocality
 from kubesched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
@@ -72,10 +73,8 @@ def in_tree_registry() -> Registry:
         names.DYNAMIC_RESOURCES: PluginRegistration.of(
             names.DYNAMIC_RESOURCES, DynamicResources, args_type=DynamicResourcesArgs
         ),
-        names.DEFAULT_PREEMPTION: PluginRegistration.planned(
-            names.DEFAULT_PREEMPTION,
-            ("preEnqueue", "postFilter"),
-            "Preempts lower-priority pods when nothing fits",
+        names.DEFAULT_PREEMPTION: PluginRegistration.of(
+            names.DEFAULT_PREEMPTION, DefaultPreemption, args_type=DefaultPreemptionArgs
         ),
         names.NODE_RESOURCES_BALANCED_ALLOCATION: PluginRegistration.of(
             names.NODE_RESOURCES_BALANCED_ALLOCATION,

@@ -3,7 +3,8 @@
 Used by the scheduling cycle (:mod:`kubesched.scheduler.schedule_one`) when no node fits.
 ``fit_error_message`` assembles the FailedScheduling text exactly like kube-scheduler v1.35's FitError:
 ``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint(s). no new claims to
-deallocate`` -- the summary ends with a full stop, the PostFilter plugins' reasons follow it as they are.
+deallocate, preemption: 0/5 nodes are available: 5 No preemption victims found for incoming pod.`` -- the
+summary ends with a full stop, the PostFilter plugins' reasons follow it as they are.
 """
 
 from __future__ import annotations

@@ -105,7 +105,17 @@ class EventHandlers:
             # must not put it back in the queue; the informer's assigned version will follow.
             return
         pod_info = PodInfo(new)
-        self.nominator.update_nominated_pod(pod_info)
+        nominated = new.status.nominated_node_name
+        if old.status.nominated_node_name or nominated:
+            # The nomination was set, moved or cleared on the API (preemption clears those of lower-priority
+            # pods on the node it chose): follow it. With neither version naming a node, a nomination made in
+            # memory (whose status patch is still on its way) is kept, as kube-scheduler's nominator does.
+            if nominated:
+                self.nominator.add_nominated_pod(pod_info, nominated)
+            else:
+                self.nominator.delete_nominated_pod_if_exists(uid)
+        else:
+            self.nominator.update_nominated_pod(pod_info)
         self.queue.update(pod_info, pod_update_action(old, new))
 
     def on_pod_delete(self, pod: Pod) -> None:

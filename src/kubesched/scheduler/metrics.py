@@ -23,9 +23,10 @@ none of which costs anything when a scheduler is built without it:
   ``scheduler_cache_size{type}``, ``scheduler_goroutines{operation="binding"}`` (binding tasks in flight)
   and ours, ``kubesched_policy_decision_cache_hits_total`` / ``..._misses_total``.
 
-``scheduler_preemption_attempts_total`` and ``scheduler_preemption_victims`` are registered for
-DefaultPreemption, which will call :meth:`SchedulerMetrics.preemption_attempted` and
-:meth:`SchedulerMetrics.preemption_victims_selected`.
+``scheduler_preemption_attempts_total`` and ``scheduler_preemption_victims`` are fed by DefaultPreemption
+through its Handle (the framework forwards to :meth:`SchedulerMetrics.preemption_attempted` and
+:meth:`SchedulerMetrics.preemption_victims_selected`): one attempt per PostFilter call, one observation per
+eviction batch.
 
 Names, label names and values, and bucket boundaries are kube-scheduler's (``pkg/scheduler/metrics``);
 the help texts are ours. The histograms are observed on every cycle, so they are kept as plain bucket
@@ -352,7 +353,7 @@ class SchedulerMetrics:
             state.write(SAMPLED_KEY, decided)
         return decided
 
-    # ---- preemption (for DefaultPreemption, not built yet) -------------------------------------
+    # ---- preemption (DefaultPreemption, through the framework) ---------------------------------
 
     def preemption_attempted(self) -> None:
         self.preemption_attempts.inc()

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
@@ -219,8 +219,15 @@ class ScheduleOne:
             "Unable to schedule pod; no fit; waiting" if not is_error else "Error scheduling pod; retrying",
             extra={"pod": pod_info.key, "profile": pod.spec.scheduler_name, "err": message},
         )
+        if nominated_node is not None and nominated_node != pod.status.nominated_node_name:
+            # The next attempt reads the nomination from the pod (the nominated node is tried first), as
+            # kube-scheduler's does once its status patch comes back through the informer.
+            pod = replace(pod, status=replace(pod.status, nominated_node_name=nominated_node))
+            pod_info = qpi.pod_info = PodInfo(pod)
         if nominated_node:
             self.nominator.add_nominated_pod(pod_info, nominated_node)
+        elif nominated_node is not None:
+            self.nominator.delete_nominated_pod_if_exists(pod_info.uid)
         gave_up = self.max_attempts is not None and qpi.attempts >= self.max_attempts
         if pod_info.uid in self.pending and not gave_up:
             self.queue.add_unschedulable_if_not_present(

@@ -277,6 +277,21 @@ class PodBuilder:
         self._status["nominatedNodeName"] = node_name
         return self
 
+    def started(self, at: str) -> Self:
+        """``status.startTime`` (RFC 3339): when the kubelet started the pod."""
+        self._status["startTime"] = at
+        return self
+
+    def condition(self, kind: str, status: str = "True", reason: str = "", message: str = "") -> Self:
+        """A ``status.conditions`` entry (e.g. ``DisruptionTarget`` with reason ``PreemptionByScheduler``)."""
+        entry = {"type": kind, "status": status}
+        if reason:
+            entry["reason"] = reason
+        if message:
+            entry["message"] = message
+        self._status.setdefault("conditions", []).append(entry)
+        return self
+
     def phase(self, phase: str) -> Self:
         self._status["phase"] = phase
         return self

@@ -73,16 +73,32 @@ def make_cluster(nodes: Iterable[Node], pods: Iterable[Pod] = ()) -> tuple[Cache
 
 
 class RecordingClient:
-    """A stand-in API server for binding: records every bind, or raises ``fail_with``."""
+    """A stand-in API server: records every bind, eviction and cleared nomination, or raises ``fail_with``
+    (``preempt_fail_with`` for evictions)."""
 
-    def __init__(self, fail_with: BaseException | None = None) -> None:
+    def __init__(
+        self, fail_with: BaseException | None = None, *, preempt_fail_with: BaseException | None = None
+    ) -> None:
         self.fail_with = fail_with
+        self.preempt_fail_with = preempt_fail_with
         self.bindings: list[tuple[str, str]] = []
+        self.preemptions: list[tuple[str, str]] = []  # (victim key, preemptor key)
+        self.cleared_nominations: list[str] = []
 
     async def bind(self, pod: Pod, node_name: str) -> None:
         if self.fail_with is not None:
             raise self.fail_with
         self.bindings.append((pod.key, node_name))
+
+    async def preempt(self, victim: Pod, preemptor: Pod) -> None:
+        if self.preempt_fail_with is not None:
+            raise self.preempt_fail_with
+        self.preemptions.append((victim.key, preemptor.key))
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.cleared_nominations.append(pod.key)
 
 
 class RecordingEventRecorder:

@@ -81,8 +81,8 @@ def test_default_config_loads_with_the_in_tree_registry() -> None:
         names.INTER_POD_AFFINITY,
         names.DYNAMIC_RESOURCES,
     ]
-    # v1.35 puts DynamicResources before DefaultPreemption, which kubesched has not built yet.
-    assert [ref.name for ref in profile.plugins["postFilter"]] == [names.DYNAMIC_RESOURCES]
+    # v1.35 puts DynamicResources before DefaultPreemption.
+    assert [ref.name for ref in profile.plugins["postFilter"]] == [names.DYNAMIC_RESOURCES, names.DEFAULT_PREEMPTION]
     assert {ref.name: ref.weight for ref in profile.plugins["score"]} == {
         names.TAINT_TOLERATION: 3,
         names.NODE_AFFINITY: 2,

@@ -81,7 +81,7 @@ def test_metrics_endpoint_serves_upstream_names_and_labels(run_async: Runner) ->
             "# TYPE scheduler_queue_incoming_pods_total counter",
             'scheduler_queue_incoming_pods_total{event="PodAdd",queue="active"} 4.0',
             'scheduler_queue_incoming_pods_total{event="ScheduleAttemptFailure",queue="unschedulable"} 1.0',
-            "scheduler_preemption_attempts_total 0.0",
+            "scheduler_preemption_attempts_total 1.0",
             'scheduler_preemption_victims_bucket{le="64.0"} 0.0',
             'scheduler_cache_size{type="nodes"} 2.0',
             'scheduler_cache_size{type="pods"} 3.0',

@@ -212,8 +212,9 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
         for extension_point in ("PreScore", "Score", "Reserve", "Permit", "PreBind", "Bind", "PostBind"):
             assert points(extension_point, "Success") == 3, extension_point
             assert points(extension_point, "Success", BIN_PACKING) == 2, extension_point
-        # PostFilter: DynamicResources (v1.35 default) for "big", which fit nowhere: "no new claims to deallocate".
+        # PostFilter for "big", which fits nowhere: DynamicResources (no claims) then DefaultPreemption (no victims).
         assert points("PostFilter", "Unschedulable") == 1
+        assert value(reg, "scheduler_preemption_attempts_total") == 1
         assert points("Unreserve", "Success") == 0
         bind_buckets = {"extension_point": "Bind", "status": "Success", "profile": DEFAULT, "le": "+Inf"}
         assert value(reg, point.replace("_count", "_bucket"), **bind_buckets) == 3
@@ -236,6 +237,7 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
         assert plugins("SchedulingGates", "PreEnqueue", "UnschedulableAndUnresolvable") == 1
         assert plugins("NodeAffinity", "PreFilter", "Skip") == 8 + 2
         assert plugins("TaintToleration", "ScoreExtensionNormalize", "Success") == 5
+        assert plugins("DefaultPreemption", "PostFilter", "Unschedulable") == 1
 
     run_async(scenario())
 

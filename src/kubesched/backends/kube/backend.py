@@ -8,6 +8,11 @@
   assigned, or another pod now has the name) fails the bind: the scheduler forgets the assumed pod, and the
   informer shows where the pod went.
 * ``event`` and ``set_pod_condition``: queued to the writers (never awaited by the cycle).
+* ``preempt`` (DefaultPreemption's evictions, awaited in its background work, never by the cycle): the
+  victim's status gets the ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``) by a
+  strategic-merge patch, then the pod is deleted with its UID as precondition; a victim already gone (404)
+  is evicted as far as the preemptor is concerned, as upstream treats NotFound.
+* ``clear_nominated_node_name``: a status patch setting ``nominatedNodeName`` to null (404 ignored).
 
 An object the informers cannot decode is reported where its owner can see it: a pod gets a Warning event
 ``FailedScheduling`` saying which field is wrong (it cannot be scheduled), any other object a log line.
@@ -17,14 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from kubesched.api.objects import DEFAULT_SCHEDULER_NAME, ObjectMeta, Pod, PodSpec, PodStatus
 from kubesched.backends.base import ClusterEventHandler
-from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
+from kubesched.backends.kube.errors import KubeApiError
 from kubesched.backends.kube.informers import Informers
-from kubesched.backends.kube.writers import EventWriter, StatusWriter
+from kubesched.backends.kube.writers import EventWriter, StatusWriter, rfc3339
 from kubesched.clock import Clock
 from kubesched.framework.listers import Listers, ListerStores
 
@@ -43,6 +50,7 @@ class KubeBackend:
     ) -> None:
         self.client = client
         self.scheduler_names = scheduler_names
+        self._now = clock.now if clock is not None else time.time
         self.stores = ListerStores()
         self.events = EventWriter(client, hostname=hostname, clock=clock)
         self.statuses = StatusWriter(client, clock=clock)
@@ -116,6 +124,43 @@ class KubeBackend:
         }
         await self.client.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body)
 
+    async def preempt(self, victim: Pod, preemptor: Pod) -> None:
+        namespace, name = victim.metadata.namespace, victim.metadata.name
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        condition = disruption_target_condition(victim, preemptor, rfc3339(self._now()))
+        if condition is not None:
+            try:
+                await self.client.request(
+                    "PATCH",
+                    path + "/status",
+                    body={"status": {"conditions": [condition]}},
+                    content_type=STRATEGIC_MERGE_PATCH,
+                )
+            except KubeApiError as error:
+                if error.status == 404:
+                    return
+                raise
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.metadata.uid}}
+        try:
+            await self.client.request("DELETE", path, body=options)
+        except KubeApiError as error:
+            if error.status == 404:
+                return
+            raise
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        if not pod.status.nominated_node_name:
+            return
+        path = f"/api/v1/namespaces/{pod.metadata.namespace}/pods/{pod.metadata.name}/status"
+        try:
+            await self.client.request(
+                "PATCH", path, body={"status": {"nominatedNodeName": None}}, content_type=STRATEGIC_MERGE_PATCH
+            )
+        except KubeApiError as error:
+            if error.status == 404:
+                return
+            raise
+
     def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
         self.events.record(pod, event_type, reason, action, message)
 
@@ -147,3 +192,23 @@ class KubeBackend:
         if reference.spec.scheduler_name in self.scheduler_names and not spec.get("nodeName"):
             message = f"kubesched cannot read the pod: {error}"
             self.event(reference, "Warning", "FailedScheduling", "Scheduling", message)
+
+
+def disruption_target_condition(victim: Pod, preemptor: Pod, now: str) -> dict[str, Any] | None:
+    """The condition a preemption victim gets before it is deleted (upstream's message), or None when the
+    victim already has it (apimachinery's UpdatePodCondition would change nothing, so nothing is sent)."""
+    condition: dict[str, Any] = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": f"{preemptor.spec.scheduler_name}: preempting to accommodate a higher priority pod",
+    }
+    current = next((c for c in victim.status.conditions if c.get("type") == "DisruptionTarget"), None)
+    if current is not None and all(current.get(key) == value for key, value in condition.items()):
+        return None
+    if victim.metadata.generation:
+        condition["observedGeneration"] = victim.metadata.generation
+    same_status = current is not None and current.get("status") == "True"
+    condition["lastProbeTime"] = None
+    condition["lastTransitionTime"] = (current.get("lastTransitionTime") if same_status and current else None) or now
+    return condition

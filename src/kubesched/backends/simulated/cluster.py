@@ -1,8 +1,9 @@
 """An in-memory cluster: the embedded backend for ``kubesched simulate`` and for tests.
 
 Holds the nodes and pods loaded from manifests, applies bindings the way the API server's binding
-subresource does (sets ``spec.nodeName`` and the PodScheduled=True condition) and tells the
-scheduler about every change, like an informer. Events and conditions the scheduler writes are kept
+subresource does (sets ``spec.nodeName`` and the PodScheduled=True condition), evicts preemption victims
+(the DisruptionTarget condition, then the delete, with no grace period) and tells the scheduler about every
+change, like an informer. Events and conditions the scheduler writes are kept
 for the report. Nothing here sleeps: with a virtual clock a simulation runs as fast as it can.
 """
 
@@ -51,6 +52,12 @@ class SimulatedCluster:
         self.conditions: dict[str, dict[str, Any]] = {}
         self._handlers: list[ClusterEventHandler] = []
         self.bind_failures: dict[str, str] = {}
+        # Victim uid -> the error its eviction fails with (tests of preemption's failure path).
+        self.preempt_failures: dict[str, str] = {}
+        # Preemptor uid -> "namespace/name" of every pod evicted for it, in eviction order (the report's
+        # "preempted"); the DisruptionTarget condition each victim got before it was deleted, by victim uid.
+        self.preempted: dict[str, list[str]] = {}
+        self.disruption_conditions: dict[str, dict[str, Any]] = {}
 
     def subscribe(self, handler: ClusterEventHandler) -> None:
         self._handlers.append(handler)
@@ -90,6 +97,31 @@ class SimulatedCluster:
         self.conditions[uid] = condition
         for handler in self._handlers:
             handler.on_pod_update(current, bound)
+
+    async def preempt(self, victim: Pod, preemptor: Pod) -> None:
+        uid = victim.metadata.uid
+        if uid not in self.pods:
+            return  # gone already: as good as evicted, which is all the preemptor needs
+        failure = self.preempt_failures.get(uid)
+        if failure is not None:
+            raise ApiError(failure)
+        self.disruption_conditions[uid] = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": f"{preemptor.spec.scheduler_name}: preempting to accommodate a higher priority pod",
+            "lastTransitionTime": self._clock.now(),
+        }
+        self.preempted.setdefault(preemptor.metadata.uid, []).append(victim.key)
+        # No kubelet here to wait out a grace period: the victim is gone at once, which the scheduler sees
+        # as an AssignedPodDelete (and a deleted pending pod, for an assumed victim).
+        self.delete_pod(uid)
+
+    async def clear_nominated_node_name(self, pod: Pod) -> None:
+        current = self.pods.get(pod.metadata.uid)
+        if current is None or not current.status.nominated_node_name:
+            return
+        self.update_pod(replace(current, status=replace(current.status, nominated_node_name="")))
 
     def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
         self.events.append(

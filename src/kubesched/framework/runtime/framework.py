@@ -140,6 +140,14 @@ class FrameworkMetrics(Protocol):
         """The same decision for a call outside any cycle (PreEnqueue)."""
         ...
 
+    def preemption_attempted(self) -> None:
+        """``scheduler_preemption_attempts_total`` + 1 (DefaultPreemption, through its Handle)."""
+        ...
+
+    def preemption_victims_selected(self, victims: int) -> None:
+        """One observation of ``scheduler_preemption_victims``."""
+        ...
+
 
 class FrameworkBuildError(KubeschedError):
     pass
@@ -286,6 +294,16 @@ class Framework(ContextHandle):
                 raise FrameworkBuildError(f'plugin "{ref.name}" does not extend {PLUGIN_INTERFACES[point]} plugin')
             found.append((ref.name, plugin))
         return found
+
+    # ---- metrics a plugin reports through its Handle ----------------------------------------
+
+    def observe_preemption_attempt(self) -> None:
+        if self.metrics is not None:
+            self.metrics.preemption_attempted()
+
+    def observe_preemption_victims(self, victims: int) -> None:
+        if self.metrics is not None:
+            self.metrics.preemption_victims_selected(victims)
 
     # ---- queue hooks -------------------------------------------------------------------------
 
@@ -558,7 +576,9 @@ class Framework(ContextHandle):
             if status.code is not Code.UNSCHEDULABLE:
                 return None, Status.error(f'running PostFilter plugin "{name}": {status.message}', plugin=name)
             reasons.extend(status.reasons)
-            if outcome is not None and outcome.nominated_node_name:
+            # A result naming no node ("") still means something: clear the pod's nomination (upstream's
+            # ModeOverride); only None is a no-op.
+            if outcome is not None and outcome.nominated_node_name is not None:
                 result = outcome
         return result, Status(Code.UNSCHEDULABLE, *reasons)
 

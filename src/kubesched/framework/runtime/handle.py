@@ -98,3 +98,9 @@ class ContextHandle:
 
     def service(self, kind: str, spec: Hashable) -> object:
         return self.context.services.get(kind, spec)
+
+    def observe_preemption_attempt(self) -> None:
+        """No metrics here; the framework runtime overrides this when it has a recorder."""
+
+    def observe_preemption_victims(self, victims: int) -> None:
+        """No metrics here; the framework runtime overrides this when it has a recorder."""

@@ -126,11 +126,18 @@ def test_default_profile_simulation(tmp_path: Path) -> None:
     records = {record.pod.name: record for record in report.records}
     claimed = records["with-claim"]
     assert claimed.result == "Unschedulable" and claimed.node is None
-    assert claimed.message == f"0/2 nodes are available: {ERR_REASON_UNSUPPORTED}."
+    # Refused for good at PreFilter, so DefaultPreemption finds nothing to do either.
+    assert claimed.message == (
+        f"0/2 nodes are available: {ERR_REASON_UNSUPPORTED}. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
     assert claimed.attempts == 1, "no event can help, so it is not retried"
-    # A pod without claims: upstream's PostFilter text follows the node summary (DefaultPreemption, not
-    # built yet, would add ", preemption: ..." after it).
-    assert records["too-big"].message == f"0/2 nodes are available: 2 Insufficient cpu. {ERR_REASON_NO_CLAIMS}"
+    # A pod without claims: upstream's PostFilter text follows the node summary, DefaultPreemption's after it
+    # (it asks for more than a whole node, so no eviction would help).
+    assert records["too-big"].message == (
+        f"0/2 nodes are available: 2 Insufficient cpu. {ERR_REASON_NO_CLAIMS}, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
     assert records["plain"].result == "Scheduled"
 
 

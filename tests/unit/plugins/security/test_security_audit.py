@@ -142,7 +142,9 @@ def test_all_nodes_denied_gives_fit_error(run_async: Runner) -> None:
         assert record.message == (
             "0/4 nodes are available: 1 Denied by security policy: image evil.example.com/miner:1 is not from a "
             "trusted registry; no compliance record for the node, 3 Denied by security policy: image "
-            "evil.example.com/miner:1 is not from a trusted registry. no new claims to deallocate"
+            "evil.example.com/miner:1 is not from a trusted registry. no new claims to deallocate, "
+            # The denial is Unschedulable, so DefaultPreemption looks for victims (and finds none).
+            "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
         )
         assert cluster.conditions[record.pod.uid]["reason"] == "Unschedulable"
 
