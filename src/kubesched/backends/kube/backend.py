@@ -109,7 +109,14 @@ class KubeBackend:
                     await self.events.drain()
             except TimeoutError:
                 log.warning("shutting down with events or pod conditions not written")
-        await self.client.aclose()
+        client = self.client
+        log.info(
+            "API client: %d requests, %d retried, %d connections opened",
+            client.requests_sent,
+            client.retries,
+            client.connections_opened,
+        )
+        await client.aclose()
 
     # ---- writes the scheduler makes ----------------------------------------------------------
 

@@ -228,11 +228,13 @@ class _OpenedSockets:
 
     def __init__(self) -> None:
         self._sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+        self.count = 0  # connections opened so far (each a TLS handshake with the API server)
 
     def __call__(self, address: tuple[Any, ...]) -> socket.socket:
         family, kind, protocol = address[0], address[1], address[2]
         opened = socket.socket(family=family, type=kind, proto=protocol)
         self._sockets.add(opened)
+        self.count += 1
         return opened
 
     def still_open(self) -> list[socket.socket]:
@@ -289,6 +291,10 @@ class KubeClient:
         )
         self.requests_sent = 0
         self.retries = 0
+
+    @property
+    def connections_opened(self) -> int:
+        return self._sockets.count
 
     async def aclose(self) -> None:
         await self._session.close()
