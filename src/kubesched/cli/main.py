@@ -37,7 +37,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     manifests = load_manifests(args.filename)
     warn(manifests.warnings)
     warn(config.warnings)
-    with simulation_audit(args.audit_log, args.audit_durability, args.seed) as observers:
+    history = None
+    if args.output == "html":
+        from kubesched.explain.run import AttemptHistory
+
+        history = AttemptHistory()
+    with simulation_audit(args.audit_log, args.audit_durability, args.seed) as audit_observers:
+        observers = [*audit_observers, history] if history is not None else audit_observers
         report = simulate(
             manifests,
             config,
@@ -63,7 +69,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from kubesched.explain.html import report_html
 
         nodes = [node.metadata.name for node in manifests.nodes]
-        sys.stdout.write(report_html(report.records, config, nodes, preempted))
+        attempts = history.attempts if history is not None else None
+        sys.stdout.write(report_html(report.records, config, nodes, preempted, attempts))
     else:
         print(report_table(report.records))
     return 0

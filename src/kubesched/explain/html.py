@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.explain.model import NOT_RUN, PASSED, REJECTED, SKIPPED, AttemptExplanation, explain_attempt
+from kubesched.framework.preemption_report import PreemptionReport
 from kubesched.scheduler.results import AttemptRecord
 
 _CSS = """
@@ -123,20 +124,21 @@ def _pod_section(
         chosen = ' class="chosen"' if node.name == attempt.chosen_node else ""
         rows.append(f"<tr{chosen}>{''.join(cells)}</tr>")
     parts.append(_table(f"nodes-{index}", header, rows))
-    report = attempt.preemption
-    if report is not None:
-        items = "".join(
-            f"<li>{_e(c.node)}{' (chosen)' if c.node == report.chosen else ''}: victims "
-            f"{_e(', '.join(c.victims))}; PDB violations {c.num_pdb_violations}</li>"
-            for c in report.candidates
-        )
-        parts.append(
-            f"<p>PostFilter {_e(report.plugin)}: "
-            + (f"candidates</p><ul>{items}</ul>" if items else "no candidate node.</p>")
-        )
+    if attempt.preemption is not None:
+        parts.append(_preemption_html(attempt.preemption, attempt.attempt))
     if preempted:
         parts.append(f"<p>Preempted for it: {_e(', '.join(preempted))}</p>")
     return "".join(parts)
+
+
+def _preemption_html(report: PreemptionReport, attempt: int) -> str:
+    items = "".join(
+        f"<li>{_e(c.node)}{' (chosen)' if c.node == report.chosen else ''}: victims "
+        f"{_e(', '.join(c.victims))}; PDB violations {c.num_pdb_violations}</li>"
+        for c in report.candidates
+    )
+    found = f"candidates</p><ul>{items}</ul>" if items else "no candidate node.</p>"
+    return f'<p class="preemption">Attempt {attempt}, PostFilter {_e(report.plugin)}: {found}'
 
 
 def report_html(
@@ -144,8 +146,10 @@ def report_html(
     config: SchedulerConfiguration,
     node_names: Sequence[str],
     preempted: Mapping[str, Sequence[str]] | None = None,
+    attempts: Mapping[str, Sequence[AttemptRecord]] | None = None,
 ) -> str:
-    """The whole page for a simulation's records (each pod's last attempt)."""
+    """The whole page for a simulation's records (each pod's last attempt); ``attempts`` (every attempt by
+    pod uid) adds what DefaultPreemption found in earlier attempts."""
     evicted = preempted or {}
     profiles = {profile.scheduler_name: profile for profile in config.profiles}
     summary = []
@@ -164,7 +168,9 @@ def report_html(
             f'<td class="{_e(record.result)}">{_e(record.result)}</td><td>{_e(record.node or "-")}</td>'
             f'<td class="num">{record.attempts}</td><td>{_e(why_not or record.message)}</td></tr>'
         )
-        sections.append(_pod_section(index, record, attempt, filters, scores, evicted.get(record.pod.uid, ())))
+        section = _pod_section(index, record, attempt, filters, scores, evicted.get(record.pod.uid, ()))
+        earlier = (attempts or {}).get(record.pod.uid, [])[:-1]
+        sections.append(section + "".join(_preemption_html(r.preemption, r.attempts) for r in earlier if r.preemption))
     scheduled = sum(1 for record in records if record.result == "Scheduled")
     pods_table = _table("pods", ["Pod", "Profile", "Result", "Node", "Attempts", "Why not elsewhere"], summary)
     return (

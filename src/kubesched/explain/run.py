@@ -23,16 +23,17 @@ class ExplainError(KubeschedError):
     """The pod asked about is not in the manifests, is ambiguous, or no profile schedules it."""
 
 
-class _AttemptsOf:
-    """Keeps every attempt of one pod, in order."""
+class AttemptHistory:
+    """An observer that keeps every attempt of every pod (or of one pod: ``uid``), in order, by pod uid.
+    ``simulate -o html`` uses it to show what earlier attempts (a preemption) found."""
 
-    def __init__(self, uid: str) -> None:
+    def __init__(self, uid: str | None = None) -> None:
         self.uid = uid
-        self.records: list[AttemptRecord] = []
+        self.attempts: dict[str, list[AttemptRecord]] = {}
 
     def on_attempt(self, record: AttemptRecord) -> None:
-        if record.pod.uid == self.uid:
-            self.records.append(record)
+        if self.uid is None or record.pod.uid == self.uid:
+            self.attempts.setdefault(record.pod.uid, []).append(record)
 
 
 def find_pod(manifests: LoadedManifests, query: str) -> Pod:
@@ -99,11 +100,11 @@ def explain(
         )
     if pod.status.phase not in ("", "Pending"):
         raise ExplainError(f'pod "{pod.key}" is {pod.status.phase} and not bound: nothing schedules it')
-    watcher = _AttemptsOf(pod.metadata.uid)
+    watcher = AttemptHistory(pod.metadata.uid)
     report = simulate(
         manifests, config, registry, seed=seed, use_batch=use_batch, max_attempts=max_attempts, observers=[watcher]
     )
-    records: Sequence[AttemptRecord] = watcher.records
+    records: Sequence[AttemptRecord] = watcher.attempts.get(pod.metadata.uid, [])
     if not records:
         # Never attempted (held at PreEnqueue): the report has a record of why.
         records = [record for record in report.records if record.pod.uid == pod.metadata.uid]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -118,3 +119,14 @@ def test_user_strings_are_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     assert "default/huge-<b>&amp;" in [row[0] for row in parsed.tables["pods"][1]]
     assert "b" not in {tag for tag, _ in parsed.tags}
     assert "huge-&lt;b&gt;&amp;amp;" in text
+
+
+def test_a_preemptors_earlier_attempt_shows_candidates_and_victims(capsys: pytest.CaptureFixture[str]) -> None:
+    _, parsed = page(capsys, CASES)
+    text = "".join(parsed.texts)
+    assert "Attempt 1, PostFilter DefaultPreemption: candidates" in text
+    assert re.search(r"n1( \(chosen\))?: victims batch/low-1; PDB violations 0", text)
+    assert re.search(r"n2( \(chosen\))?: victims batch/low-2; PDB violations 0", text)
+    assert text.count("(chosen): victims") == 1 and "Preempted for it: batch/low-" in text
+    urgent = next(row for row in parsed.tables["pods"][1] if row[0] == "default/urgent")
+    assert urgent[2] == "Scheduled"
