@@ -1,6 +1,7 @@
 """The ``kubesched`` command: thin argument handling over the library.
 
 Subcommands: ``run`` (schedule a real cluster), ``simulate`` (schedule manifests in memory),
+``explain`` (one pod, node by node, plugin by plugin: :mod:`kubesched.cli.explain`),
 ``config validate`` / ``config view``,
 ``plugins`` (what is registered, at which points), ``bench`` (scheduler_perf-style workloads) and
 ``audit verify`` / ``audit query`` (decision audit logs, :mod:`kubesched.cli.audit`).
@@ -14,38 +15,15 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import yaml
 
 from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
+from kubesched.cli.common import load_config, plugin_registry, warn
+from kubesched.cli.explain import add_explain_command
 from kubesched.errors import KubeschedError
 
-if TYPE_CHECKING:
-    from kubesched.config.types import SchedulerConfiguration
-    from kubesched.framework.runtime.registry import Registry
-
 log = logging.getLogger("kubesched")
-
-
-def _registry() -> Registry:
-    from kubesched.framework.runtime.registry import with_entry_points
-    from kubesched.plugins.registry import in_tree_registry
-
-    return with_entry_points(in_tree_registry())
-
-
-def _load_config(path: str | None, registry: Registry) -> SchedulerConfiguration:
-    from kubesched.config.loader import default_config, load_config_file
-
-    if path is None:
-        return default_config(registry)
-    return load_config_file(path, registry)
-
-
-def _warn(messages: Sequence[str]) -> None:
-    for message in messages:
-        print(f"warning: {message}", file=sys.stderr)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -54,12 +32,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from kubesched.cli.report import report_json, report_table
     from kubesched.simulation.run import simulate
 
-    registry = _registry()
-    config = _load_config(args.config, registry)
+    registry = plugin_registry()
+    config = load_config(args.config, registry)
     manifests = load_manifests(args.filename)
-    _warn(manifests.warnings)
-    _warn(config.warnings)
-    with simulation_audit(args.audit_log, args.audit_durability, args.seed) as observers:
+    warn(manifests.warnings)
+    warn(config.warnings)
+    history = None
+    if args.output == "html":
+        from kubesched.explain.run import AttemptHistory
+
+        history = AttemptHistory()
+    with simulation_audit(args.audit_log, args.audit_durability, args.seed) as audit_observers:
+        observers = [*audit_observers, history] if history is not None else audit_observers
         report = simulate(
             manifests,
             config,
@@ -70,17 +54,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             observers=observers,
         )
     if report.ignored_pods:
-        _warn(
+        warn(
             [
                 f"{len(report.ignored_pods)} pending pod(s) name no profile of this configuration; skipped: "
                 + ", ".join(report.ignored_pods[:10])
                 + (" ..." if len(report.ignored_pods) > 10 else "")
             ]
         )
+    preempted = report.cluster.preempted if report.cluster is not None else None
     if args.output == "json":
-        preempted = report.cluster.preempted if report.cluster is not None else None
         json.dump(report_json(report.records, preempted), sys.stdout, indent=2)
         sys.stdout.write("\n")
+    elif args.output == "html":
+        from kubesched.explain.html import report_html
+
+        nodes = [node.metadata.name for node in manifests.nodes]
+        attempts = history.attempts if history is not None else None
+        sys.stdout.write(report_html(report.records, config, nodes, preempted, attempts))
     else:
         print(report_table(report.records))
     return 0
@@ -92,9 +82,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kubesched.backends.kube.kubeconfig import load_connection
     from kubesched.live.run import LiveOptions, LiveScheduler, install_signal_handlers
 
-    registry = _registry()
-    config = _load_config(args.config, registry)
-    _warn(config.warnings)
+    registry = plugin_registry()
+    config = load_config(args.config, registry)
+    warn(config.warnings)
     connection = load_connection(
         args.kubeconfig or "", args.context or "", configured_kubeconfig=config.client_connection.kubeconfig
     )
@@ -123,9 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_config_validate(args: argparse.Namespace) -> int:
-    registry = _registry()
-    config = _load_config(args.file, registry)
-    _warn(config.warnings)
+    registry = plugin_registry()
+    config = load_config(args.file, registry)
+    warn(config.warnings)
     profiles = ", ".join(p.scheduler_name for p in config.profiles)
     print(f"{args.file}: valid (profiles: {profiles})")
     return 0
@@ -134,14 +124,14 @@ def cmd_config_validate(args: argparse.Namespace) -> int:
 def cmd_config_view(args: argparse.Namespace) -> int:
     from kubesched.config.loader import dump_config
 
-    registry = _registry()
-    config = _load_config(args.file, registry)
+    registry = plugin_registry()
+    config = load_config(args.file, registry)
     print(yaml.safe_dump(dump_config(config), sort_keys=False), end="")
     return 0
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    registry = _registry()
+    registry = plugin_registry()
     rows = []
     for name in sorted(registry):
         entry = registry[name]
@@ -241,7 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser("simulate", help="schedule the pending pods of manifest files in memory")
     simulate.add_argument("-f", "--filename", action="append", required=True, help="manifest file or directory")
     simulate.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
-    simulate.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    simulate.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json", "html"),
+        default="table",
+        help="table; json; html: one self-contained page, per pod a node x plugin table (default table)",
+    )
     simulate.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
     simulate.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
     simulate.add_argument(
@@ -272,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     policy_test.add_argument("paths", nargs="+", help=".rego files or directories")
     policy_test.add_argument("--data", action="append", help="data file (JSON or YAML), repeatable")
     policy_test.set_defaults(func=cmd_policy_test)
+
+    add_explain_command(commands)
 
     add_audit_commands(commands)
 

@@ -69,6 +69,7 @@ class ScheduleResult:
     plugin_scores: dict[str, IntArray] = field(default_factory=dict)
     totals: IntArray | None = None
     node_to_status: dict[str, Status] = field(default_factory=dict)
+    raw_scores: dict[str, IntArray] = field(default_factory=dict)
 
 
 class ScheduleAlgorithm:
@@ -115,6 +116,7 @@ class ScheduleAlgorithm:
             plugin_scores=outcome.per_plugin,
             totals=totals,
             node_to_status=diagnosis.node_to_status,
+            raw_scores=outcome.raw,
         )
 
     def _select_host(self, totals: IntArray) -> int:
@@ -143,6 +145,7 @@ class ScheduleAlgorithm:
             if not pre.status.is_rejected():
                 raise SchedulingError(pre.status)
             diagnosis.pre_filter_msg = pre.status.message
+            diagnosis.pre_filter_status = pre.status
             if pre.status.code is Code.PENDING:
                 diagnosis.pending_plugins.add(pre.status.plugin)
             for info in all_nodes:

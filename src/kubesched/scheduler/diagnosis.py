@@ -24,6 +24,7 @@ class Diagnosis:
     unschedulable_plugins: set[str] = field(default_factory=set)
     pending_plugins: set[str] = field(default_factory=set)
     pre_filter_msg: str = ""
+    pre_filter_status: Status | None = None  # the PreFilter rejection, with its plugin
     post_filter_msg: str = ""
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kubesched.framework.node_table import IntArray
+from kubesched.framework.preemption_report import PreemptionReport
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
 from kubesched.framework.verdict import PolicyVerdict
@@ -61,6 +62,15 @@ class AttemptRecord:
     finished_at: float = 0.0
     phases: Mapping[Phase, float] = field(default_factory=dict)
     verdicts: tuple[PolicyVerdict, ...] = ()
+    # For ``kubesched explain``: each score plugin's scores before NormalizeScore (aligned with scored_nodes),
+    # the plugins PreFilter/PreScore told to skip, the status that rejected the pod before any node was
+    # looked at (PreEnqueue: never attempted; PreFilter), and what a preemption plugin found.
+    raw_scores: Mapping[str, IntArray] = field(default_factory=dict)
+    skipped_filter_plugins: frozenset[str] = frozenset()
+    skipped_score_plugins: frozenset[str] = frozenset()
+    pre_enqueue_status: Status | None = None
+    pre_filter_status: Status | None = None
+    preemption: PreemptionReport | None = None
 
 
 class AttemptObserver(Protocol):

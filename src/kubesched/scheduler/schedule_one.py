@@ -24,6 +24,7 @@ from kubesched.clock import Clock
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ASSIGNED_POD_DELETE
 from kubesched.framework.interface import QueuedPodInfo, truncate_event_message
+from kubesched.framework.preemption_report import preemption_report_of
 from kubesched.framework.runtime.framework import Framework
 from kubesched.framework.runtime.waiting_pods import WaitingPods
 from kubesched.framework.snapshot import Snapshot
@@ -244,7 +245,13 @@ class ScheduleOne:
         targets = [attempt.chosen_node] if attempt.chosen_node else sorted(node_to_status)
         seal_verdicts(attempt.state, targets)
         self.observer.on_attempt(
-            self._record(attempt, ERROR if is_error else UNSCHEDULABLE, message=message, node_to_status=node_to_status)
+            self._record(
+                attempt,
+                ERROR if is_error else UNSCHEDULABLE,
+                message=message,
+                node_to_status=node_to_status,
+                pre_filter_status=diagnosis.pre_filter_status,
+            )
         )
 
     def _record(
@@ -256,6 +263,7 @@ class ScheduleOne:
         node_to_status: Mapping[str, Status] | None = None,
         bound_to: str | None = None,
         pod: PodInfo | None = None,
+        pre_filter_status: Status | None = None,
     ) -> AttemptRecord:
         result = attempt.result
         qpi = attempt.qpi
@@ -279,6 +287,11 @@ class ScheduleOne:
             finished_at=self.clock.now(),
             phases=dict(attempt.phases),
             verdicts=verdicts_of(attempt.state),
+            raw_scores=result.raw_scores if result is not None else {},
+            skipped_filter_plugins=frozenset(attempt.state.skip_filter_plugins),
+            skipped_score_plugins=frozenset(attempt.state.skip_score_plugins),
+            pre_filter_status=pre_filter_status,
+            preemption=preemption_report_of(attempt.state),
         )
 
     # ---- the binding cycle -------------------------------------------------------------------

@@ -110,6 +110,7 @@ async def simulate_async(
                 attempts=0,
                 message=status.message if status is not None else "not attempted",
                 finished_at=clock.now(),
+                pre_enqueue_status=status,
             )
         )
     # Ordered by the scheduling cycle of each pod's last attempt; never-attempted pods last.

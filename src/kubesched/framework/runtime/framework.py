@@ -187,10 +187,13 @@ class PreFilterOutcome:
 
 @dataclass(slots=True)
 class ScoreOutcome:
-    """Normalized (pre-weight) scores per plugin and the weighted totals, aligned with the feasible nodes."""
+    """Normalized (pre-weight) scores per plugin and the weighted totals, aligned with the feasible nodes;
+    ``raw`` holds each plugin's scores before NormalizeScore (the same array as ``per_plugin`` for a plugin
+    without one), for ``kubesched explain``."""
 
     per_plugin: dict[str, IntArray]
     totals: IntArray
+    raw: dict[str, IntArray] = field(default_factory=dict)
 
 
 class Framework(ContextHandle):
@@ -605,6 +608,7 @@ class Framework(ContextHandle):
         """Score, normalize and weight every non-skipped plugin over the feasible nodes in ``batch``."""
         totals = np.zeros(len(batch), dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
+        raw: dict[str, IntArray] = {}
         metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for entry in self.score_plugins:
             if entry.name in state.skip_score_plugins:
@@ -620,7 +624,10 @@ class Framework(ContextHandle):
                         dtype=np.int64,
                         count=len(batch),
                     )
+                raw[entry.name] = scores
                 if entry.normalizer is not None:
+                    # NormalizeScore works in place; one small copy keeps the raw scores to explain.
+                    raw[entry.name] = scores.copy()
                     status = (
                         entry.normalizer.normalize_score(state, pod, scores)
                         if metrics is None
@@ -646,7 +653,7 @@ class Framework(ContextHandle):
                 )
             per_plugin[entry.name] = scores
             totals += scores * entry.weight
-        return ScoreOutcome(per_plugin, totals)
+        return ScoreOutcome(per_plugin, totals, raw)
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None

@@ -33,6 +33,7 @@ from kubesched.api.objects import Pod, PodDisruptionBudget
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ASSIGNED_POD_DELETE, AnyObject, ClusterEventWithHint, QueueingHint
 from kubesched.framework.interface import NodeToStatus, PostFilterResult
+from kubesched.framework.preemption_report import PreemptionCandidate, PreemptionReport, record_preemption
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
@@ -185,13 +186,14 @@ class DefaultPreemption:
         if not all_nodes:
             return None, Status.error("no nodes available")
         candidates, statuses, errors = self.find_candidates(state, pod, all_nodes, node_to_status)
+        best = select_candidate(candidates)
+        _report(state, candidates, best, statuses)
         if not candidates:
             if errors:
                 return None, _aggregate(errors)
             # Empty nomination: the pod's old one, if any, did not help either.
             return PostFilterResult(""), Status(Code.UNSCHEDULABLE, preemption_fit_error(len(all_nodes), statuses))
 
-        best = select_candidate(candidates)
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, NO_CANDIDATE_NODE)
         log.debug("the target node for the preemption is determined", extra={"node": best.name, "pod": pod.key})
@@ -317,6 +319,23 @@ class DefaultPreemption:
             # Reprieving went group by group; victims are reported most important first.
             victims.sort(key=importance_key)
         return victims, violations, None
+
+
+def _report(
+    state: CycleState, candidates: Sequence[Candidate], best: Candidate | None, statuses: Mapping[str, Status]
+) -> None:
+    """Leave what the dry run found in the cycle state for the attempt record (``kubesched explain``)."""
+    record_preemption(
+        state,
+        PreemptionReport(
+            plugin=names.DEFAULT_PREEMPTION,
+            candidates=tuple(
+                PreemptionCandidate(c.name, tuple(v.key for v in c.victims), c.num_pdb_violations) for c in candidates
+            ),
+            chosen=best.name if best is not None and best.name else None,
+            not_candidates={node: status.message for node, status in statuses.items()},
+        ),
+    )
 
 
 class _ExtensionError(Exception):

@@ -1,0 +1,34 @@
+"""What every ``kubesched`` command that schedules needs: the plugin registry, the configuration, warnings.
+
+Used by :mod:`kubesched.cli.main` and :mod:`kubesched.cli.explain`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubesched.config.types import SchedulerConfiguration
+    from kubesched.framework.runtime.registry import Registry
+
+
+def plugin_registry() -> Registry:
+    from kubesched.framework.runtime.registry import with_entry_points
+    from kubesched.plugins.registry import in_tree_registry
+
+    return with_entry_points(in_tree_registry())
+
+
+def load_config(path: str | None, registry: Registry) -> SchedulerConfiguration:
+    from kubesched.config.loader import default_config, load_config_file
+
+    if path is None:
+        return default_config(registry)
+    return load_config_file(path, registry)
+
+
+def warn(messages: Sequence[str]) -> None:
+    for message in messages:
+        print(f"warning: {message}", file=sys.stderr)

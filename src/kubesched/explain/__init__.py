@@ -1,0 +1,1 @@
+"""Why each pod went where it went: per node, per plugin (``kubesched explain``, ``simulate -o html``)."""
