@@ -25,6 +25,7 @@ def make_pvc(
     access_modes: Sequence[str] = ("ReadWriteOnce",),
     owner_pod: tuple[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
+    phase: str = "",
 ) -> PersistentVolumeClaim:
     """A claim; ``owner_pod`` = (pod name, pod uid) makes the pod its controller (a generic ephemeral volume's)."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
@@ -39,7 +40,9 @@ def make_pvc(
         spec["volumeName"] = volume_name
     if storage_class is not None:
         spec["storageClassName"] = storage_class
-    raw = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+    raw: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+    if phase:
+        raw["status"] = {"phase": phase}
     return PersistentVolumeClaim.from_dict(raw, f"make_pvc: PersistentVolumeClaim {namespace}/{name}")
 
 
@@ -50,9 +53,12 @@ def make_pv(
     source: Mapping[str, Any] | None = None,
     labels: Mapping[str, str] | None = None,
     storage_class: str = "",
+    claim: tuple[str, str] | None = None,
+    phase: str = "",
 ) -> PersistentVolume:
     """A volume with a CSI source (``csi`` = (driver, volume handle)) or another ``spec`` source as written
-    (``source`` = e.g. ``{"awsElasticBlockStore": {"volumeID": "vol-1"}}``)."""
+    (``source`` = e.g. ``{"awsElasticBlockStore": {"volumeID": "vol-1"}}``); ``claim`` = (namespace, name) of
+    the claim it is bound to (``spec.claimRef``)."""
     metadata: dict[str, Any] = {"name": name}
     if labels:
         metadata["labels"] = dict(labels)
@@ -63,7 +69,11 @@ def make_pv(
         spec.update(source)
     if storage_class:
         spec["storageClassName"] = storage_class
-    raw = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": metadata, "spec": spec}
+    if claim is not None:
+        spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
+    raw: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": metadata, "spec": spec}
+    if phase:
+        raw["status"] = {"phase": phase}
     return PersistentVolume.from_dict(raw, f"make_pv: PersistentVolume {name}")
 
 

@@ -189,8 +189,7 @@ class VolumeRestrictions:
         found = state.get(PRE_FILTER_STATE_KEY, _PreFilterState)
         if found is None:
             return self._missing_state()
-        # By claim name only, as upstream's conflictingPVCRefCountForPod (victims share the pod's namespace
-        # whenever they can hold its claim).
+        # By claim name only, as upstream's conflictingPVCRefCountForPod.
         try:
             volumes = self._volumes(other.pod)
         except ManifestError as exc:
