@@ -169,7 +169,8 @@ class VolumeRestrictions:
                 try:
                     volumes = self._volumes(other.pod)
                 except ManifestError:
-                    # A placed pod with a malformed volume cannot be using a claim we could name.
+                    # The API server would have refused such a pod; one bad placed pod must not fail every
+                    # pod's cycle, so it counts as using no claim.
                     continue
                 used.update(v.claim_name for v in volumes if v.claim_name is not None and v.claim_name in claims)
                 if len(used) == len(claims):
