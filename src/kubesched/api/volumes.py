@@ -244,7 +244,10 @@ def translate_in_tree(source: InTreeSource, pv_labels: Mapping[str, str] | None 
     if driver is None:
         return None
     if source.plugin == AWS_EBS_PLUGIN:
-        return driver, _ebs_volume_id(source.ident)
+        try:
+            return driver, _ebs_volume_id(source.ident)
+        except TranslationError as exc:
+            raise TranslationError(f"failed to translate Kubernetes ID to EBS Volume ID {exc}") from None
     if source.plugin == GCE_PD_PLUGIN:
         return driver, _gce_handle(source.ident, pv_labels)
     if source.plugin == AZURE_DISK_PLUGIN:

@@ -505,7 +505,8 @@ def test_inline_volume_that_cannot_be_translated_is_an_error_where_migration_is_
     status = plugin.filter(state, pod, snapshot.node_infos[0])
     assert status == Status(
         Code.ERROR,
-        "converting volume(v0) from inline to csi: Invalid format for AWS volume (aws://us-east-1a/not-a-volume)",
+        "converting volume(v0) from inline to csi: failed to translate Kubernetes ID to EBS Volume ID "
+        "Invalid format for AWS volume (aws://us-east-1a/not-a-volume)",
     )
 
 
