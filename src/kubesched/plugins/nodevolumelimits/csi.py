@@ -24,8 +24,10 @@ has no VolumeAttachment lister, so none are counted) and the alpha VolumeLimitSc
 ``preventPodSchedulingIfMissing`` (off by default in v1.35).
 
 Who calls it: the framework (default profile, preFilter/filter). PreFilter returns Skip for pods with no
-volume that could count, resolves the pod's claims once, and keeps a per-cycle memo of the other pods'
-volumes; Filter only applies the node's CSINode. The batch Filter loops over the candidates' NodeInfos.
+volume that could count and resolves the pod's claims once; Filter resolves each placed pod's volumes once per
+cycle (a memo in the cycle state) and applies the node's CSINode. The batch Filter loops over the candidates'
+NodeInfos. Queueing hints: CSINode added or a limit raised, a placed pod with such volumes deleted, a claim the
+pod names added (no backend delivers storage events yet, so such pods wait for the unschedulable timeout).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ Two rules, as kube-scheduler v1.35 has them:
   preemption simulates adding or removing pods.
 
 PreFilter returns Skip when the pod has no in-tree disk to check and none of its ReadWriteOncePod claims is in
-use. Who calls it: the framework (built from the registry for the default profile's preFilter/filter).
+use. Queueing hints: a pod deleted that held a conflicting disk or one of the pod's claims, a node added, a claim
+the pod names added (no backend delivers claim events yet). Who calls it: the framework (built from the
+registry for the default profile's preFilter/filter).
 The batch Filter loops over the candidates' NodeInfos: conflicts depend on the pods on each node, and the
 Skip keeps this path rare.
 """
