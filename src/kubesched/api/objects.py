@@ -343,6 +343,8 @@ class PodSpec:
     affinity: Mapping[str, Any] | None = None
     topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
     resource_claims: tuple[PodResourceClaim, ...] = ()
+    # Kept as given (each a mapping with a name): the volume plugins read the sources they care about.
+    volumes: tuple[Mapping[str, Any], ...] = ()
     # Pod-level ``spec.resources.requests`` (PodLevelResources, on by default since v1.34), only the
     # resources that may be set there, after the API server's defaulting (see _pod_level_requests).
     pod_level_requests: dict[str, int] = field(default_factory=dict)
@@ -401,6 +403,10 @@ class PodSpec:
                 for i, item in enumerate(f.sequence(obj, "resourceClaims", where, path))
             ),
             pod_level_requests=_pod_level_requests(obj, app + init, where, path),
+            volumes=tuple(
+                f.item_mapping(item, where, f"{path}.volumes[{i}]")
+                for i, item in enumerate(f.sequence(obj, "volumes", where, path))
+            ),
         )
 
 

@@ -29,6 +29,7 @@ from kubesched.plugins.noderesources import (
     NodeResourcesFitArgs,
 )
 from kubesched.plugins.nodeunschedulable import NodeUnschedulable
+from kubesched.plugins.nodevolumelimits import CSILimits
 from kubesched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs
 from kubesched.plugins.queuesort import PrioritySort
 from kubesched.plugins.schedulinggates import SchedulingGates
@@ -37,6 +38,7 @@ from kubesched.plugins.security.compliance_score import ComplianceScore, Complia
 from kubesched.plugins.security.security_audit_filter import BatchedSecurityAuditFilter, new_security_audit_filter
 from kubesched.plugins.security.security_audit_permit import SecurityAuditPermit
 from kubesched.plugins.tainttoleration import TaintToleration
+from kubesched.plugins.volumerestrictions import VolumeRestrictions
 
 
 def in_tree_registry() -> Registry:
@@ -50,12 +52,8 @@ def in_tree_registry() -> Registry:
         names.NODE_AFFINITY: PluginRegistration.of(names.NODE_AFFINITY, NodeAffinity, args_type=NodeAffinityArgs),
         names.NODE_PORTS: PluginRegistration.of(names.NODE_PORTS, NodePorts),
         names.NODE_RESOURCES_FIT: PluginRegistration.of(names.NODE_RESOURCES_FIT, Fit, args_type=NodeResourcesFitArgs),
-        names.VOLUME_RESTRICTIONS: PluginRegistration.planned(
-            names.VOLUME_RESTRICTIONS, ("preFilter", "filter"), "Volumes that can be mounted by one pod only"
-        ),
-        names.NODE_VOLUME_LIMITS: PluginRegistration.planned(
-            names.NODE_VOLUME_LIMITS, ("preFilter", "filter"), "CSI volume limits per node"
-        ),
+        names.VOLUME_RESTRICTIONS: PluginRegistration.of(names.VOLUME_RESTRICTIONS, VolumeRestrictions),
+        names.NODE_VOLUME_LIMITS: PluginRegistration.of(names.NODE_VOLUME_LIMITS, CSILimits),
         names.VOLUME_BINDING: PluginRegistration.planned(
             names.VOLUME_BINDING,
             ("preFilter", "filter", "reserve", "preBind", "preScore", "score"),

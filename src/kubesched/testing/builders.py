@@ -272,6 +272,15 @@ class PodBuilder:
         self._spec.setdefault("resourceClaims", []).append(entry)
         return self
 
+    def volume(self, volume: Mapping[str, Any]) -> Self:
+        """Append one ``spec.volumes`` entry as written (e.g. ``{"name": "v", "gcePersistentDisk": {...}}``)."""
+        self._spec.setdefault("volumes", []).append(copy.deepcopy(dict(volume)))
+        return self
+
+    def pvc(self, claim_name: str, *, name: str | None = None) -> Self:
+        """Append a ``persistentVolumeClaim`` volume (named after the claim unless ``name`` is given)."""
+        return self.volume({"name": name or claim_name, "persistentVolumeClaim": {"claimName": claim_name}})
+
     # status
     def nominated(self, node_name: str) -> Self:
         self._status["nominatedNodeName"] = node_name

@@ -77,6 +77,8 @@ def test_default_config_loads_with_the_in_tree_registry() -> None:
         names.NODE_AFFINITY,
         names.NODE_PORTS,
         names.NODE_RESOURCES_FIT,
+        names.VOLUME_RESTRICTIONS,
+        names.NODE_VOLUME_LIMITS,
         names.POD_TOPOLOGY_SPREAD,
         names.INTER_POD_AFFINITY,
         names.DYNAMIC_RESOURCES,
