@@ -21,6 +21,13 @@ class EventResource(enum.Enum):
     ASSIGNED_POD = "AssignedPod"
     UNSCHEDULED_POD = "UnschedulablePod"
     NODE = "Node"
+    # Storage kinds, spelled as kube-scheduler spells them (the volume plugins register for these).
+    PERSISTENT_VOLUME = "PersistentVolume"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    STORAGE_CLASS = "storage.k8s.io/StorageClass"
+    CSI_NODE = "storage.k8s.io/CSINode"
+    CSI_DRIVER = "storage.k8s.io/CSIDriver"
+    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     WILDCARD = "*"
 
 

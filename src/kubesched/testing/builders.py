@@ -273,6 +273,20 @@ class PodBuilder:
         return self
 
     # status
+    def volume(self, volume: Mapping[str, Any]) -> Self:
+        """Append a ``spec.volumes`` entry as written (it must have a ``name``)."""
+        self._spec.setdefault("volumes", []).append(dict(volume))
+        return self
+
+    def pvc(self, claim: str, *, volume: str = "") -> Self:
+        """A ``persistentVolumeClaim`` volume (named after the claim unless ``volume`` is given)."""
+        return self.volume({"name": volume or claim, "persistentVolumeClaim": {"claimName": claim}})
+
+    def ephemeral_volume(self, name: str, *, storage: str = "1Gi") -> Self:
+        """A generic ephemeral volume; its claim is ``<pod>-<name>``."""
+        template = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}}
+        return self.volume({"name": name, "ephemeral": {"volumeClaimTemplate": template}})
+
     def nominated(self, node_name: str) -> Self:
         self._status["nominatedNodeName"] = node_name
         return self
