@@ -148,3 +148,47 @@ def test_missing_claim_fails_in_prefilter_with_upstreams_message(run_async: Runn
             await scheduler.close()
 
     run_async(scenario())
+
+
+def test_simulated_bind_volumes_refuses_read_only_listers_and_foreign_claim_refs(run_async: Runner) -> None:
+    from kubesched.framework.interface import ApiError
+    from kubesched.framework.listers import Listers
+
+    class ReadOnly:
+        """A lister that is not one of the simulated cluster's stores."""
+
+        def get(self, name: str) -> None:
+            return None
+
+        def list(self) -> tuple[()]:
+            return ()
+
+    pod = claimant("p", "c1")
+    volume = make_pv("pv-a").obj()
+    claim = make_pvc("c1").obj()
+
+    async def scenario() -> None:
+        empty = Listers.empty()
+        frozen = SimulatedCluster(
+            VirtualClock(),
+            listers=Listers(**{**{f: getattr(empty, f) for f in Listers.__slots__}, "persistent_volumes": ReadOnly()}),
+        )
+        try:
+            await frozen.bind_volumes(pod, "node-a", [(volume, claim)], [])
+        except ApiError as exc:
+            assert "read-only" in str(exc)
+        else:
+            raise AssertionError("expected ApiError")
+
+        stores = ListerStores()
+        stores.persistent_volumes.add(make_pv("pv-a").claim_ref("someone-else").obj())
+        stores.persistent_volume_claims.add(claim)
+        cluster = SimulatedCluster(VirtualClock(), listers=stores.listers())
+        try:
+            await cluster.bind_volumes(pod, "node-a", [(volume, claim)], [])
+        except ApiError as exc:
+            assert "already bound to claim default/someone-else" in str(exc)
+        else:
+            raise AssertionError("expected ApiError")
+
+    run_async(scenario())
