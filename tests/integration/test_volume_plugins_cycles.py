@@ -18,7 +18,7 @@ from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.builders import make_node, make_pod
-from kubesched.testing.storage_builders import make_csi_node, make_pv, make_pvc
+from kubesched.testing.storage_builders import make_csi_node, pv_object, pvc_object
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 EBS = "ebs.csi.aws.com"
@@ -39,8 +39,8 @@ def bound_pair(
     name: str, *, access_modes: Sequence[str] = ("ReadWriteOnce",)
 ) -> tuple[PersistentVolume, PersistentVolumeClaim]:
     """A CSI volume and the claim bound to it, as the PV controller leaves them."""
-    pv = make_pv(f"pv-{name}", csi=(EBS, f"vol-{name}"), claim=("default", name), phase="Bound")
-    claim = make_pvc(
+    pv = pv_object(f"pv-{name}", csi=(EBS, f"vol-{name}"), claim=("default", name), phase="Bound")
+    claim = pvc_object(
         name,
         volume_name=f"pv-{name}",
         access_modes=access_modes,

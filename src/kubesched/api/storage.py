@@ -173,6 +173,9 @@ class PersistentVolume:
     csi: CSIPersistentVolumeSource | None
     phase: str
     raw: Mapping[str, Any]
+    # ``spec.volumeAttributesClassName`` ("" for none): FindMatchingVolume pairs a claim only with a volume
+    # of the same VolumeAttributesClass (GA in v1.34).
+    volume_attributes_class_name: str = ""
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str) -> Self:
@@ -207,6 +210,7 @@ class PersistentVolume:
             csi=CSIPersistentVolumeSource.from_dict(csi, where) if csi is not None else None,
             phase=_phase(obj, where, PV_PHASES),
             raw=obj,
+            volume_attributes_class_name=f.string(spec, "volumeAttributesClassName", where, "spec"),
         )
 
     @property
@@ -236,6 +240,7 @@ class PersistentVolumeClaim:
     selector: LabelSelector | None
     phase: str
     raw: Mapping[str, Any]
+    volume_attributes_class_name: str = ""
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str) -> Self:
@@ -254,6 +259,7 @@ class PersistentVolumeClaim:
             selector=LabelSelector.from_dict(selector, where, path="spec.selector") if selector is not None else None,
             phase=_phase(obj, where, PVC_PHASES),
             raw=obj,
+            volume_attributes_class_name=f.string(spec, "volumeAttributesClassName", where, "spec"),
         )
 
     @property

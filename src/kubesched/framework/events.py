@@ -28,6 +28,8 @@ class EventResource(enum.Enum):
     STORAGE_CLASS = "storage.k8s.io/StorageClass"
     CSI_NODE = "storage.k8s.io/CSINode"
     VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
+    CSI_DRIVER = "storage.k8s.io/CSIDriver"
+    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     WILDCARD = "*"
 
 

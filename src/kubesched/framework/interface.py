@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kubesched.api.objects import Pod
+from kubesched.api.storage import PersistentVolume, PersistentVolumeClaim
 from kubesched.clock import Clock
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ClusterEventWithHint
@@ -236,6 +237,18 @@ class ClusterClient(Protocol):
     async def clear_nominated_node_name(self, pod: Pod) -> None:
         """Remove ``status.nominatedNodeName`` from a pending pod (nothing to do if it has none or is gone);
         raises :class:`ApiError`."""
+        ...
+
+    async def bind_volumes(
+        self,
+        pod: Pod,
+        node_name: str,
+        bindings: Sequence[tuple[PersistentVolume, PersistentVolumeClaim]],
+        provisions: Sequence[PersistentVolumeClaim],
+    ) -> None:
+        """VolumeBinding's PreBind: bind each (volume, claim) pair (the volume carries the ``claimRef`` to
+        write) and have each claim provisioned on ``node_name`` (it carries the ``selected-node``
+        annotation); return once the claims are bound. Raises :class:`ApiError` when that cannot be done."""
         ...
 
 

@@ -38,7 +38,9 @@ from kubesched.plugins.security.compliance_score import ComplianceScore, Complia
 from kubesched.plugins.security.security_audit_filter import BatchedSecurityAuditFilter, new_security_audit_filter
 from kubesched.plugins.security.security_audit_permit import SecurityAuditPermit
 from kubesched.plugins.tainttoleration import TaintToleration
+from kubesched.plugins.volumebinding import VolumeBinding, VolumeBindingArgs
 from kubesched.plugins.volumerestrictions import VolumeRestrictions
+from kubesched.plugins.volumezone import VolumeZone
 
 
 def in_tree_registry() -> Registry:
@@ -54,14 +56,8 @@ def in_tree_registry() -> Registry:
         names.NODE_RESOURCES_FIT: PluginRegistration.of(names.NODE_RESOURCES_FIT, Fit, args_type=NodeResourcesFitArgs),
         names.VOLUME_RESTRICTIONS: PluginRegistration.of(names.VOLUME_RESTRICTIONS, VolumeRestrictions),
         names.NODE_VOLUME_LIMITS: PluginRegistration.of(names.NODE_VOLUME_LIMITS, CSILimits),
-        names.VOLUME_BINDING: PluginRegistration.planned(
-            names.VOLUME_BINDING,
-            ("preFilter", "filter", "reserve", "preBind", "preScore", "score"),
-            "Binds PersistentVolumeClaims to volumes the node can reach",
-        ),
-        names.VOLUME_ZONE: PluginRegistration.planned(
-            names.VOLUME_ZONE, ("preFilter", "filter"), "Volumes' zone labels must match the node's"
-        ),
+        names.VOLUME_BINDING: PluginRegistration.of(names.VOLUME_BINDING, VolumeBinding, args_type=VolumeBindingArgs),
+        names.VOLUME_ZONE: PluginRegistration.of(names.VOLUME_ZONE, VolumeZone),
         names.POD_TOPOLOGY_SPREAD: PluginRegistration.of(
             names.POD_TOPOLOGY_SPREAD, PodTopologySpread, args_type=PodTopologySpreadArgs
         ),

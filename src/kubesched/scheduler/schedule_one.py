@@ -185,7 +185,8 @@ class ScheduleOne:
             )
             if post_status.code is Code.ERROR:
                 log.error("PostFilter for %s failed: %s", attempt.qpi.pod_info.key, post_status.message)
-            elif post_status.message and post_status.code is not Code.SUCCESS:
+            # Upstream keeps the PostFilter message whatever its code, an error's text included.
+            if post_status.message and post_status.code is not Code.SUCCESS:
                 diagnosis.post_filter_msg = post_status.message
             if post_result is not None:
                 nominated = post_result.nominated_node_name

@@ -281,6 +281,11 @@ class PodBuilder:
         """Append a ``persistentVolumeClaim`` volume (named after the claim unless ``name`` is given)."""
         return self.volume({"name": name or claim_name, "persistentVolumeClaim": {"claimName": claim_name}})
 
+    def ephemeral_volume(self, name: str, *, storage: str = "1Gi") -> Self:
+        """A generic ephemeral volume; its claim is ``<pod>-<name>``."""
+        template = {"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}}
+        return self.volume({"name": name, "ephemeral": {"volumeClaimTemplate": template}})
+
     # status
     def nominated(self, node_name: str) -> Self:
         self._status["nominatedNodeName"] = node_name

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from kubesched.api.objects import Node, Pod
+from kubesched.api.storage import PersistentVolume, PersistentVolumeClaim
 from kubesched.clock import Clock, VirtualClock
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import (
@@ -84,6 +85,8 @@ class RecordingClient:
         self.bindings: list[tuple[str, str]] = []
         self.preemptions: list[tuple[str, str]] = []  # (victim key, preemptor key)
         self.cleared_nominations: list[str] = []
+        # (pod key, node, [(volume, claim key)], [claim key to provision]) per bind_volumes call.
+        self.volume_bindings: list[tuple[str, str, list[tuple[str, str]], list[str]]] = []
 
     async def bind(self, pod: Pod, node_name: str) -> None:
         if self.fail_with is not None:
@@ -99,6 +102,19 @@ class RecordingClient:
         if self.fail_with is not None:
             raise self.fail_with
         self.cleared_nominations.append(pod.key)
+
+    async def bind_volumes(
+        self,
+        pod: Pod,
+        node_name: str,
+        bindings: Sequence[tuple[PersistentVolume, PersistentVolumeClaim]],
+        provisions: Sequence[PersistentVolumeClaim],
+    ) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.volume_bindings.append(
+            (pod.key, node_name, [(pv.name, pvc.key) for pv, pvc in bindings], [pvc.key for pvc in provisions])
+        )
 
 
 class RecordingEventRecorder:

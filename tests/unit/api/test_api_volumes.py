@@ -20,7 +20,7 @@ from kubesched.api.volumes import (
 )
 from kubesched.errors import ManifestError
 from kubesched.testing.builders import make_pod
-from kubesched.testing.storage_builders import make_pv
+from kubesched.testing.storage_builders import pv_object
 
 
 def one(volume: dict[str, Any]) -> PodVolume:
@@ -91,7 +91,7 @@ def test_malformed_entries_name_the_pod_and_field(volume: dict[str, Any], field:
 
 
 def test_pv_in_tree_source() -> None:
-    assert pv_in_tree_source(make_pv("a", csi=("d", "h"))) is None
-    pv = make_pv("b", source={"awsElasticBlockStore": {"volumeID": "vol-9"}})
+    assert pv_in_tree_source(pv_object("a", csi=("d", "h"))) is None
+    pv = pv_object("b", source={"awsElasticBlockStore": {"volumeID": "vol-9"}})
     assert pv_in_tree_source(pv) == InTreeSource(AWS_EBS_PLUGIN, "vol-9")
-    assert pv_in_tree_source(make_pv("c", source={"hostPath": {"path": "/tmp"}})) is None
+    assert pv_in_tree_source(pv_object("c", source={"hostPath": {"path": "/tmp"}})) is None

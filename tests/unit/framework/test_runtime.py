@@ -472,6 +472,12 @@ def test_nominated_pod_add_pod_failure_is_an_error() -> None:
             Status(Code.ERROR, 'running PostFilter plugin "A": kaboom'),
             id="raising",
         ),
+        pytest.param(
+            {("A", "postFilter"): (None, Status(Code.ERROR, "not found"))},
+            None,
+            Status(Code.ERROR, "not found"),
+            id="error-status-keeps-the-plugins-text",
+        ),
     ],
 )
 def test_post_filter(script: dict[tuple[str, str], object], nominated: str | None, status: Status) -> None:

@@ -79,6 +79,8 @@ def test_default_config_loads_with_the_in_tree_registry() -> None:
         names.NODE_RESOURCES_FIT,
         names.VOLUME_RESTRICTIONS,
         names.NODE_VOLUME_LIMITS,
+        names.VOLUME_BINDING,
+        names.VOLUME_ZONE,
         names.POD_TOPOLOGY_SPREAD,
         names.INTER_POD_AFFINITY,
         names.DYNAMIC_RESOURCES,
@@ -89,6 +91,8 @@ def test_default_config_loads_with_the_in_tree_registry() -> None:
         names.TAINT_TOLERATION: 3,
         names.NODE_AFFINITY: 2,
         names.NODE_RESOURCES_FIT: 1,
+        # Implicit weight 1, as upstream; its PreScore skips without the StorageCapacityScoring gate.
+        names.VOLUME_BINDING: 1,
         names.POD_TOPOLOGY_SPREAD: 2,
         names.INTER_POD_AFFINITY: 2,
         names.NODE_RESOURCES_BALANCED_ALLOCATION: 1,

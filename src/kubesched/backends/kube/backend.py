@@ -23,16 +23,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesched.api.objects import DEFAULT_SCHEDULER_NAME, ObjectMeta, Pod, PodSpec, PodStatus
+from kubesched.api.storage import PersistentVolume, PersistentVolumeClaim
 from kubesched.backends.base import ClusterEventHandler
 from kubesched.backends.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
 from kubesched.backends.kube.errors import KubeApiError
 from kubesched.backends.kube.informers import Informers
 from kubesched.backends.kube.writers import EventWriter, StatusWriter, rfc3339
 from kubesched.clock import Clock
+from kubesched.framework.interface import ApiError
 from kubesched.framework.listers import Listers, ListerStores
 
 log = logging.getLogger(__name__)
@@ -167,6 +169,23 @@ class KubeBackend:
             if error.status == 404:
                 return
             raise
+
+    async def bind_volumes(
+        self,
+        pod: Pod,
+        node_name: str,
+        bindings: Sequence[tuple[PersistentVolume, PersistentVolumeClaim]],
+        provisions: Sequence[PersistentVolumeClaim],
+    ) -> None:
+        # Upstream updates each PV's claimRef and each claim's selected-node annotation, then polls until the
+        # PV controller has bound them (bindTimeoutSeconds). kubesched does not write volumes or claims yet:
+        # refuse loudly (the pod's cycle fails with this error and is retried) rather than bind the pod to a
+        # node its volumes were never bound for.
+        wanted = [pvc.key for _, pvc in bindings] + [pvc.key for pvc in provisions]
+        raise ApiError(
+            f"live volume binding is not supported by kubesched yet (pod {pod.key} needs claims "
+            f"{', '.join(wanted)} bound on node {node_name!r})"
+        )
 
     def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
         self.events.record(pod, event_type, reason, action, message)

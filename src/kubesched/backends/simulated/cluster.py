@@ -3,21 +3,31 @@
 Holds the nodes and pods loaded from manifests, applies bindings the way the API server's binding
 subresource does (sets ``spec.nodeName`` and the PodScheduled=True condition), evicts preemption victims
 (the DisruptionTarget condition, then the delete, with no grace period) and tells the scheduler about every
-change, like an informer. Events and conditions the scheduler writes are kept
+change, like an informer. It also binds volumes for VolumeBinding's PreBind (``bind_volumes``), playing
+the PV controller and an instant provisioner. Events and conditions the scheduler writes are kept
 for the report. Nothing here sleeps: with a virtual clock a simulation runs as fast as it can.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kubesched.api.objects import Node, Pod
+from kubesched.api.objects import Node, ObjectMeta, Pod, object_uid
+from kubesched.api.storage import (
+    ANN_BIND_COMPLETED,
+    ANN_SELECTED_NODE,
+    ClaimReference,
+    PersistentVolume,
+    PersistentVolumeClaim,
+)
 from kubesched.backends.base import ClusterEventHandler
 from kubesched.clock import Clock
 from kubesched.framework.interface import ApiError
-from kubesched.framework.listers import Listers
+from kubesched.framework.listers import ClusterStore, Listers, NamespacedStore
+
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,8 @@ class SimulatedCluster:
         # "preempted"); the DisruptionTarget condition each victim got before it was deleted, by victim uid.
         self.preempted: dict[str, list[str]] = {}
         self.disruption_conditions: dict[str, dict[str, Any]] = {}
+        # (pod key, claim key, volume name) for every claim VolumeBinding's PreBind bound, in order.
+        self.volume_bindings: list[tuple[str, str, str]] = []
 
     def subscribe(self, handler: ClusterEventHandler) -> None:
         self._handlers.append(handler)
@@ -123,6 +135,64 @@ class SimulatedCluster:
             return
         self.update_pod(replace(current, status=replace(current.status, nominated_node_name="")))
 
+    async def bind_volumes(
+        self,
+        pod: Pod,
+        node_name: str,
+        bindings: Sequence[tuple[PersistentVolume, PersistentVolumeClaim]],
+        provisions: Sequence[PersistentVolumeClaim],
+    ) -> None:
+        """VolumeBinding's PreBind, done at once: the simulation is API server, PV controller and provisioner.
+
+        A static binding writes the volume's ``claimRef`` and marks volume and claim Bound (the claim with
+        ``volumeName`` and ``bind-completed``, as the PV controller would); a claim to provision gets a new
+        volume of its class and size, named ``pvc-<claim uid>`` like external provisioners name theirs, bound
+        to it. The simulation knows no provisioner's topology, so that volume has no node affinity.
+        """
+        volumes = self.listers.persistent_volumes
+        claims = self.listers.persistent_volume_claims
+        if not isinstance(volumes, ClusterStore) or not isinstance(claims, NamespacedStore):
+            raise ApiError("the simulated cluster's volumes and claims are read-only")
+        for volume, claim in bindings:
+            current_volume = volumes.get(volume.name)
+            if current_volume is None:
+                raise ApiError(f'persistentvolumes "{volume.name}" not found')
+            ref = current_volume.claim_ref
+            if ref is not None and (ref.namespace, ref.name) != (claim.namespace, claim.name):
+                raise ApiError(
+                    f'Operation cannot be fulfilled on persistentvolumes "{volume.name}": '
+                    f"already bound to claim {ref.namespace}/{ref.name}"
+                )
+            current_claim = claims.get(claim.namespace, claim.name)
+            if current_claim is None:
+                raise ApiError(f'persistentvolumeclaims "{claim.name}" not found')
+            volumes.update(replace(current_volume, claim_ref=volume.claim_ref, phase="Bound", metadata=volume.metadata))
+            claims.update(_bound_claim(current_claim, volume.name))
+            self.volume_bindings.append((pod.key, claim.key, volume.name))
+        for claim in provisions:
+            current_claim = claims.get(claim.namespace, claim.name)
+            if current_claim is None:
+                raise ApiError(f'persistentvolumeclaims "{claim.name}" not found')
+            name = f"pvc-{current_claim.metadata.uid}"
+            volumes.add(
+                PersistentVolume(
+                    metadata=ObjectMeta(name=name, namespace="", uid=object_uid("PersistentVolume", "", name)),
+                    capacity=current_claim.storage_request,
+                    access_modes=current_claim.access_modes,
+                    storage_class_name=current_claim.class_name,
+                    volume_mode=current_claim.volume_mode,
+                    node_affinity=None,
+                    claim_ref=ClaimReference(claim.namespace, claim.name, current_claim.metadata.uid),
+                    csi=None,
+                    phase="Bound",
+                    raw={},
+                )
+            )
+            annotations = {**current_claim.metadata.annotations, ANN_SELECTED_NODE: node_name}
+            provisioned = replace(current_claim, metadata=replace(current_claim.metadata, annotations=annotations))
+            claims.update(_bound_claim(provisioned, name))
+            self.volume_bindings.append((pod.key, claim.key, name))
+
     def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
         self.events.append(
             RecordedEvent(
@@ -179,6 +249,13 @@ class SimulatedCluster:
 
     def events_for(self, namespace: str, name: str) -> list[RecordedEvent]:
         return [e for e in self.events if e.namespace == namespace and e.name == name]
+
+
+def _bound_claim(claim: PersistentVolumeClaim, volume_name: str) -> PersistentVolumeClaim:
+    annotations = {**claim.metadata.annotations, ANN_BIND_COMPLETED: "yes", ANN_BOUND_BY_CONTROLLER: "yes"}
+    return replace(
+        claim, volume_name=volume_name, phase="Bound", metadata=replace(claim.metadata, annotations=annotations)
+    )
 
 
 def _without_scheduled(pod: Pod) -> list[dict[str, Any]]:

@@ -577,7 +577,9 @@ class Framework(ContextHandle):
             if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return outcome, status.with_plugin(name)
             if status.code is not Code.UNSCHEDULABLE:
-                return None, Status.error(f'running PostFilter plugin "{name}": {status.message}', plugin=name)
+                # Upstream passes the plugin's own text on (AsStatus(s.AsError())): it ends the FailedScheduling
+                # message.
+                return None, Status(Code.ERROR, *status.reasons, plugin=name, cause=status.cause)
             reasons.extend(status.reasons)
             # A result naming no node ("") still means something: clear the pod's nomination (upstream's
             # ModeOverride); only None is a no-op.

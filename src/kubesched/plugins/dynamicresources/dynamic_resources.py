@@ -51,6 +51,18 @@ _SKIP = Status(Code.SKIP)
 _NO_CLAIMS = Status(Code.UNSCHEDULABLE, ERR_REASON_NO_CLAIMS)
 # Upstream's PostFilter for a pod with claims of which none could be freed says only "unschedulable".
 _NOTHING_TO_FREE = Status(Code.UNSCHEDULABLE)
+STATE_KEY = names.DYNAMIC_RESOURCES
+_STATE_NOT_FOUND = Status(Code.ERROR, "not found")
+
+
+class _PreFilterRan:
+    """The cycle-state marker PreFilter leaves (upstream's empty stateData for a pod without claims)."""
+
+    def clone(self) -> _PreFilterRan:
+        return self
+
+
+_PRE_FILTER_RAN = _PreFilterRan()
 
 
 def has_resource_claims(pod: PodInfo) -> bool:
@@ -75,6 +87,8 @@ class DynamicResources:
         return None
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status:
+        # Upstream records "PreFilter ran" for every pod, and PostFilter fails without that record.
+        state.write(STATE_KEY, _PRE_FILTER_RAN)
         return _UNSUPPORTED if has_resource_claims(pod) else _SKIP
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
@@ -87,6 +101,11 @@ class DynamicResources:
     def post_filter(
         self, state: CycleState, pod: PodInfo, filtered_node_status: NodeToStatus
     ) -> tuple[PostFilterResult | None, Status | None]:
+        if state.get(STATE_KEY, _PreFilterRan) is None:
+            # An earlier PreFilter plugin rejected the pod before this PreFilter ran (VolumeBinding's missing
+            # claim, say): upstream's PostFilter then fails reading its state, and the FailedScheduling
+            # message ends in that error's text, "not found" (kube-oracle v1.35.4 shows exactly that).
+            return None, _STATE_NOT_FOUND
         return None, _NOTHING_TO_FREE if has_resource_claims(pod) else _NO_CLAIMS
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:

@@ -48,6 +48,13 @@ def test_a_pod_without_claims_passes_through_like_upstream() -> None:
     assert asyncio.run(pl.pre_bind(state, pod, "n")) is None
 
 
+def test_post_filter_fails_like_upstream_when_an_earlier_prefilter_rejected_the_pod() -> None:
+    # VolumeBinding's PreFilter (say) rejected the pod before ours ran: upstream's PostFilter cannot read its
+    # state and fails with CycleState's "not found", which then ends the FailedScheduling message.
+    _, status = plugin().post_filter(CycleState(), PodInfo(make_pod().obj()), {})
+    assert status == Status(Code.ERROR, "not found")
+
+
 @pytest.mark.parametrize(
     "pod",
     [

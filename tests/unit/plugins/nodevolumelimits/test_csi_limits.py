@@ -31,7 +31,7 @@ from kubesched.plugins.nodevolumelimits import CSILimits
 from kubesched.plugins.nodevolumelimits.csi import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, filter_nodes, filter_nodes_batch, make_cluster, pre_filter
-from kubesched.testing.storage_builders import make_csi_node, make_pv, make_pvc, make_storage_class
+from kubesched.testing.storage_builders import make_csi_node, pv_object, pvc_object, storage_class_object
 
 EBS = "ebs.csi.aws.com"
 GCE = "pd.csi.storage.gke.io"
@@ -84,8 +84,8 @@ csi_ebs_one_vol_pod = claims_pod("csi-ebs.csi.aws.com-0")
 csi_ebs_two_vol_pod = claims_pod("csi-ebs.csi.aws.com-1", "csi-ebs.csi.aws.com-2")
 in_tree_non_migratable_one_vol_pod = claims_pod("csi-kubernetes.io/hostpath-0")
 ephemeral_volume_pod = make_pod("abc").namespace("test").uid("12345").volume({"name": "xyz", "ephemeral": {}}).obj()
-ephemeral_claim = make_pvc("abc-xyz", namespace="test", storage_class=SC_NAME, owner_pod=("abc", "12345"))
-conflicting_claim = make_pvc("abc-xyz", namespace="test", storage_class=SC_NAME)
+ephemeral_claim = pvc_object("abc-xyz", namespace="test", storage_class=SC_NAME, owner_pod=("abc", "12345"))
+conflicting_claim = pvc_object("abc-xyz", namespace="test", storage_class=SC_NAME)
 ephemeral_two_volume_pod = (
     make_pod("abc")
     .namespace("test")
@@ -94,8 +94,8 @@ ephemeral_two_volume_pod = (
     .volume({"name": "y", "ephemeral": {}})
     .obj()
 )
-ephemeral_claim_x = make_pvc("abc-x", namespace="test", storage_class=SC_NAME, owner_pod=("abc", "12345II"))
-ephemeral_claim_y = make_pvc("abc-y", namespace="test", storage_class=SC_NAME, owner_pod=("abc", "12345II"))
+ephemeral_claim_x = pvc_object("abc-x", namespace="test", storage_class=SC_NAME, owner_pod=("abc", "12345II"))
+ephemeral_claim_y = pvc_object("abc-y", namespace="test", storage_class=SC_NAME, owner_pod=("abc", "12345II"))
 in_tree_inline_vol_pod = volumes_pod({"awsElasticBlockStore": {"volumeID": "aws-inline1"}})
 in_tree_inline_vol_pod_with_same_csi_volume_id = volumes_pod(
     {"awsElasticBlockStore": {"volumeID": "csi-ebs.csi.aws.com-1"}}
@@ -126,19 +126,19 @@ def fake_storage(
         for j in range(4):
             name = f"csi-{driver}-{j}"
             if driver == AWS_EBS_PLUGIN:
-                pv = make_pv(name, source={"awsElasticBlockStore": {"volumeID": name}})
+                pv = pv_object(name, source={"awsElasticBlockStore": {"volumeID": name}})
             elif driver == HOSTPATH:
-                pv = make_pv(name, source={"hostPath": {"path": "/tmp"}})
+                pv = pv_object(name, source={"hostPath": {"path": "/tmp"}})
             else:
-                pv = make_pv(name, csi=(driver, name))
+                pv = pv_object(name, csi=(driver, name))
             stores.persistent_volumes.add(pv)
-            stores.persistent_volume_claims.add(make_pvc(name, volume_name=name))
-    stores.persistent_volume_claims.add(make_pvc("csi-4", storage_class=SC_NAME))
-    stores.persistent_volume_claims.add(make_pvc("csi-5"))
-    stores.persistent_volume_claims.add(make_pvc("csi-6", storage_class=SC_NAME, volume_name="missing-in-action"))
+            stores.persistent_volume_claims.add(pvc_object(name, volume_name=name))
+    stores.persistent_volume_claims.add(pvc_object("csi-4", storage_class=SC_NAME))
+    stores.persistent_volume_claims.add(pvc_object("csi-5"))
+    stores.persistent_volume_claims.add(pvc_object("csi-6", storage_class=SC_NAME, volume_name="missing-in-action"))
     for claim in extra_claims:
         stores.persistent_volume_claims.add(claim)
-    stores.storage_classes.add(make_storage_class(SC_NAME, drivers[0]))
+    stores.storage_classes.add(storage_class_object(SC_NAME, drivers[0]))
     if csi_node is not None:
         stores.csi_nodes.add(csi_node)
     return stores
@@ -481,10 +481,10 @@ def test_portworx_needs_the_migrated_plugins_annotation() -> None:
 
 def test_in_tree_storage_class_provisioner_counts_under_its_csi_driver() -> None:
     stores = ListerStores()
-    stores.storage_classes.add(make_storage_class("gp2", AWS_EBS_PLUGIN))
-    stores.persistent_volume_claims.add(make_pvc("unbound", storage_class="gp2"))
-    stores.persistent_volume_claims.add(make_pvc("bound", volume_name="pv-1"))
-    stores.persistent_volumes.add(make_pv("pv-1", csi=(EBS, "vol-1")))
+    stores.storage_classes.add(storage_class_object("gp2", AWS_EBS_PLUGIN))
+    stores.persistent_volume_claims.add(pvc_object("unbound", storage_class="gp2"))
+    stores.persistent_volume_claims.add(pvc_object("bound", volume_name="pv-1"))
+    stores.persistent_volumes.add(pv_object("pv-1", csi=(EBS, "vol-1")))
     stores.csi_nodes.add(make_csi_node(NODE, {EBS: 1}))
     cache, snapshot = make_cluster([make_node(NODE).obj()], [placed(claims_pod("bound"))])
     plugin = CSILimits(None, PluginHandle(cache, listers=stores.listers()))
@@ -582,20 +582,22 @@ def test_is_schedulable_after_pod_deleted(deleted: Pod, want: QueueingHint) -> N
 @pytest.mark.parametrize(
     ("pod", "added", "want"),
     [
-        pytest.param(volumes_pod(namespace="ns1"), make_pvc("pvc", namespace="ns2"), QueueingHint.SKIP, id="other-ns"),
         pytest.param(
-            claims_pod("pvc1", namespace="ns1"), make_pvc("pvc1", namespace="ns1"), QueueingHint.QUEUE, id="same-pvc"
+            volumes_pod(namespace="ns1"), pvc_object("pvc", namespace="ns2"), QueueingHint.SKIP, id="other-ns"
+        ),
+        pytest.param(
+            claims_pod("pvc1", namespace="ns1"), pvc_object("pvc1", namespace="ns1"), QueueingHint.QUEUE, id="same-pvc"
         ),
         pytest.param(
             make_pod("pod1").namespace("ns1").volume({"name": "ephemeral", "ephemeral": {}}).obj(),
-            make_pvc("pod1-ephemeral", namespace="ns1"),
+            pvc_object("pod1-ephemeral", namespace="ns1"),
             QueueingHint.QUEUE,
             id="ephemeral-volume-claim",
         ),
         pytest.param(
-            claims_pod("pvc1", namespace="ns1"), make_pvc("pvc2", namespace="ns1"), QueueingHint.SKIP, id="other-pvc"
+            claims_pod("pvc1", namespace="ns1"), pvc_object("pvc2", namespace="ns1"), QueueingHint.SKIP, id="other-pvc"
         ),
-        pytest.param(volumes_pod(namespace="ns1"), make_pvc("pvc2", namespace="ns1"), QueueingHint.SKIP, id="no-pvc"),
+        pytest.param(volumes_pod(namespace="ns1"), pvc_object("pvc2", namespace="ns1"), QueueingHint.SKIP, id="no-pvc"),
     ],
 )
 def test_is_schedulable_after_pvc_added(pod: Pod, added: PersistentVolumeClaim, want: QueueingHint) -> None:

@@ -26,7 +26,7 @@ from kubesched.plugins.volumerestrictions.volume_restrictions import (
 )
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, filter_nodes, filter_nodes_batch, make_cluster, pre_filter
-from kubesched.testing.storage_builders import make_pvc
+from kubesched.testing.storage_builders import pvc_object
 
 SKIP = Status(Code.SKIP)
 DISK_CONFLICT = Status(Code.UNSCHEDULABLE, ERR_REASON_DISK_CONFLICT)
@@ -154,9 +154,9 @@ def test_read_only_and_identity_rules(mine: dict[str, Any], theirs: dict[str, An
     assert batch == per_node
 
 
-RWOP_1 = make_pvc("claim-with-rwop-1", access_modes=("ReadWriteOncePod",))
-RWOP_2 = make_pvc("claim-with-rwop-2", access_modes=("ReadWriteOncePod",))
-RWX = make_pvc("claim-with-rwx", access_modes=("ReadWriteMany",))
+RWOP_1 = pvc_object("claim-with-rwop-1", access_modes=("ReadWriteOncePod",))
+RWOP_2 = pvc_object("claim-with-rwop-2", access_modes=("ReadWriteOncePod",))
+RWX = pvc_object("claim-with-rwx", access_modes=("ReadWriteMany",))
 
 
 def claim_pod(name: str, *claims: str, node: str = "") -> Pod:
@@ -312,8 +312,8 @@ def test_is_schedulable_after_pod_deleted(pod: Pod, deleted: Pod, want: Queueing
 POD_WITH_ONE_PVC = claim_pod("pod-with-one-pvc", "claim-with-rwx-1", node="node-1")
 POD_WITH_TWO_PVCS = claim_pod("pod-with-two-pvcs", "claim-with-rwx-1", "claim-with-rwx-2", node="node-1")
 POD_IN_KUBE_SYSTEM = make_pod("pod-with-one-pvc").namespace("kube-system").pvc("claim-with-rwx-1").obj()
-PVC1 = make_pvc("claim-with-rwx-1", access_modes=("ReadWriteMany",))
-PVC2 = make_pvc("claim-with-rwx-2", access_modes=("ReadWriteMany",))
+PVC1 = pvc_object("claim-with-rwx-1", access_modes=("ReadWriteMany",))
+PVC2 = pvc_object("claim-with-rwx-2", access_modes=("ReadWriteMany",))
 
 
 @pytest.mark.parametrize(
