@@ -84,6 +84,39 @@ def test_a_new_node_makes_a_waiting_pod_schedulable(control_plane: ControlPlane,
         assert corner.pods()["waits"]["spec"]["nodeName"] == f"large-{corner.tag}"
 
 
+def test_a_claim_created_later_requeues_the_pod_that_waited_for_it(control_plane: ControlPlane, tmp_path: Path) -> None:
+    """The storage informers feed the queue's hints: a pod VolumeBinding rejected for a missing claim is tried again
+    as soon as the claim appears, not after the unschedulable pool's five-minute flush."""
+
+    def message() -> str:
+        condition = _scheduled_condition(corner.pods()["wants-claim"])
+        return "" if condition is None else str(condition.get("message", ""))
+
+    with scenario(control_plane, tmp_path) as corner:
+        corner.create(corner.node("n0"))
+        pod = corner.pod("wants-claim")
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": corner.namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+
+        async def scenario_run() -> None:
+            async with RunningScheduler(corner):
+                corner.create(pod)
+                await wait_for(lambda: 'persistentvolumeclaim "data" not found' in message(), 30)
+                status, answer = control_plane.request(
+                    "POST", f"/api/v1/namespaces/{corner.namespace}/persistentvolumeclaims", claim
+                )
+                assert status == 201, answer
+                # No StorageClass and no volume: now the claim is there but unbound, a different reason.
+                await wait_for(lambda: "pod has unbound immediate PersistentVolumeClaims" in message(), 30)
+
+        asyncio.run(scenario_run())
+
+
 def test_repeated_failures_become_one_event_series(control_plane: ControlPlane, tmp_path: Path) -> None:
     from kubesched.api.objects import Pod
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from kubesched.api.objects import Node, Pod
+from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.interface import ClusterClient, EventRecorder
 from kubesched.framework.listers import Listers
 
@@ -28,6 +29,10 @@ class ClusterEventHandler(Protocol):
     def on_pod_update(self, old: Pod, new: Pod) -> None: ...
 
     def on_pod_delete(self, pod: Pod) -> None: ...
+
+    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
+        """Another watched kind changed (the storage objects the volume plugins register events for)."""
+        ...
 
 
 class Backend(ClusterClient, EventRecorder, Protocol):

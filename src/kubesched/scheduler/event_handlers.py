@@ -1,10 +1,11 @@
 """Informer event handlers: cluster changes into the cache, the scheduling queue and the nominator.
 
-The backend (simulated cluster, later the API server's informers) calls these for every Node and Pod
-event, as kube-scheduler's ``eventhandlers.go`` does: assigned pods and nodes go to the cache; pending
-pods this scheduler is responsible for go to the queue (their nomination to the nominator); every change
-is also a cluster event that may move unschedulable pods back to the queue. Handlers never run inside a
-scheduling cycle's reads: the cycle works on its own snapshot.
+The backend (simulated cluster, the API server's informers) calls these for every Node and Pod event, and
+for changes of the storage kinds the volume plugins register, as kube-scheduler's ``eventhandlers.go``
+does: assigned pods and nodes go to the cache; pending pods this scheduler is responsible for go to the
+queue (their nomination to the nominator); every change is also a cluster event that may move
+unschedulable pods back to the queue. Handlers never run inside a scheduling cycle's reads: the cycle works
+on its own snapshot.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# kube-scheduler labels an event of another kind "<resource><action>" (e.g. "PersistentVolumeClaimAdd").
+_ACTION_LABELS = {ActionType.ADD: "Add", ActionType.UPDATE: "Update", ActionType.DELETE: "Delete"}
 
 
 class EventHandlers:
@@ -64,6 +67,11 @@ class EventHandlers:
     def on_node_delete(self, node: Node) -> None:
         self.cache.remove_node(node.metadata.name)
         self.queue.on_event(NODE_DELETE, node, None)
+
+    # ---- other kinds ---------------------------------------------------------------------------
+
+    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
+        self.queue.on_event(ClusterEvent(resource, action, f"{resource.value}{_ACTION_LABELS[action]}"), old, new)
 
     # ---- pods --------------------------------------------------------------------------------
 

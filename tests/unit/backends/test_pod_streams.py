@@ -26,6 +26,7 @@ from kubesched.api.objects import Node, Pod
 from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.informers import ASSIGNED_PODS, Informers, PodStreams, unassigned_pods_of
 from kubesched.backends.kube.reflector import Reflector
+from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.listers import ListerStores
 
 T = TypeVar("T")
@@ -82,6 +83,9 @@ class SchedulerView:
 
     def on_node_add(self, node: Node) -> None:
         self.calls.append(("node-add", node.metadata.name))
+
+    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
+        self.calls.append(("object", resource.value))
 
     def on_node_update(self, old: Node, new: Node) -> None:
         self.calls.append(("node-update", new.metadata.name))

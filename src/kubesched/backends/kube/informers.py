@@ -25,6 +25,7 @@ from kubesched.api.workloads import ReplicaSet, ReplicationController, Service, 
 from kubesched.backends.base import ClusterEventHandler
 from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.reflector import Reflector, ResourceKind
+from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.listers import ClusterStore, ListerStores, NamespacedStore
 
 log = logging.getLogger(__name__)
@@ -69,18 +70,33 @@ InvalidHandler = Callable[[str, Mapping[str, Any], Exception], None]
 
 
 class _StoreFeed(Generic[T]):
-    """A reflector handler that keeps one lister store."""
+    """A reflector handler that keeps one lister store; changes of a kind plugins register events for
+    (``resource``) are also cluster events for the queue's hints, after the store has them."""
 
-    def __init__(self, kind: str, store: ClusterStore[Any] | NamespacedStore[Any], on_invalid: InvalidHandler) -> None:
+    def __init__(
+        self,
+        kind: str,
+        store: ClusterStore[Any] | NamespacedStore[Any],
+        on_invalid: InvalidHandler,
+        events: tuple[EventResource, ClusterEventHandler] | None = None,
+    ) -> None:
         self.kind = kind
         self.store = store
         self._on_invalid = on_invalid
+        self._events = events
+
+    def _event(self, action: ActionType, old: object, new: object) -> None:
+        if self._events is not None:
+            resource, handler = self._events
+            handler.on_object_event(resource, action, old, new)
 
     def on_add(self, obj: T) -> None:
         self.store.add(obj)
+        self._event(ActionType.ADD, None, obj)
 
     def on_update(self, old: T, new: T) -> None:
         self.store.update(new)
+        self._event(ActionType.UPDATE, old, new)
 
     def on_delete(self, obj: T) -> None:
         meta = obj.metadata  # type: ignore[attr-defined]
@@ -88,6 +104,7 @@ class _StoreFeed(Generic[T]):
             self.store.delete(meta.namespace, meta.name)
         else:
             self.store.delete(meta.name)
+        self._event(ActionType.DELETE, obj, None)
 
     def on_invalid(self, raw: Mapping[str, Any], error: Exception) -> None:
         self._on_invalid(self.kind, raw, error)
@@ -185,6 +202,27 @@ class _PodStream:
         self.streams.invalid(raw, error)
 
 
+# The lister kinds whose changes the volume plugins' queueing hints wait for.
+EVENT_RESOURCES = {
+    "persistent_volumes": EventResource.PERSISTENT_VOLUME,
+    "persistent_volume_claims": EventResource.PERSISTENT_VOLUME_CLAIM,
+    "storage_classes": EventResource.STORAGE_CLASS,
+    "csi_nodes": EventResource.CSI_NODE,
+}
+
+
+def _store_feed(
+    attribute: str,
+    kind: ResourceKind,
+    stores: ListerStores,
+    handler: ClusterEventHandler,
+    on_invalid: InvalidHandler,
+) -> _StoreFeed[Any]:
+    resource = EVENT_RESOURCES.get(attribute)
+    events = None if resource is None else (resource, handler)
+    return _StoreFeed(kind.name, getattr(stores, attribute), on_invalid, events)
+
+
 class Informers:
     """Every reflector of one scheduler process; :meth:`start`, :meth:`wait_synced`, :meth:`aclose`."""
 
@@ -203,7 +241,7 @@ class Informers:
         self.reflectors: list[Reflector[Any]] = [
             Reflector(client, NODES, _NodeFeed(handler, on_invalid), **options),
             *(
-                Reflector(client, kind, _StoreFeed(kind.name, getattr(stores, attribute), on_invalid), **options)
+                Reflector(client, kind, _store_feed(attribute, kind, stores, handler, on_invalid), **options)
                 for attribute, kind in LISTER_KINDS
             ),
             Reflector(client, PODS, self.pods.assigned, field_selector=ASSIGNED_PODS, **options),
