@@ -325,6 +325,7 @@ class InterPodAffinity:
         slots = snapshot.slots
         current = snapshot.table.info_column[slots]
         seen = self._index_infos
+        changed: Iterable[int]
         if seen is None or self._index_slots is not slots or seen.shape != current.shape:
             changed = range(len(nodes))
             self._with_affinity = set()
