@@ -20,8 +20,8 @@ import statistics
 import string
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,16 @@ import yaml
 
 from kubesched.api.objects import Node, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
-from kubesched.bench.workload import Op, OpaServerSpec, Workload, WorkloadError, find_workloads, load_workload
+from kubesched.bench.checks import check_placements
+from kubesched.bench.workload import (
+    HOSTNAME_LABEL,
+    Op,
+    OpaServerSpec,
+    Workload,
+    WorkloadError,
+    find_workloads,
+    load_workload,
+)
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import default_config, load_config_dict, load_config_file
 from kubesched.config.types import SchedulerConfiguration
@@ -53,6 +62,13 @@ class BenchResult:
     p99_ms: float
     mode: str
     policy_calls: int = 0  # policy engine evaluations (batch or per node) during the measured pods
+    pending: int = 0  # pods left unbound at the end (all of them expected: expectUnschedulable or churned)
+    preempted: int = 0  # pods evicted by preemption
+    violations: list[str] = field(default_factory=list)  # what check_placements found wrong; empty is good
+
+    @property
+    def check(self) -> str:
+        return "ok" if not self.violations else f"FAILED ({len(self.violations)})"
 
 
 def _instantiate(template: Mapping[str, Any], index: int, namespace: str | None) -> dict[str, Any]:
@@ -66,41 +82,118 @@ def _instantiate(template: Mapping[str, Any], index: int, namespace: str | None)
     return obj
 
 
+class _PodFactory:
+    """Pods from templates, named ``<generateName><n>`` with ``n`` counting per (namespace, prefix), so two
+    ops with one template never collide (as generateName never does)."""
+
+    def __init__(self, workload: Workload) -> None:
+        self._workload = workload
+        self._next: dict[tuple[str, str], int] = {}
+
+    def make(self, op: Op, op_index: int, i: int) -> Pod:
+        prefix = str((op.template.get("metadata") or {}).get("generateName") or "obj-")
+        key = (op.namespace, prefix)
+        index = self._next.get(key, 0)
+        self._next[key] = index + 1
+        raw = _instantiate(op.template, index, op.namespace)
+        if op.unique_labels:
+            raw["metadata"].setdefault("labels", {})["kubesched.io/bench-index"] = str(i)
+        return Pod.from_dict(raw, f"{self._workload.source}: ops[{op_index}] pod {i}")
+
+
+def _make_node(workload: Workload, op: Op, op_index: int, index: int, i: int) -> Node:
+    raw = _instantiate(op.template, index, None)
+    if op.node_labels is not None or op.hostname_label:
+        labels = dict(raw["metadata"].get("labels") or {})
+        if op.node_labels is not None:
+            key, values = op.node_labels
+            labels[key] = values[i % len(values)]
+        if op.hostname_label:
+            labels.setdefault(HOSTNAME_LABEL, raw["metadata"]["name"])
+        raw["metadata"]["labels"] = labels
+    return Node.from_dict(raw, f"{workload.source}: ops[{op_index}] node {i}")
+
+
+async def _churn(cluster: SimulatedCluster, factory: _PodFactory, op: Op, op_index: int, created: set[str]) -> None:
+    """One pod per ``op.interval_seconds`` of wall time until cancelled (scheduler_perf's churn, create mode).
+
+    The scheduling loop hands the event loop over only every few cycles (and while bindings settle), so this
+    polls the wall clock at each hand-over and creates every pod that has come due since the last one: the
+    rate is upstream's on average, each pod at most a few cycles late."""
+    started = time.perf_counter()
+    made = 0
+    while True:
+        due = int((time.perf_counter() - started) / op.interval_seconds)
+        while made < due:
+            pod = factory.make(op, op_index, made)
+            created.add(pod.metadata.uid)
+            cluster.add_pod(pod)
+            made += 1
+        await asyncio.sleep(0)
+
+
 async def _run_async(
-    workload: Workload, registry: Registry, config: SchedulerConfiguration, use_batch: bool
+    workload: Workload,
+    registry: Registry,
+    config: SchedulerConfiguration,
+    use_batch: bool,
+    inspect: Callable[[SimulatedCluster], None] | None,
 ) -> BenchResult:
     clock = VirtualClock()
     cluster = SimulatedCluster(clock)
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=0, use_batch=use_batch)
     cluster.subscribe(scheduler.event_handlers)
+    factory = _PodFactory(workload)
     nodes = 0
     measured = scheduled = policy_calls = 0
     latencies: list[float] = []
     seconds = 0.0
+    created: set[str] = set()  # uids of pods that must end up bound (or preempted)
+    expected_pending: set[str] = set()  # uids of pods that must stay pending
+    churn: tuple[Op, int] | None = None
     try:
         for op_index, op in enumerate(workload.ops):
             if op.opcode == "createNodes":
                 for i in range(op.count):
-                    raw = _instantiate(op.template, nodes + i, None)
-                    cluster.add_node(Node.from_dict(raw, f"{workload.source}: ops[{op_index}] node {i}"))
+                    cluster.add_node(_make_node(workload, op, op_index, nodes + i, i))
                 nodes += op.count
                 continue
-            pods = _make_pods(workload, op, op_index)
-            bound_before = _bound(cluster)
+            if op.opcode == "churn":
+                churn = (op, op_index)
+                continue
+            pods = [factory.make(op, op_index, i) for i in range(op.count)]
+            (expected_pending if op.expect_unschedulable else created).update(p.metadata.uid for p in pods)
             if op.collect_metrics:
                 calls_before = _policy_calls(scheduler)
                 scheduler.cycles.attempt_latencies = latencies
                 gc.collect()
                 started = time.perf_counter()
+            churner = None
+            if churn is not None:
+                churner = asyncio.ensure_future(_churn(cluster, factory, churn[0], churn[1], expected_pending))
+                churn = None
             for pod in pods:
                 cluster.add_pod(pod)
-            await scheduler.run_until_idle(clock)
+            try:
+                await scheduler.run_until_idle(clock)
+            finally:
+                if churner is not None:
+                    churner.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await churner
             if op.collect_metrics:
                 seconds += time.perf_counter() - started
                 scheduler.cycles.attempt_latencies = None
                 measured += op.count
-                scheduled += _bound(cluster) - bound_before
+                scheduled += _bound(cluster, pods)
                 policy_calls += _policy_calls(scheduler) - calls_before
+        if churn is not None:
+            raise WorkloadError(f"{workload.source}: ops[{churn[1]}]: a churn op must come before a createPods op")
+        # Pods churned after the last drain (a timer that fired as the loop went idle) get their attempts too.
+        await scheduler.run_until_idle(clock)
+        report = check_placements(cluster, created, expected_pending)
+        if inspect is not None:
+            inspect(cluster)
     finally:
         await scheduler.close()
     latencies.sort()
@@ -115,6 +208,9 @@ async def _run_async(
         p99_ms=_percentile(latencies, 0.99) * 1000,
         mode="batch" if use_batch else "per-node",
         policy_calls=policy_calls,
+        pending=report.pending,
+        preempted=sum(len(victims) for victims in cluster.preempted.values()),
+        violations=list(report.violations),
     )
 
 
@@ -125,18 +221,10 @@ def _policy_calls(scheduler: Scheduler) -> int:
     )
 
 
-def _make_pods(workload: Workload, op: Op, op_index: int) -> list[Pod]:
-    pods = []
-    for i in range(op.count):
-        raw = _instantiate(op.template, i, op.namespace)
-        if op.unique_labels:
-            raw["metadata"].setdefault("labels", {})["kubesched.io/bench-index"] = str(i)
-        pods.append(Pod.from_dict(raw, f"{workload.source}: ops[{op_index}] pod {i}"))
-    return pods
-
-
-def _bound(cluster: SimulatedCluster) -> int:
-    return sum(1 for pod in cluster.pods.values() if pod.spec.node_name)
+def _bound(cluster: SimulatedCluster, pods: list[Pod]) -> int:
+    """How many of ``pods`` are bound now (preemption may have deleted other pods meanwhile)."""
+    current = cluster.pods
+    return sum(1 for pod in pods if (now := current.get(pod.metadata.uid)) is not None and now.spec.node_name)
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
@@ -146,14 +234,21 @@ def _percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[index]
 
 
-def run_workload(workload: Workload, *, use_batch: bool = True, registry: Registry | None = None) -> BenchResult:
+def run_workload(
+    workload: Workload,
+    *,
+    use_batch: bool = True,
+    registry: Registry | None = None,
+    inspect: Callable[[SimulatedCluster], None] | None = None,
+) -> BenchResult:
+    """Run one workload; ``inspect`` is handed the final simulated cluster (tests look at the placements)."""
     registry = registry if registry is not None else with_entry_points(in_tree_registry())
     with contextlib.ExitStack() as stack:
         substitutions: dict[str, str] = {}
         if workload.opa_server is not None:
             substitutions["OPA_URL"] = stack.enter_context(opa_server_process(workload.opa_server))
         config = _load_config(workload, registry, substitutions)
-        return asyncio.run(_run_async(workload, registry, config, use_batch))
+        return asyncio.run(_run_async(workload, registry, config, use_batch, inspect))
 
 
 def _load_config(workload: Workload, registry: Registry, substitutions: Mapping[str, str]) -> SchedulerConfiguration:
@@ -214,11 +309,25 @@ def median_result(results: list[BenchResult]) -> BenchResult:
         p99_ms=statistics.median(r.p99_ms for r in results),
         mode=first.mode,
         policy_calls=int(statistics.median(r.policy_calls for r in results)),
+        pending=int(statistics.median(r.pending for r in results)),
+        preempted=int(statistics.median(r.preempted for r in results)),
+        # A check that failed in any run fails the median too.
+        violations=[v for r in results for v in r.violations],
     )
 
 
-def _select(names: list[str], directory: Path) -> list[Workload]:
-    available = find_workloads(directory) if directory.is_dir() else {}
+def _params(pairs: list[str]) -> dict[str, int]:
+    params: dict[str, int] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name or not value.isdigit():
+            raise WorkloadError(f"--param {pair!r}: expected NAME=N with N a non-negative integer")
+        params[name] = int(value)
+    return params
+
+
+def _select(names: list[str], directory: Path, params: Mapping[str, int] | None = None) -> list[Workload]:
+    available = find_workloads(directory, params) if directory.is_dir() else {}
     if not names:
         if not available:
             raise WorkloadError(
@@ -230,7 +339,7 @@ def _select(names: list[str], directory: Path) -> list[Workload]:
         if name in available:
             chosen.append(available[name])
         elif Path(name).is_file():
-            chosen.append(load_workload(Path(name)))
+            chosen.append(load_workload(Path(name), params))
         else:
             known = ", ".join(sorted(available)) or "none"
             raise WorkloadError(f"unknown workload {name!r} (known in {directory}: {known})")
@@ -245,16 +354,33 @@ def machine_description() -> str:
 
 def main(args: argparse.Namespace) -> int:
     directory = Path(args.workload_dir) if args.workload_dir else DEFAULT_WORKLOAD_DIR
-    workloads = _select(list(args.workloads), directory)
+    params = _params(list(getattr(args, "param", []) or []))
+    workloads = _select(list(args.workloads), directory, params)
     results = []
     for workload in workloads:
         runs = [run_workload(workload, use_batch=not args.reference) for _ in range(args.repeat)]
         results.append(median_result(runs))
     if args.output == "json":
-        json.dump({"machine": machine_description(), "results": [asdict(r) for r in results]}, sys.stdout, indent=2)
+        documents = [{**asdict(r), "check": r.check} for r in results]
+        document = {"machine": machine_description(), "params": params, "results": documents}
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
-    header = ("WORKLOAD", "MODE", "NODES", "PODS", "SCHEDULED", "SECONDS", "PODS/S", "P50 MS", "P99 MS", "POLICY CALLS")
+        return 1 if any(r.violations for r in results) else 0
+    header = (
+        "WORKLOAD",
+        "MODE",
+        "NODES",
+        "PODS",
+        "SCHEDULED",
+        "SECONDS",
+        "PODS/S",
+        "P50 MS",
+        "P99 MS",
+        "POLICY CALLS",
+        "PENDING",
+        "PREEMPTED",
+        "CHECK",
+    )
     rows = [
         (
             r.workload,
@@ -267,11 +393,18 @@ def main(args: argparse.Namespace) -> int:
             f"{r.p50_ms:.2f}",
             f"{r.p99_ms:.2f}",
             str(r.policy_calls),
+            str(r.pending),
+            str(r.preempted),
+            r.check,
         )
         for r in results
     ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     for row in (header, *rows):
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    print(f"machine: {machine_description()}; medians of {args.repeat} run(s)")
-    return 0
+    overrides = f"; params overridden: {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
+    print(f"machine: {machine_description()}; medians of {args.repeat} run(s){overrides}")
+    for r in results:
+        for violation in r.violations[:10]:
+            print(f"{r.workload}: {violation}", file=sys.stderr)
+    return 1 if any(r.violations for r in results) else 0

@@ -1,8 +1,17 @@
 """Benchmark workloads as data: scheduler_perf-style YAML with params, templates and ops.
 
 A workload names its node and pod templates (ordinary manifests with ``metadata.generateName``), a
-``params`` map and a list of ops: ``createNodes {count}``, ``createPods {count, namespace,
-collectMetrics, podTemplate?}``. ``$name`` in a count refers to a param. Read by the bench runner.
+``params`` map and a list of ops. ``$name`` in a count refers to a param. Read by the bench runner.
+
+- ``createNodes {count, nodeTemplate?, labelNodePrepareStrategy?: {labelKey, labelValues}, hostnameLabel?}``:
+  scheduler_perf's ``labelNodePrepareStrategy`` gives node *i* ``labelValues[i % len]`` under ``labelKey``;
+  ``hostnameLabel: true`` gives each node ``kubernetes.io/hostname: <its name>``, as a kubelet would.
+- ``createPods {count, namespace, collectMetrics, podTemplate?, expectUnschedulable?}``: all of the op's pods
+  are queued, then the scheduler drains them; ``expectUnschedulable`` marks pods that must stay pending.
+- ``churn {podTemplate, intervalMilliseconds, namespace?}``: scheduler_perf's ``churn`` in ``create`` mode,
+  narrowed to pods: while the next ``createPods`` op is being drained, one pod from the template is created
+  every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
+  cannot fit).
 """
 
 from __future__ import annotations
@@ -16,7 +25,8 @@ import yaml
 
 from kubesched.errors import KubeschedError
 
-OPCODES = ("createNodes", "createPods")
+OPCODES = ("createNodes", "createPods", "churn")
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 class WorkloadError(KubeschedError):
@@ -31,6 +41,10 @@ class Op:
     collect_metrics: bool = False
     template: Mapping[str, Any] = field(default_factory=dict)
     unique_labels: bool = False  # give every pod its own label value, so no two share a policy decision
+    node_labels: tuple[str, tuple[str, ...]] | None = None  # labelNodePrepareStrategy: (key, values)
+    hostname_label: bool = False
+    expect_unschedulable: bool = False
+    interval_seconds: float = 0.0  # churn only
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +76,33 @@ def _count(value: object, params: Mapping[str, Any], where: str) -> int:
     return value
 
 
-def parse_workload(document: object, source: str) -> Workload:
+def _node_labels(value: object, where: str) -> tuple[str, tuple[str, ...]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise WorkloadError(f"{where}: must be a mapping")
+    key, values = value.get("labelKey"), value.get("labelValues")
+    if not isinstance(key, str) or not key:
+        raise WorkloadError(f"{where}.labelKey: Required value")
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+        raise WorkloadError(f"{where}.labelValues: must be a non-empty list of strings")
+    return key, tuple(values)
+
+
+def parse_workload(document: object, source: str, params: Mapping[str, Any] | None = None) -> Workload:
+    """``params`` override the document's (a smaller run of the same shape, for tests)."""
     if not isinstance(document, Mapping):
         raise WorkloadError(f"{source}: a workload must be a mapping")
     name = document.get("name")
     if not isinstance(name, str) or not name:
         raise WorkloadError(f"{source}: name: Required value")
-    params = document.get("params") or {}
-    if not isinstance(params, Mapping):
+    declared = document.get("params") or {}
+    if not isinstance(declared, Mapping):
         raise WorkloadError(f"{source}: params: must be a mapping")
+    unknown = sorted(set(params or {}) - set(declared))
+    if unknown:
+        raise WorkloadError(f"{source}: params: no such param(s) to override: {', '.join(unknown)}")
+    params = {**declared, **(params or {})}
     templates = {"createNodes": document.get("nodeTemplate"), "createPods": document.get("podTemplate")}
     raw_ops = document.get("ops")
     if not isinstance(raw_ops, list) or not raw_ops:
@@ -86,19 +118,31 @@ def parse_workload(document: object, source: str) -> Workload:
                 f"{where}.opcode: Unsupported value: {opcode!r}: supported values: {', '.join(OPCODES)}"
             )
         template_key = "nodeTemplate" if opcode == "createNodes" else "podTemplate"
-        template = raw.get(template_key) or templates[opcode]
+        template = raw.get(template_key) or templates["createNodes" if opcode == "createNodes" else "createPods"]
         if not isinstance(template, Mapping):
             raise WorkloadError(f"{where}: no {template_key} (set it on the op or the workload)")
+        interval = 0.0
+        if opcode == "churn":
+            milliseconds = _count(raw.get("intervalMilliseconds"), params, f"{where}.intervalMilliseconds")
+            if milliseconds == 0:
+                raise WorkloadError(f"{where}.intervalMilliseconds: must be greater than zero")
+            interval = milliseconds / 1000
         ops.append(
             Op(
                 opcode=opcode,
-                count=_count(raw.get("count"), params, f"{where}.count"),
+                count=0 if opcode == "churn" else _count(raw.get("count"), params, f"{where}.count"),
                 namespace=str(raw.get("namespace", "default")),
                 collect_metrics=bool(raw.get("collectMetrics", False)),
                 template=template,
                 unique_labels=bool(raw.get("uniqueLabels", False)),
+                node_labels=_node_labels(raw.get("labelNodePrepareStrategy"), f"{where}.labelNodePrepareStrategy"),
+                hostname_label=bool(raw.get("hostnameLabel", False)),
+                expect_unschedulable=bool(raw.get("expectUnschedulable", False)),
+                interval_seconds=interval,
             )
         )
+    if raw_ops and isinstance(raw_ops[-1], Mapping) and raw_ops[-1].get("opcode") == "churn":
+        raise WorkloadError(f"{source}: ops[{len(raw_ops) - 1}]: a churn op must come before a createPods op")
     labels = document.get("labels") or []
     config = document.get("config")
     server = document.get("opaServer")
@@ -120,7 +164,7 @@ def parse_workload(document: object, source: str) -> Workload:
     )
 
 
-def load_workload(path: Path) -> Workload:
+def load_workload(path: Path, params: Mapping[str, Any] | None = None, *, partial: bool = False) -> Workload:
     try:
         text = path.read_text()
     except OSError as exc:
@@ -129,12 +173,16 @@ def load_workload(path: Path) -> Workload:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise WorkloadError(f"{path}: could not parse YAML: {exc}") from exc
-    return parse_workload(document, str(path))
+    if partial and params and isinstance(document, Mapping):
+        declared = document.get("params")
+        params = {k: v for k, v in params.items() if isinstance(declared, Mapping) and k in declared}
+    return parse_workload(document, str(path), params)
 
 
-def find_workloads(directory: Path) -> dict[str, Workload]:
+def find_workloads(directory: Path, params: Mapping[str, Any] | None = None) -> dict[str, Workload]:
+    """Every workload in ``directory``; ``params`` override the params of those that declare them."""
     workloads: dict[str, Workload] = {}
     for path in sorted(directory.glob("*.yaml")):
-        workload = load_workload(path)
+        workload = load_workload(path, params, partial=True)
         workloads[workload.name] = workload
     return workloads

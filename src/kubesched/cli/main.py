@@ -279,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workload-dir", help="directory of workload YAML files")
     bench.add_argument("--repeat", type=positive_int, default=1, help="runs per workload; medians are reported")
     bench.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
+    bench.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="override a workload param (e.g. measurePods=500), repeatable; the report names the override",
+    )
     api = bench.add_argument_group(
         "--api", "SchedulingBasic through a real kube-apiserver (KUBEBUILDER_ASSETS), kubesched vs kube-scheduler"
     )

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from kubesched.api.objects import Pod
 from kubesched.framework.cycle_state import CycleState
@@ -278,6 +279,14 @@ class InterPodAffinity:
         self.handle = handle
         self._pod_cache: dict[str, tuple[Pod, PodTerms]] = {}
         self._node_cache: dict[str, _NodePods] = {}
+        # Which positions of the snapshot's node list hold pods with affinity terms (any) and with required
+        # anti-affinity: upstream's HavePodsWithAffinityList / HavePodsWithRequiredAntiAffinityList, kept
+        # across cycles. A pod without terms of its own needs only those nodes, so a cycle looks at the
+        # NodeInfos that changed since the last one (one vectorized identity compare), not at every node.
+        self._index_slots: object = None
+        self._index_infos: npt.NDArray[np.object_] | None = None
+        self._with_affinity: set[int] = set()
+        self._with_anti: set[int] = set()
 
     @property
     def name(self) -> str:
@@ -306,6 +315,36 @@ class InterPodAffinity:
         entry = _node_pods(info, entry, self._parse_existing)
         self._node_cache[info.name] = entry
         return entry
+
+    def _nodes_with_terms(self, nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], list[NodeInfo]] | None:
+        """(nodes with pods with affinity terms, nodes with pods with required anti-affinity), in ``nodes``'
+        order; None when ``nodes`` is not the snapshot's node list (the caller then walks every node)."""
+        snapshot = self.handle.snapshot()
+        if nodes is not snapshot.node_infos:
+            return None
+        slots = snapshot.slots
+        current = snapshot.table.info_column[slots]
+        seen = self._index_infos
+        changed: Iterable[int]
+        if seen is None or self._index_slots is not slots or seen.shape != current.shape:
+            changed = range(len(nodes))
+            self._with_affinity = set()
+            self._with_anti = set()
+        else:
+            changed = np.flatnonzero(current != seen).tolist()
+        for position in changed:
+            entry = self._pods_of(nodes[position])
+            if entry.with_affinity:
+                self._with_affinity.add(position)
+            else:
+                self._with_affinity.discard(position)
+            if entry.with_required_anti_affinity:
+                self._with_anti.add(position)
+            else:
+                self._with_anti.discard(position)
+        self._index_slots = slots
+        self._index_infos = current
+        return [nodes[i] for i in sorted(self._with_affinity)], [nodes[i] for i in sorted(self._with_anti)]
 
     def _all_nodes(self) -> list[NodeInfo]:
         snapshot = self.handle.snapshot()
@@ -354,7 +393,8 @@ class InterPodAffinity:
         # What the incoming pod's terms say of a (namespace, labels) group, computed once per cycle.
         seen: dict[GroupKey, tuple[bool, tuple[str, ...]]] = {}
         affinity_keys = tuple(t.topology_key for t in terms.required_affinity)
-        for info in nodes:
+        indexed = None if need_incoming else self._nodes_with_terms(nodes)
+        for info in nodes if indexed is None else indexed[1]:
             node_pods = self._pods_of(info)
             labels = info.labels
             for _, other_terms in node_pods.with_required_anti_affinity:
@@ -503,7 +543,9 @@ class InterPodAffinity:
 
         # The incoming pod's preferred terms as (topology key, signed weight) per (namespace, labels) group.
         seen: dict[GroupKey, tuple[tuple[str, int], ...]] = {}
-        for info in self._all_nodes():
+        all_nodes = self._all_nodes()
+        indexed = None if has_constraints else self._nodes_with_terms(all_nodes)
+        for info in all_nodes if indexed is None else indexed[0]:
             node_pods = self._pods_of(info)
             if not node_pods.with_affinity and not has_constraints:
                 continue

@@ -1,0 +1,43 @@
+"""The index of nodes holding pods with affinity terms changes no answer: placements with it equal those of
+walking every node, over workloads that mix pods with and without terms (bindings, preemption's deletions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubesched.backends.simulated.cluster import SimulatedCluster
+from kubesched.bench.runner import run_workload
+from kubesched.bench.workload import load_workload
+from kubesched.plugins.interpodaffinity.inter_pod_affinity import InterPodAffinity
+
+WORKLOADS = Path(__file__).resolve().parents[4] / "bench" / "workloads"
+
+
+def _placements(file: str, params: dict[str, int]) -> dict[str, str]:
+    found: dict[str, str] = {}
+
+    def keep(cluster: SimulatedCluster) -> None:
+        found.update({pod.key: pod.spec.node_name for pod in cluster.pods.values()})
+
+    result = run_workload(load_workload(WORKLOADS / file, params), inspect=keep)
+    assert result.violations == []
+    return found
+
+
+@pytest.mark.parametrize(
+    ("file", "params"),
+    [
+        pytest.param("mixed-scheduling-base-pod.yaml", {"initNodes": 15, "initPods": 6, "measurePods": 40}, id="mixed"),
+        pytest.param(
+            "scheduling-pod-anti-affinity.yaml", {"initNodes": 30, "initPods": 10, "measurePods": 15}, id="anti"
+        ),
+    ],
+)
+def test_index_gives_the_placements_of_walking_every_node(
+    file: str, params: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    indexed = _placements(file, params)
+    monkeypatch.setattr(InterPodAffinity, "_nodes_with_terms", lambda self, nodes: None)
+    assert _placements(file, params) == indexed
