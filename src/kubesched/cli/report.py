@@ -8,18 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubesched.framework.status import Code
+from kubesched.framework.status import CODE_NAMES
 from kubesched.scheduler.results import AttemptRecord
-
-CODE_NAMES = {
-    Code.SUCCESS: "Success",
-    Code.ERROR: "Error",
-    Code.UNSCHEDULABLE: "Unschedulable",
-    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
-    Code.WAIT: "Wait",
-    Code.SKIP: "Skip",
-    Code.PENDING: "Pending",
-}
 
 
 def record_to_json(record: AttemptRecord, preempted: Sequence[str] = ()) -> dict[str, Any]:

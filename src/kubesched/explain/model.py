@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from kubesched.config.types import ProfileConfig
 from kubesched.framework.preemption_report import PreemptionReport
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import CODE_NAMES, Status
 from kubesched.scheduler.results import AttemptRecord
 
 PASSED = "passed"
@@ -40,15 +40,6 @@ FEASIBLE = "feasible"
 NODE_REJECTED = "rejected"
 NOT_EVALUATED = "not-evaluated"
 
-CODE_NAMES = {
-    Code.SUCCESS: "Success",
-    Code.ERROR: "Error",
-    Code.UNSCHEDULABLE: "Unschedulable",
-    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
-    Code.WAIT: "Wait",
-    Code.SKIP: "Skip",
-    Code.PENDING: "Pending",
-}
 
 NOT_EVALUATED_REASON = (
     "PreFilter narrowed the nodes, the nominated node was tried first and fitted, "

@@ -33,6 +33,17 @@ class Code(enum.IntEnum):
 
 REJECTED_CODES = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
 
+CODE_NAMES: dict[Code, str] = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+"""kube-scheduler's names of the codes (``Code.String()``): metric labels, reports and explanations."""
+
 
 class Status:
     """A non-success outcome: code, reasons, the plugin that produced it and an optional cause."""

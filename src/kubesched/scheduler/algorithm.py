@@ -20,9 +20,9 @@ import numpy as np
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import IntArray, NodeBatch
-from kubesched.framework.runtime.framework import FILTER, STATUS_LABELS, Framework, PreFilterOutcome
+from kubesched.framework.runtime.framework import FILTER, Framework, PreFilterOutcome
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.status import Code, Status
+from kubesched.framework.status import CODE_NAMES, Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis
 
@@ -157,10 +157,10 @@ class ScheduleAlgorithm:
         # scheduler_framework_extension_point_duration_seconds{extension_point="Filter"}: once per cycle, the
         # whole node search (prefetches included), Success unless it ends in an Error (as upstream).
         started = time.perf_counter()
-        status = STATUS_LABELS[Code.ERROR]
+        status = CODE_NAMES[Code.ERROR]
         try:
             found = await self._find_nodes_that_pass_filters(fwk, state, pod, snapshot, nominated_nodes, pre, diagnosis)
-            status = STATUS_LABELS[Code.SUCCESS]
+            status = CODE_NAMES[Code.SUCCESS]
             return found
         finally:
             metrics.observe_extension_point(FILTER, status, fwk.profile_name, time.perf_counter() - started)

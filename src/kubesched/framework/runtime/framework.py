@@ -70,7 +70,7 @@ from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
 from kubesched.framework.runtime.registry import POINT_METHODS, Registry
 from kubesched.framework.runtime.services import close_quietly
 from kubesched.framework.runtime.waiting_pods import WaitingPodEntry
-from kubesched.framework.status import REJECTED_CODES, Code, Status
+from kubesched.framework.status import CODE_NAMES, REJECTED_CODES, Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 
 log = logging.getLogger(__name__)
@@ -80,18 +80,8 @@ _REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
 
 R = TypeVar("R")
 
-#: The ``status`` label of the duration metrics: kube-scheduler's ``Code.String()``.
-STATUS_LABELS: dict[Code, str] = {
-    Code.SUCCESS: "Success",
-    Code.ERROR: "Error",
-    Code.UNSCHEDULABLE: "Unschedulable",
-    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
-    Code.WAIT: "Wait",
-    Code.SKIP: "Skip",
-    Code.PENDING: "Pending",
-}
-
-# The ``extension_point`` label values (kube-scheduler's; FilterPrefetch is ours: a prefetch_filter call).
+# The ``status`` label of the duration metrics is CODE_NAMES (kube-scheduler's ``Code.String()``);
+# the ``extension_point`` label values (kube-scheduler's; FilterPrefetch is ours: a prefetch_filter call).
 PRE_ENQUEUE = "PreEnqueue"
 PRE_FILTER = "PreFilter"
 PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
@@ -786,21 +776,21 @@ def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:
 def status_label(result: object) -> str:
     """The ``status`` label of a runner's or a plugin's return value (None and plain values are Success)."""
     if result is None:
-        return STATUS_LABELS[Code.SUCCESS]
+        return CODE_NAMES[Code.SUCCESS]
     if isinstance(result, Status):
-        return STATUS_LABELS[result.code]
+        return CODE_NAMES[result.code]
     if isinstance(result, PreFilterOutcome):
         return status_label(result.status)
     if isinstance(result, BatchFilterResult):
         rejected = np.flatnonzero(result.codes)
         if not len(rejected):
-            return STATUS_LABELS[Code.SUCCESS]
-        return STATUS_LABELS[result.statuses[int(result.codes[rejected[0]]) - 1].code]
+            return CODE_NAMES[Code.SUCCESS]
+        return CODE_NAMES[result.statuses[int(result.codes[rejected[0]]) - 1].code]
     if isinstance(result, tuple):  # Permit's (status, timeout), PostFilter's (result, status)
         for item in result:
             if isinstance(item, Status):
-                return STATUS_LABELS[item.code]
-    return STATUS_LABELS[Code.SUCCESS]
+                return CODE_NAMES[item.code]
+    return CODE_NAMES[Code.SUCCESS]
 
 
 Record = Callable[[str, float], None]  # (status label, seconds) -> an observation
@@ -809,7 +799,7 @@ Record = Callable[[str, float], None]  # (status label, seconds) -> an observati
 def _measure(record: Record, call: Callable[..., R], *args: Any) -> R:
     """``call(*args)``, timed and recorded with its status label (an exception is recorded as Error, re-raised)."""
     started = time.perf_counter()
-    status = STATUS_LABELS[Code.ERROR]
+    status = CODE_NAMES[Code.ERROR]
     try:
         result = call(*args)
         status = status_label(result)
@@ -820,7 +810,7 @@ def _measure(record: Record, call: Callable[..., R], *args: Any) -> R:
 
 async def _measure_async(record: Record, call: Callable[..., Any], *args: Any) -> Any:
     started = time.perf_counter()
-    status = STATUS_LABELS[Code.ERROR]
+    status = CODE_NAMES[Code.ERROR]
     try:
         result = await call(*args)
         status = status_label(result)
