@@ -82,6 +82,10 @@ class NodeTable:
         self.nonzero_memory: IntArray = np.zeros(capacity, dtype=np.int64)
         self.pod_count: IntArray = np.zeros(capacity, dtype=np.int64)
         self.live: BoolArray = np.zeros(capacity, dtype=np.bool_)
+        # A stamp per slot, new on every sync: a plugin that keeps per-node results can find the rows that changed
+        # since it last looked by comparing integers rather than NodeInfo objects.
+        self.versions: IntArray = np.zeros(capacity, dtype=np.int64)
+        self._next_version = 0
         # Extended resources appear on few nodes; a column pair is created the first time one is seen.
         self.scalar_alloc: dict[str, IntArray] = {}
         self.scalar_req: dict[str, IntArray] = {}
@@ -100,6 +104,8 @@ class NodeTable:
     def clear(self, slot: int) -> None:
         """Forget the node in ``slot`` (it was removed, or moved to another slot)."""
         self.live[slot] = False
+        self._next_version += 1
+        self.versions[slot] = self._next_version
         self.infos[slot] = None
         self.info_column[slot] = None
         self.name_column[slot] = None
@@ -113,6 +119,7 @@ class NodeTable:
         for name in self._INT_COLUMNS:
             setattr(self, name, _grown(getattr(self, name), new_capacity))
         self.live = _grown(self.live, new_capacity)
+        self.versions = _grown(self.versions, new_capacity)
         self.scalar_alloc = {k: _grown(v, new_capacity) for k, v in self.scalar_alloc.items()}
         self.scalar_req = {k: _grown(v, new_capacity) for k, v in self.scalar_req.items()}
         for class_column in self.classes.values():
@@ -142,6 +149,8 @@ class NodeTable:
         self.info_column[slot] = info
         self.name_column[slot] = info.name
         self.live[slot] = True
+        self._next_version += 1
+        self.versions[slot] = self._next_version
         req = info.requested
         self.req_cpu[slot] = req.milli_cpu
         self.req_memory[slot] = req.memory

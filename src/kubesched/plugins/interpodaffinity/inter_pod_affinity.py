@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from kubesched.api.objects import Pod
 from kubesched.framework.cycle_state import CycleState
@@ -284,7 +283,7 @@ class InterPodAffinity:
         # across cycles. A pod without terms of its own needs only those nodes, so a cycle looks at the
         # NodeInfos that changed since the last one (one vectorized identity compare), not at every node.
         self._index_slots: object = None
-        self._index_infos: npt.NDArray[np.object_] | None = None
+        self._index_versions: IntArray | None = None
         self._with_affinity: set[int] = set()
         self._with_anti: set[int] = set()
 
@@ -323,8 +322,8 @@ class InterPodAffinity:
         if nodes is not snapshot.node_infos:
             return None
         slots = snapshot.slots
-        current = snapshot.table.info_column[slots]
-        seen = self._index_infos
+        current = snapshot.table.versions[slots]
+        seen = self._index_versions
         changed: Iterable[int]
         if seen is None or self._index_slots is not slots or seen.shape != current.shape:
             changed = range(len(nodes))
@@ -343,7 +342,7 @@ class InterPodAffinity:
             else:
                 self._with_anti.discard(position)
         self._index_slots = slots
-        self._index_infos = current
+        self._index_versions = current
         return [nodes[i] for i in sorted(self._with_affinity)], [nodes[i] for i in sorted(self._with_anti)]
 
     def _all_nodes(self) -> list[NodeInfo]:
