@@ -145,6 +145,14 @@ class NodeInclusion:
         self._affinity = required_node_affinity(pod)
         self._tolerations: tuple[Toleration, ...] = pod.spec.tolerations
 
+    @property
+    def affinity(self) -> RequiredNodeAffinity:
+        return self._affinity
+
+    @property
+    def tolerations(self) -> tuple[Toleration, ...]:
+        return self._tolerations
+
     def affinity_matches(self, info: NodeInfo) -> bool:
         return self._affinity.matches(info.labels, info.name)
 

@@ -47,6 +47,7 @@ from kubesched.framework.events import (
 )
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
@@ -74,6 +75,7 @@ from kubesched.plugins.podtopologyspread.common import (
     pod_labels_match,
     topology_column,
 )
+from kubesched.plugins.podtopologyspread.counting import SpreadCounter
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import (
@@ -225,6 +227,7 @@ class PodTopologySpread:
         self.handle = handle
         self.default_constraints = args.effective_constraints
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        self.counter = SpreadCounter()
 
     @property
     def name(self) -> str:
@@ -265,6 +268,37 @@ class PodTopologySpread:
         """Count the matching pods per domain over ``nodes`` (every node of the snapshot)."""
         namespace = pod.namespace
         inclusion = NodeInclusion(pod.pod)
+        snapshot = self._countable_snapshot(nodes, inclusion)
+        if snapshot is not None:
+            counts = self.counter.hard_counts(snapshot, constraints, namespace, inclusion)
+        else:
+            counts = self.reference_hard_counts(nodes, constraints, namespace, inclusion)
+        critical_paths = []
+        for domain in counts:
+            paths = CriticalPaths()
+            for value, num in domain.items():
+                paths.update(value, num)
+            critical_paths.append(paths)
+        pod_labels = pod.pod.metadata.labels
+        self_match = tuple(1 if c.selector.matches(pod_labels) else 0 for c in constraints)
+        return PreFilterState(constraints, counts, critical_paths, self_match, inclusion)
+
+    def _countable_snapshot(self, nodes: Sequence[NodeInfo], inclusion: NodeInclusion) -> Snapshot | None:
+        """The snapshot when ``nodes`` is its node list and the pod's policies can key a cache; else None."""
+        snapshot = self.handle.snapshot()
+        if nodes is not snapshot.node_infos:
+            return None
+        try:
+            hash((inclusion.affinity, inclusion.tolerations))
+        except TypeError:
+            return None
+        return snapshot
+
+    @staticmethod
+    def reference_hard_counts(
+        nodes: Sequence[NodeInfo], constraints: Sequence[Constraint], namespace: str, inclusion: NodeInclusion
+    ) -> list[dict[str, int]]:
+        """PreFilter's counting node by node: the reference :class:`SpreadCounter` is held equal to."""
         counts: list[dict[str, int]] = [{} for _ in constraints]
         for info in nodes:
             labels = info.labels
@@ -278,15 +312,7 @@ class PodTopologySpread:
                 value = labels[constraint.topology_key]
                 domain = counts[i]
                 domain[value] = domain.get(value, 0) + _count_per_selector(info, constraint.selector, namespace, memo)
-        critical_paths = []
-        for domain in counts:
-            paths = CriticalPaths()
-            for value, num in domain.items():
-                paths.update(value, num)
-            critical_paths.append(paths)
-        pod_labels = pod.pod.metadata.labels
-        self_match = tuple(1 if c.selector.matches(pod_labels) else 0 for c in constraints)
-        return PreFilterState(constraints, counts, critical_paths, self_match, inclusion)
+        return counts
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return self
@@ -409,6 +435,27 @@ class PodTopologySpread:
         )
         namespace = pod.namespace
         inclusion = NodeInclusion(pod.pod)
+        snapshot = self._countable_snapshot(all_nodes, inclusion)
+        if snapshot is None:
+            self.reference_soft_counts(all_nodes, constraints, counts, namespace, inclusion, require_all)
+        else:
+            required_keys = [c.topology_key for c in constraints] if require_all else []
+            for i, constraint in enumerate(constraints):
+                if not is_hostname(constraint):
+                    self.counter.soft_counts(snapshot, constraint, counts[i], namespace, inclusion, required_keys)
+        return PreScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights)
+
+    @staticmethod
+    def reference_soft_counts(
+        all_nodes: Sequence[NodeInfo],
+        constraints: Sequence[Constraint],
+        counts: list[dict[str, int]],
+        namespace: str,
+        inclusion: NodeInclusion,
+        require_all: bool,
+    ) -> None:
+        """PreScore's counting node by node into the filtered nodes' domains ``counts``: the reference
+        :class:`SpreadCounter` is held equal to."""
         for info in all_nodes:
             labels = info.labels
             if require_all and not node_has_all_keys(labels, constraints):
@@ -422,7 +469,6 @@ class PodTopologySpread:
                 if value not in domain or not included(constraint):
                     continue
                 domain[value] += _count_per_selector(info, constraint.selector, namespace, memo)
-        return PreScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights)
 
     def _pre_score_state(self, state: CycleState) -> PreScoreState:
         found = state.get(PRE_SCORE_STATE_KEY, PreScoreState)
@@ -471,11 +517,10 @@ class PodTopologySpread:
             column = nodes.table.class_column(spec.name, spec.key_fn)
             has_class = np.fromiter((v is not None for v in column.values), dtype=np.bool_, count=len(column.values))
             has_label = has_class[column.ids[nodes.slots]] if len(column.values) else np.zeros(len(nodes), np.bool_)
-            count = np.zeros(len(nodes), dtype=np.int64)
-            if constraint.selector.counts_pods:
-                for j in np.flatnonzero(has_label).tolist():
-                    count[j] = count_matching_pods(nodes.info(j).pods, constraint.selector, pod.namespace)
-            return has_label, count
+            if not constraint.selector.counts_pods:
+                return has_label, np.zeros(len(nodes), dtype=np.int64)
+            count = self.counter.matching_pods(nodes.table, constraint.selector, pod.namespace)[nodes.slots]
+            return has_label, np.where(has_label, count, 0)
         counts = s.topology_value_to_pod_counts[index]
 
         def evaluate(value: str | None) -> int:

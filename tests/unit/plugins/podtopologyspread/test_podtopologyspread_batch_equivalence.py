@@ -27,6 +27,7 @@ from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs, TopologySpreadConstraint
+from kubesched.plugins.podtopologyspread.common import NodeInclusion
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, batch_of, expand_batch_result, normalize
@@ -226,3 +227,43 @@ def test_score_batch_equals_score_on_every_node(cluster: Cluster) -> None:
         # maxSkew 0 (which the API server refuses) can push upstream's formula out of range; skip those.
         if all(c.get("maxSkew", 0) >= 1 for c in cluster.pod.pod.spec.topology_spread_constraints):
             assert all(0 <= s <= 100 for s in normalized), normalized
+
+
+def _assert_counts_equal_reference(plugin: PodTopologySpread, cluster: Cluster) -> None:
+    """The array counting (SpreadCounter) against the node-by-node loops, domain order included."""
+    snapshot = cluster.cache.snapshot()
+    nodes = snapshot.node_infos
+    pod = cluster.pod
+    inclusion = NodeInclusion(pod.pod)
+    hard = plugin.constraints(pod.pod, "DoNotSchedule")
+    fast = plugin.counter.hard_counts(snapshot, hard, pod.namespace, inclusion)
+    reference = plugin.reference_hard_counts(nodes, hard, pod.namespace, inclusion)
+    assert [list(d.items()) for d in fast] == [list(d.items()) for d in reference]
+    soft = [c for c in plugin.constraints(pod.pod, "ScheduleAnyway") if c.topology_key != HOSTNAME]
+    for require_all in (True, False):
+        opened = [{info.labels.get(c.topology_key, ""): 0 for info in nodes[::2]} for c in soft]
+        expected = [dict(d) for d in opened]
+        plugin.reference_soft_counts(nodes, soft, expected, pod.namespace, inclusion, require_all)
+        keys = [c.topology_key for c in soft] if require_all else []
+        for constraint, domains in zip(soft, opened, strict=True):
+            plugin.counter.soft_counts(snapshot, constraint, domains, pod.namespace, inclusion, keys)
+        assert opened == expected, require_all
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_array_counting_equals_the_loops_as_the_cluster_changes(cluster: Cluster, data: st.DataObject) -> None:
+    """Counted, then pods bound, deleted and relabelled and nodes replaced, then counted again by the same
+    plugin: the per-slot caches recompute exactly the nodes that changed."""
+    plugin = PodTopologySpread(cluster.args, PluginHandle(cluster.cache, listers=cluster.listers))
+    _assert_counts_equal_reference(plugin, cluster)
+    live = [info.name for info in cluster.cache.snapshot().node_infos]
+    for i in range(data.draw(st.integers(0, 4))):
+        cluster.cache.add_pod(data.draw(existing_pod(100 + i, live)))
+    for info in data.draw(st.lists(st.sampled_from(cluster.cache.snapshot().node_infos), max_size=2, unique_by=id)):
+        for pod_info in list(info.pods.values())[:1]:
+            removed = cluster.cache.remove_pod(pod_info.pod)
+            assert removed is not None
+    for name in data.draw(st.lists(st.sampled_from(live), unique=True, max_size=2)):
+        cluster.cache.update_node(data.draw(node_manifest(name)))
+    _assert_counts_equal_reference(plugin, cluster)
