@@ -26,6 +26,7 @@ from kubesched.framework.slot_values import SlotValueCache
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import NodeInfo
 from kubesched.plugins.helper.taints import find_untolerated_do_not_schedule_taint
+from kubesched.plugins.podtopologyspread.args import LABEL_HOSTNAME
 from kubesched.plugins.podtopologyspread.common import (
     HONOR,
     Constraint,
@@ -120,6 +121,25 @@ class SpreadCounter:
 
     # ---- PreScore --------------------------------------------------------------------------------------
 
+    def open_domains(
+        self, table: NodeTable, slots: IntArray, constraints: Sequence[Constraint], require_all: bool
+    ) -> tuple[list[dict[str, int]], BoolArray]:
+        """PreScore's first pass over the filtered nodes ``slots``: per constraint the domains they open (count
+        0, "" for a node lacking the key, none for hostname constraints, which Score counts per node), and which
+        of them are ignored for lacking a topology key (only with ``require_all``)."""
+        domains = [self._domain_ids(table, slots, c.topology_key) for c in constraints]
+        keep = np.ones(len(slots), dtype=np.bool_)
+        if require_all:
+            for _, _, has in domains:
+                keep &= has
+        opened: list[dict[str, int]] = []
+        for constraint, (ids, values, _) in zip(constraints, domains, strict=True):
+            if constraint.topology_key == LABEL_HOSTNAME:
+                opened.append({})
+            else:
+                opened.append({_str(values[k]): 0 for k in _first_seen(ids[keep])})
+        return opened, ~keep
+
     def soft_counts(
         self,
         snapshot: Snapshot,
@@ -148,6 +168,17 @@ class SpreadCounter:
         sums = _sum_by_class(ids[keep], counted, len(values))
         for k in np.flatnonzero(sums).tolist():
             domains[_str(values[k])] += int(sums[k])
+
+
+def snapshot_slots(table: NodeTable, infos: Sequence[NodeInfo]) -> IntArray | None:
+    """The table slots of ``infos`` when every one is the table's own NodeInfo for its slot; else None."""
+    slots = np.fromiter((info.slot for info in infos), dtype=np.int64, count=len(infos))
+    if slots.shape[0] and int(slots.max()) >= table.capacity:
+        return None
+    held = table.info_column[slots].tolist()
+    if any(mine is not theirs for mine, theirs in zip(held, infos, strict=True)):
+        return None
+    return slots
 
 
 def _str(value: str | None) -> str:

@@ -75,7 +75,7 @@ from kubesched.plugins.podtopologyspread.common import (
     pod_labels_match,
     topology_column,
 )
-from kubesched.plugins.podtopologyspread.counting import SpreadCounter
+from kubesched.plugins.podtopologyspread.counting import SpreadCounter, snapshot_slots
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import (
@@ -417,6 +417,33 @@ class PodTopologySpread:
         all_nodes: Sequence[NodeInfo],
         require_all: bool,
     ) -> PreScoreState:
+        namespace = pod.namespace
+        inclusion = NodeInclusion(pod.pod)
+        snapshot = self._countable_snapshot(all_nodes, inclusion)
+        filtered_slots = None if snapshot is None else snapshot_slots(snapshot.table, filtered)
+        if snapshot is None or filtered_slots is None:
+            counts, ignored = self.reference_open_domains(filtered, constraints, require_all)
+        else:
+            counts, ignored_mask = self.counter.open_domains(snapshot.table, filtered_slots, constraints, require_all)
+            ignored = set(snapshot.table.name_column[filtered_slots[ignored_mask]].tolist())
+        weights = tuple(
+            topology_normalizing_weight(len(filtered) - len(ignored) if is_hostname(c) else len(counts[i]))
+            for i, c in enumerate(constraints)
+        )
+        if snapshot is None:
+            self.reference_soft_counts(all_nodes, constraints, counts, namespace, inclusion, require_all)
+        else:
+            required_keys = [c.topology_key for c in constraints] if require_all else []
+            for i, constraint in enumerate(constraints):
+                if not is_hostname(constraint):
+                    self.counter.soft_counts(snapshot, constraint, counts[i], namespace, inclusion, required_keys)
+        return PreScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights)
+
+    @staticmethod
+    def reference_open_domains(
+        filtered: Sequence[NodeInfo], constraints: Sequence[Constraint], require_all: bool
+    ) -> tuple[list[dict[str, int]], set[str]]:
+        """PreScore's first pass node by node: the reference of :meth:`SpreadCounter.open_domains`."""
         counts: list[dict[str, int]] = [{} for _ in constraints]
         ignored: set[str] = set()
         for info in filtered:
@@ -429,21 +456,7 @@ class PodTopologySpread:
                     continue  # counted per node in Score
                 # Without require_all a node lacking the key still opens the "" domain, as upstream.
                 counts[i].setdefault(labels.get(constraint.topology_key, ""), 0)
-        weights = tuple(
-            topology_normalizing_weight(len(filtered) - len(ignored) if is_hostname(c) else len(counts[i]))
-            for i, c in enumerate(constraints)
-        )
-        namespace = pod.namespace
-        inclusion = NodeInclusion(pod.pod)
-        snapshot = self._countable_snapshot(all_nodes, inclusion)
-        if snapshot is None:
-            self.reference_soft_counts(all_nodes, constraints, counts, namespace, inclusion, require_all)
-        else:
-            required_keys = [c.topology_key for c in constraints] if require_all else []
-            for i, constraint in enumerate(constraints):
-                if not is_hostname(constraint):
-                    self.counter.soft_counts(snapshot, constraint, counts[i], namespace, inclusion, required_keys)
-        return PreScoreState(tuple(constraints), frozenset(ignored), tuple(counts), weights)
+        return counts, ignored
 
     @staticmethod
     def reference_soft_counts(

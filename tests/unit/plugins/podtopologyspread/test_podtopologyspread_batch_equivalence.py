@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from kubesched.framework.status import Code
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.podtopologyspread import PodTopologySpread, PodTopologySpreadArgs, TopologySpreadConstraint
 from kubesched.plugins.podtopologyspread.common import NodeInclusion
+from kubesched.plugins.podtopologyspread.counting import snapshot_slots
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, batch_of, expand_batch_result, normalize
@@ -239,7 +241,20 @@ def _assert_counts_equal_reference(plugin: PodTopologySpread, cluster: Cluster) 
     fast = plugin.counter.hard_counts(snapshot, hard, pod.namespace, inclusion)
     reference = plugin.reference_hard_counts(nodes, hard, pod.namespace, inclusion)
     assert [list(d.items()) for d in fast] == [list(d.items()) for d in reference]
-    soft = [c for c in plugin.constraints(pod.pod, "ScheduleAnyway") if c.topology_key != HOSTNAME]
+    all_soft = plugin.constraints(pod.pod, "ScheduleAnyway")
+    filtered = [snapshot.by_name[name] for name in cluster.subset if name in snapshot.by_name]
+    slots = snapshot_slots(snapshot.table, filtered)
+    assert slots is not None
+    for require_all in (True, False):
+        opened, ignored = plugin.counter.open_domains(snapshot.table, slots, all_soft, require_all)
+        names = {filtered[i].name for i in np.flatnonzero(ignored).tolist()}
+        expected_opened, expected_ignored = plugin.reference_open_domains(filtered, all_soft, require_all)
+        assert ([list(d.items()) for d in opened], names) == (
+            [list(d.items()) for d in expected_opened],
+            expected_ignored,
+        )
+    assert snapshot_slots(snapshot.table, [info.clone() for info in filtered]) is None
+    soft = [c for c in all_soft if c.topology_key != HOSTNAME]
     for require_all in (True, False):
         opened = [{info.labels.get(c.topology_key, ""): 0 for info in nodes[::2]} for c in soft]
         expected = [dict(d) for d in opened]
