@@ -319,8 +319,20 @@ def default_constraints(
 ) -> list[Constraint]:
     """``buildDefaultConstraints``: the profile's default constraints of ``action``, every one with the
     pod's default selector; none when that selector has no requirements."""
+    return with_default_selector(pod, parse_default_constraints(pod, defaults, action), listers)
+
+
+def parse_default_constraints(
+    pod: Pod, defaults: Sequence[TopologySpreadConstraint], action: str
+) -> list[Constraint]:
+    """The default constraints of ``action`` as parsed for ``pod``. Their selectors are replaced by the pod's
+    default selector afterwards, so the result is the same for every pod and may be kept."""
     raw = [constraint.as_pod_spec() for constraint in defaults]
-    constraints = parse_constraints(pod, raw, action, base="defaultConstraints")
+    return parse_constraints(pod, raw, action, base="defaultConstraints")
+
+
+def with_default_selector(pod: Pod, constraints: Sequence[Constraint], listers: Listers) -> list[Constraint]:
+    """``constraints``, each with the pod's default selector; none when that selector has no requirements."""
     if not constraints:
         return []
     selector = default_selector(pod, listers)

@@ -68,12 +68,13 @@ from kubesched.plugins.podtopologyspread.common import (
     NodeInclusion,
     SpreadSelector,
     count_matching_pods,
-    default_constraints,
     is_hostname,
     node_has_all_keys,
     parse_constraints,
+    parse_default_constraints,
     pod_labels_match,
     topology_column,
+    with_default_selector,
 )
 from kubesched.plugins.podtopologyspread.counting import SpreadCounter, snapshot_slots
 
@@ -228,6 +229,8 @@ class PodTopologySpread:
         self.default_constraints = args.effective_constraints
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self.counter = SpreadCounter()
+        # The default constraints parsed once per action (their selectors are the pod's, set per pod).
+        self._parsed_defaults: dict[str, list[Constraint]] = {}
 
     @property
     def name(self) -> str:
@@ -246,7 +249,11 @@ class PodTopologySpread:
         if not self.default_constraints:
             return []
         try:
-            return default_constraints(pod, self.default_constraints, action, self.handle.listers)
+            parsed = self._parsed_defaults.get(action)
+            if parsed is None:
+                parsed = parse_default_constraints(pod, self.default_constraints, action)
+                self._parsed_defaults[action] = parsed
+            return with_default_selector(pod, parsed, self.handle.listers)
         except ConstraintError as exc:
             raise ConstraintError(f"setting default {kind} topology spread constraints: {exc}") from exc
 
