@@ -76,6 +76,8 @@ class EventHandlers:
     # ---- pods --------------------------------------------------------------------------------
 
     def on_pod_add(self, pod: Pod) -> None:
+        if pod.status.phase in TERMINAL_PHASES:
+            return  # a finished pod holds nothing (kube-scheduler's informer never lists one)
         if pod.spec.node_name:
             self.cache.add_pod(pod)
             self.queue.on_event(ASSIGNED_POD_ADD, None, pod)
@@ -89,6 +91,15 @@ class EventHandlers:
         self.queue.add(pod_info)
 
     def on_pod_update(self, old: Pod, new: Pod) -> None:
+        # A pod that finishes leaves kube-scheduler's informer (its field selector excludes terminal phases):
+        # to the scheduler that is a delete, and a finished pod is never seen again.
+        if new.status.phase in TERMINAL_PHASES:
+            if old.status.phase not in TERMINAL_PHASES:
+                self.on_pod_delete(old)
+            return
+        if old.status.phase in TERMINAL_PHASES:
+            self.on_pod_add(new)
+            return
         uid = new.metadata.uid
         version = new.metadata.resource_version
         if version and version == old.metadata.resource_version:
