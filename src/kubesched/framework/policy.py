@@ -196,3 +196,11 @@ def digest(document: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of a policy input (sorted keys, no spaces)."""
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+NO_REASON = "denied by policy, no reason given"
+
+
+def denial_reason(reasons: Sequence[str]) -> str:
+    """The text of a denial: its reasons joined, or :data:`NO_REASON` when the policy gave none."""
+    return "; ".join(reasons) or NO_REASON

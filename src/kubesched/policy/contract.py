@@ -66,7 +66,9 @@ def _reasons(result: Mapping[str, Any]) -> tuple[str, ...]:
             collected.extend(sorted(str(item) for item in value))
         else:
             collected.append(str(value))
-    return tuple(collected)
+    # A policy often states one reason under two keys (``reason`` and ``deny``): say it once, in order; an
+    # empty reason says nothing (the message falls back to framework.policy.NO_REASON).
+    return tuple(dict.fromkeys(reason for reason in collected if reason.strip()))
 
 
 def batch_input(

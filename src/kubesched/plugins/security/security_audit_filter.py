@@ -38,6 +38,7 @@ from kubesched.framework.policy import (
     Decision,
     PolicyError,
     decision_input,
+    denial_reason,
     digest,
     node_document,
     pod_document,
@@ -68,8 +69,7 @@ NOT_PREFETCHED = "the policy decision for this node was not fetched before Filte
 
 
 def denial_status(decision: Decision) -> Status:
-    reason = "; ".join(decision.reasons) if decision.reasons else "not allowed"
-    return Status(Code.UNSCHEDULABLE, DENIED_PREFIX + reason)
+    return Status(Code.UNSCHEDULABLE, DENIED_PREFIX + denial_reason(decision.reasons))
 
 
 class NodeDecisions:

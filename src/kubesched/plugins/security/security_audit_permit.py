@@ -25,6 +25,7 @@ from kubesched.framework.policy import (
     Decision,
     PolicyError,
     decision_input,
+    denial_reason,
     digest,
     node_document,
     pod_document,
@@ -107,7 +108,7 @@ class SecurityAuditPermit:
             if decision.allowed or self.args.enforcement_action != ENFORCE_DENY:
                 waiting.allow(self.name)
             else:
-                waiting.reject(self.name, DENIED_PREFIX + ("; ".join(decision.reasons) or "not allowed"))
+                waiting.reject(self.name, DENIED_PREFIX + denial_reason(decision.reasons))
             return
 
     def _verdict(
