@@ -25,6 +25,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+START = "2026-03-01T12:00:00Z"
+
+
 def simulate(capsys: pytest.CaptureFixture[str], log: Path, *extra: str) -> tuple[int, str, str]:
     return run_cli(
         capsys,
@@ -35,6 +38,8 @@ def simulate(capsys: pytest.CaptureFixture[str], log: Path, *extra: str) -> tupl
         str(EXAMPLES / "config.yaml"),
         "--audit-log",
         str(log),
+        "--time",
+        START,
         *extra,
     )
 
@@ -63,7 +68,7 @@ def test_every_durability_gives_the_same_log(
     other = tmp_path / f"{durability}.jsonl"
     code, _, _ = simulate(capsys, other, "--audit-durability", durability)
     assert code == 0
-    assert other.read_bytes() == log.read_bytes(), "a seeded simulation's log is reproducible to the byte"
+    assert other.read_bytes() == log.read_bytes(), "a seeded simulation at a given --time is reproducible to the byte"
 
 
 def test_appending_runs_continues_the_chain_with_new_ids(capsys: pytest.CaptureFixture[str], log: Path) -> None:
@@ -120,7 +125,7 @@ def test_query_explains_why_a_pod_landed_where_it_did(capsys: pytest.CaptureFixt
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "default/web-1: Scheduled to node node-a"
-    assert lines[2].startswith("  phases: queued 2023-11-14T22:13:20.000000Z, filtered +")
+    assert lines[2].startswith("  phases: queued 2026-03-01T12:00:00.000000Z, filtered +")
     assert "  policy: no verdict recorded" in lines
     assert lines[-1].startswith("  top scores: node-a 436 (ImageLocality 0, NodeResourcesBalancedAllocation 95, ")
     assert lines[-1].count(" (") == 3, "the three best nodes"
@@ -138,8 +143,8 @@ def test_query_explains_a_failure(capsys: pytest.CaptureFixture[str], log: Path)
     [
         pytest.param(["--node", "node-b"], ["trainer"], id="node"),
         pytest.param(["--node", "node-a", "--pod", "default/web-2"], ["web-2"], id="node-and-pod"),
-        pytest.param(["--since", "2023-11-14T22:13:20Z"], None, id="since-rfc3339-includes-the-instant"),
-        pytest.param(["--since", "2023-11-14T22:13:21Z"], [], id="since-after-everything"),
+        pytest.param(["--since", "2026-03-01T12:00:00Z"], None, id="since-rfc3339-includes-the-instant"),
+        pytest.param(["--since", "2026-03-01T12:00:01Z"], [], id="since-after-everything"),
         pytest.param(["--since", "10m"], [], id="since-duration-is-relative-to-the-real-now"),
         pytest.param(["--verdict", "deny"], [], id="no-policy-plugins-no-denials"),
     ],
@@ -201,3 +206,20 @@ def test_bad_durability_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp
 
 def test_cli_durability_choices_match_the_sink() -> None:
     assert cli_audit.DURABILITIES == DURABILITIES
+
+
+def test_virtual_time_starts_now_by_default_so_since_finds_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, log: Path
+) -> None:
+    stamps = {json.loads(line)["timestamp"][:19] for line in log.read_text().splitlines()}
+    assert stamps == {START[:19]}
+    fresh = tmp_path / "now.jsonl"
+    code, _, _ = run_cli(
+        capsys, "simulate", "-f", str(EXAMPLES / "cluster.yaml"), "--config", str(EXAMPLES / "config.yaml"),
+        "--audit-log", str(fresh),
+    )  # fmt: skip
+    assert code == 0
+    code, out, _ = run_cli(capsys, "audit", "query", str(fresh), "--since", "1h", "--output", "json")
+    assert (code, len(json.loads(out)["records"])) == (0, RECORDS)
+    code, out, _ = run_cli(capsys, "audit", "query", str(log), "--since", "1h", "--output", "json")
+    assert (code, json.loads(out)["records"]) == (0, []), "the run at --time START is older than an hour"

@@ -52,6 +52,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             use_batch=not args.reference,
             max_attempts=args.max_attempts,
             observers=observers,
+            start_time=args.time,
         )
     if report.ignored_pods:
         warn(
@@ -194,6 +195,16 @@ def non_negative_int(text: str) -> int:
     return _whole_number(text, 0, "is negative")
 
 
+def rfc3339_seconds(text: str) -> float:
+    """An RFC 3339 timestamp with a zone, as seconds since the epoch (argparse reports the error)."""
+    from kubesched.audit.records import parse_rfc3339
+
+    try:
+        return parse_rfc3339(text).timestamp()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubesched", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -239,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="table; json; html: one self-contained page, per pod a node x plugin table (default table)",
     )
     simulate.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
+    simulate.add_argument(
+        "--time",
+        type=rfc3339_seconds,
+        metavar="RFC3339",
+        help="the simulated clock's start, e.g. 2026-01-01T00:00:00Z (default: now)",
+    )
     simulate.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
     simulate.add_argument(
         "--max-attempts",

@@ -9,6 +9,7 @@ last attempt of every pod the configuration's profiles are responsible for.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -54,6 +55,7 @@ def simulate(
     use_batch: bool = True,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     observers: Sequence[AttemptObserver] = (),
+    start_time: float | None = None,
 ) -> SimulationReport:
     return asyncio.run(
         simulate_async(
@@ -64,6 +66,7 @@ def simulate(
             use_batch=use_batch,
             max_attempts=max_attempts,
             observers=observers,
+            start_time=start_time,
         )
     )
 
@@ -77,9 +80,12 @@ async def simulate_async(
     use_batch: bool = True,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     observers: Sequence[AttemptObserver] = (),
+    start_time: float | None = None,
 ) -> SimulationReport:
-    """``observers`` (the audit trail) see every attempt too, after the report's own collector."""
-    clock = VirtualClock()
+    """``observers`` (the audit trail) see every attempt too, after the report's own collector. Virtual time
+    starts at ``start_time`` (seconds since the epoch), by default now: audit records, events and the
+    policies' ``input.time`` then carry the dates a live run would."""
+    clock = VirtualClock(time.time() if start_time is None else start_time)
     cluster = SimulatedCluster(clock, manifests.nodes, manifests.pods, listers=Listers.from_objects(manifests))
     collector = _LastAttempts()
     observer: AttemptObserver = FanOut(collector, *observers) if observers else collector
