@@ -1,6 +1,6 @@
 """Answer "why did this pod land here (or nowhere)?" from an audit log.
 
-Called by ``kubesched audit query FILE [--pod ns/name] [--node N] [--since T] [--verdict allow|deny|error]``.
+Called by ``kubesched audit query FILE [--pod ns/name] [--node N] [--since T] [--verdict allow|deny|error|exempt]``.
 Reads the records of a JSON-lines audit log (hash-chained or not; ``kubesched audit verify`` checks the
 chain), keeps those matching every given filter, and formats each as an explanation (result, target,
 phases, policy verdicts with reasons, top scores), a one-line-per-record table, or JSON.

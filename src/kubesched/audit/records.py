@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesched.errors import KubeschedError, json_type_phrase
-from kubesched.framework.verdict import VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR, PolicyVerdict
+from kubesched.framework.verdict import VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR, VERDICT_EXEMPT, PolicyVerdict
 from kubesched.scheduler.results import PHASE_ORDER as _PHASES
 
 SCHEMA = "kubesched.io/audit/v1"
@@ -41,7 +41,7 @@ TARGET_NODE = "node"
 TARGET_CLUSTER = "cluster"
 TARGET_KINDS = (TARGET_NODE, TARGET_CLUSTER)
 
-VERDICTS = (VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR)
+VERDICTS = (VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR, VERDICT_EXEMPT)
 
 # The phases of an attempt in the order they happen; a record lists the ones the attempt reached.
 PHASE_ORDER: tuple[str, ...] = tuple(str(phase) for phase in _PHASES)
@@ -125,12 +125,15 @@ class AuditRecord:
     def verdict(self) -> str | None:
         """``error`` when a policy engine could not decide (whether failurePolicy let the pod through or
         not), else ``deny`` when any policy verdict did not allow (enforced or not: a dryrun/warn denial is
-        still a violation to audit, as in Gatekeeper), ``allow`` when every verdict allowed, None without any."""
+        still a violation to audit, as in Gatekeeper), ``exempt`` when the pod was not evaluated (an exempt
+        namespace or pod, an allowed break-glass), ``allow`` when every verdict allowed, None without any."""
         if not self.verdicts:
             return None
         if any(v.error for v in self.verdicts):
             return VERDICT_ERROR
-        return VERDICT_ALLOW if all(v.allowed for v in self.verdicts) else VERDICT_DENY
+        if not all(v.allowed for v in self.verdicts):
+            return VERDICT_DENY
+        return VERDICT_EXEMPT if any(v.exempt for v in self.verdicts) else VERDICT_ALLOW
 
     @property
     def time(self) -> datetime.datetime:

@@ -41,8 +41,8 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     query.add_argument("--since", help="RFC 3339 time, or a duration before now such as 10m or 1h30m")
     query.add_argument(
         "--verdict",
-        choices=("allow", "deny", "error"),
-        help="the policy's verdict (error: the engine could not decide)",
+        choices=("allow", "deny", "error", "exempt"),
+        help="the policy's verdict (error: the engine could not decide; exempt: the pod was not evaluated)",
     )
     query.add_argument(
         "--output", "-o", choices=OUTPUTS, default="text", help="text: an explanation per decision (default)"

@@ -24,6 +24,7 @@ POLICY_VERDICTS_KEY = "kubesched.io/policy-verdicts"
 VERDICT_ALLOW = "allow"
 VERDICT_DENY = "deny"
 VERDICT_ERROR = "error"
+VERDICT_EXEMPT = "exempt"  # not evaluated: an exempt namespace or pod, or an allowed break-glass
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +45,12 @@ class PolicyVerdict:
 
     @property
     def outcome(self) -> str:
-        """``error`` when the engine could not decide (even if Ignore let the pod through), else allow/deny."""
+        """``error`` when the engine could not decide (even if Ignore let the pod through), ``exempt`` when the pod
+        was not evaluated, else allow/deny."""
         if self.error:
             return VERDICT_ERROR
+        if self.exempt:
+            return VERDICT_EXEMPT
         return VERDICT_ALLOW if self.allowed else VERDICT_DENY
 
 

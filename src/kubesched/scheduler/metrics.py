@@ -332,8 +332,7 @@ class SchedulerMetrics:
                 )
             self.pod_scheduling_attempts.observe(record.attempts)
         for verdict in record.verdicts:
-            outcome = "exempt" if verdict.exempt else verdict.outcome
-            self.policy_decisions.labels(verdict.engine, outcome).inc()
+            self.policy_decisions.labels(verdict.engine, verdict.outcome).inc()
 
     # ---- the framework runtime (FrameworkMetrics) ----------------------------------------------
 

@@ -38,6 +38,10 @@ def test_json_round_trip(record: AuditRecord) -> None:
     assert AuditRecord.from_json(document) == record
 
 
+def _exempt() -> PolicyVerdict:
+    return PolicyVerdict("SecurityAuditFilter", "filter", "", True, exempt="namespace kube-system is exempt")
+
+
 @pytest.mark.parametrize(
     ("verdicts", "summary"),
     [
@@ -45,6 +49,8 @@ def test_json_round_trip(record: AuditRecord) -> None:
         pytest.param(make_record(0).verdicts, "allow", id="all-allowed"),
         pytest.param((*make_record(0).verdicts, deny()), "deny", id="one-enforced-denial"),
         pytest.param((deny("dryrun"),), "deny", id="dryrun-denial-is-still-a-violation"),
+        pytest.param((_exempt(),), "exempt", id="exempt-is-its-own-verdict"),
+        pytest.param((_exempt(), deny()), "deny", id="a-denial-outweighs-an-exemption"),
     ],
 )
 def test_verdict_summary(verdicts: tuple[PolicyVerdict, ...], summary: str | None) -> None:

@@ -23,6 +23,7 @@ MODE_BATCH = "batch"
 MODE_PER_NODE = "per-node"
 DEFAULT_DECISION_PATH = "kubernetes/authz"
 DEFAULT_BREAK_GLASS_LABEL = "kubesched.io/break-glass"
+BREAK_GLASS_NAMESPACE_LABEL = "kubesched.io/break-glass-allowed"
 MAX_PERMIT_TIMEOUT = 900.0
 
 
@@ -48,6 +49,9 @@ class PolicyEngineArgs:
     exempt_namespaces: tuple[str, ...] = ("kube-system",)
     exempt_pod_labels: dict[str, str] = field(default_factory=dict)
     break_glass_label: str = DEFAULT_BREAK_GLASS_LABEL
+    # Where the break-glass label is honoured: these namespaces, and namespaces an administrator labelled
+    # BREAK_GLASS_NAMESPACE_LABEL=true. Nowhere by default: a pod author must not be able to skip the policy.
+    break_glass_namespaces: tuple[str, ...] = ()
     time_granularity_seconds: float = 60.0
     cache_size: int = 4096
 

@@ -7,15 +7,22 @@ engine settings use one connection pool or worker).
 
 Exemptions exist so that the policy gate can never deadlock the cluster (Gatekeeper's lesson): pods
 in exempt namespaces (``kube-system`` by default), pods matching ``exemptPodLabels`` (the policy
-engine's own pods) and pods carrying the break-glass label set to ``"true"`` are not evaluated.
+engine's own pods) and pods carrying the break-glass label set to ``"true"`` are not evaluated. The
+break-glass label is honoured only where an administrator allowed it (``breakGlassNamespaces``, or a namespace
+labelled ``kubesched.io/break-glass-allowed: "true"``, which pod authors cannot set), and every use is a
+Warning event ``BreakGlass``; elsewhere the label is ignored and the pod is evaluated like any other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kubesched.api.objects import Pod
 from kubesched.framework.interface import Handle
 from kubesched.framework.policy import ENGINE_REMOTE, PolicyClient, PolicyEngineSpec, policy_client
-from kubesched.plugins.security.args import PolicyEngineArgs
+from kubesched.plugins.security.args import BREAK_GLASS_NAMESPACE_LABEL, PolicyEngineArgs
+
+BREAK_GLASS_EVENT_REASON = "BreakGlass"
 
 
 def engine_spec(args: PolicyEngineArgs) -> PolicyEngineSpec:
@@ -43,13 +50,40 @@ def engine_client(args: PolicyEngineArgs, handle: Handle) -> PolicyClient:
     return policy_client(handle, engine_spec(args))
 
 
-def exemption(args: PolicyEngineArgs, pod: Pod) -> str:
-    """Why ``pod`` is exempt from policy evaluation, or "" when it is not."""
+def exemption(args: PolicyEngineArgs, pod: Pod, namespace_labels: Mapping[str, str]) -> str:
+    """Why ``pod`` is exempt from policy evaluation, or "" when it is not; ``namespace_labels`` are those of the
+    pod's namespace (an administrator's, deciding where break-glass is allowed)."""
     metadata = pod.metadata
     if metadata.namespace in args.exempt_namespaces:
         return f"namespace {metadata.namespace} is exempt"
-    if args.break_glass_label and metadata.labels.get(args.break_glass_label) == "true":
-        return f"break-glass label {args.break_glass_label}=true"
     if args.exempt_pod_labels and all(metadata.labels.get(k) == v for k, v in args.exempt_pod_labels.items()):
         return "pod matches exemptPodLabels"
+    if (
+        args.break_glass_label
+        and metadata.labels.get(args.break_glass_label) == "true"
+        and (
+            metadata.namespace in args.break_glass_namespaces
+            or namespace_labels.get(BREAK_GLASS_NAMESPACE_LABEL) == "true"
+        )
+    ):
+        return f"{BREAK_GLASS} label {args.break_glass_label}=true, allowed in namespace {metadata.namespace}"
     return ""
+
+
+BREAK_GLASS = "break-glass"
+
+
+def is_break_glass(reason: str) -> bool:
+    return reason.startswith(BREAK_GLASS)
+
+
+def pod_exemption(args: PolicyEngineArgs, handle: Handle, pod: Pod) -> str:
+    """:func:`exemption`, with the namespace read through the Handle's lister; a break-glass use is reported as a
+    Warning event on the pod (every use, so that it shows in ``kubectl describe`` and in the event stream)."""
+    namespace = handle.listers.namespaces.get(pod.metadata.namespace)
+    reason = exemption(args, pod, namespace.metadata.labels if namespace is not None else {})
+    if is_break_glass(reason):
+        handle.event_recorder.event(
+            pod, "Warning", BREAK_GLASS_EVENT_REASON, "Scheduling", f"security policy not evaluated: {reason}"
+        )
+    return reason

@@ -59,7 +59,7 @@ from kubesched.plugins.security.args import (
     SecurityAuditFilterArgs,
 )
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
-from kubesched.plugins.security.engines import engine_client, exemption
+from kubesched.plugins.security.engines import engine_client, pod_exemption
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
 _WARNED_KEY = "kubesched.io/security-audit-warned"
@@ -272,7 +272,7 @@ class SecurityAuditFilter:
     def _begin(self, pod: PodInfo) -> AttemptPolicy:
         snapshot = self.handle.snapshot()
         attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot)
-        reason = exemption(self.args, pod.pod)
+        reason = pod_exemption(self.args, self.handle, pod.pod)
         if reason:
             attempt.exempt = reason
             return attempt

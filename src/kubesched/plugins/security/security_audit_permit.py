@@ -37,7 +37,7 @@ from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
-from kubesched.plugins.security.engines import engine_client, exemption
+from kubesched.plugins.security.engines import engine_client, pod_exemption
 from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
 
 WAITING_MESSAGE = "waiting for security approval"
@@ -58,7 +58,7 @@ class SecurityAuditPermit:
         return names.SECURITY_AUDIT_PERMIT
 
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
-        reason = exemption(self.args, pod.pod)
+        reason = pod_exemption(self.args, self.handle, pod.pod)
         if reason:
             add_verdict(state, self._verdict(node_name, True, exempt=reason))
             return None, 0.0

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from kubesched.api.objects import Pod
+from kubesched.api.objects import Namespace, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
+from kubesched.framework.listers import Listers, ListerStores
 from kubesched.framework.verdict import PolicyVerdict
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.plugins.security.security_audit_filter import SecurityAuditFilter
@@ -89,10 +90,10 @@ def filter_config(**extra: Any) -> Any:
 
 
 async def run(
-    cfg: Any, pods: list[Pod], node_objs: list[Any] | None = None
+    cfg: Any, pods: list[Pod], node_objs: list[Any] | None = None, *, listers: Listers | None = None
 ) -> tuple[Scheduler, SimulatedCluster, Records]:
     clock = VirtualClock()
-    cluster = SimulatedCluster(clock, node_objs if node_objs is not None else nodes(), pods)
+    cluster = SimulatedCluster(clock, node_objs if node_objs is not None else nodes(), pods, listers=listers)
     records = Records()
     scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
     scheduler.max_attempts = 3
@@ -201,8 +202,12 @@ def test_cache_reuses_decisions_for_a_retried_pod(run_async: Runner) -> None:
     ("namespace", "labels", "exempt"),
     [
         pytest.param("kube-system", {}, "namespace kube-system is exempt", id="exempt-namespace"),
-        pytest.param("default", {"kubesched.io/break-glass": "true"}, "break-glass label kubesched.io/break-glass=true",
-                     id="break-glass-label"),
+        pytest.param(
+            "ops",
+            {"kubesched.io/break-glass": "true"},
+            "break-glass label kubesched.io/break-glass=true, allowed in namespace ops",
+            id="break-glass-label",
+        ),
         pytest.param("opa", {"app": "opa"}, "pod matches exemptPodLabels", id="policy-engine-pods"),
     ],
 )
@@ -210,11 +215,54 @@ def test_exempt_pods_skip_the_policy(run_async: Runner, namespace: str, labels: 
     async def scenario() -> None:
         raw = pod("x", namespace=namespace, image="evil.example.com/miner:1")
         raw.metadata.labels.update(labels)
-        _, _, records = await run(filter_config(exemptPodLabels={"app": "opa"}), [raw])
+        cfg = filter_config(exemptPodLabels={"app": "opa"}, breakGlassNamespaces=["ops"])
+        _, cluster, records = await run(cfg, [raw])
         record = records.last("x")
         assert record.result == "Scheduled"
         [verdict] = about(record, record.node)
         assert verdict.exempt == exempt and verdict.allowed
+        assert verdict.outcome == "exempt", "an exemption is audited as its own verdict, never as allow"
+        break_glass = [e for e in cluster.events if e.reason == "BreakGlass"]
+        assert [(e.type, e.name) for e in break_glass] == ([("Warning", "x")] if "break-glass" in exempt else [])
+
+    run_async(scenario())
+
+
+def _namespace(name: str, labels: dict[str, str]) -> Namespace:
+    return Namespace.from_dict({"metadata": {"name": name, "labels": labels}}, "test")
+
+
+@pytest.mark.parametrize(
+    ("namespace_labels", "allowed_namespaces", "exempt"),
+    [
+        pytest.param({}, [], False, id="nowhere-by-default"),
+        pytest.param({}, ["other"], False, id="not-this-namespace"),
+        pytest.param({"kubesched.io/break-glass-allowed": "false"}, [], False, id="namespace-label-false"),
+        pytest.param({"kubesched.io/break-glass-allowed": "true"}, [], True, id="namespace-labelled-by-an-admin"),
+        pytest.param({}, ["default"], True, id="namespace-in-the-args"),
+    ],
+)
+def test_break_glass_is_honoured_only_where_an_administrator_allowed_it(
+    run_async: Runner, namespace_labels: dict[str, str], allowed_namespaces: list[str], exempt: bool
+) -> None:
+    async def scenario() -> None:
+        raw = pod("x", image="evil.example.com/miner:1")
+        raw.metadata.labels["kubesched.io/break-glass"] = "true"
+        stores = ListerStores()
+        stores.namespaces.add(_namespace("default", namespace_labels))
+        cfg = filter_config(breakGlassNamespaces=allowed_namespaces)
+        _, cluster, records = await run(cfg, [raw], listers=stores.listers())
+        record = records.last("x")
+        events = [e.reason for e in cluster.events if e.reason == "BreakGlass"]
+        if exempt:
+            assert record.result == "Scheduled"
+            assert {v.outcome for v in record.verdicts} == {"exempt"}
+            assert len(events) == 1
+        else:
+            # The label is ignored: the pod is evaluated and its untrusted image denied everywhere.
+            assert record.result == "Unschedulable", record.message
+            assert "deny" in {v.outcome for v in record.verdicts}
+            assert events == []
 
     run_async(scenario())
 
