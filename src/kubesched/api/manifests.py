@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from kubesched.bounded_input import InputTooLarge, check_aliases, may_have_aliases, read_text
 from kubesched.errors import FieldError, ManifestError
 
 from ._fields import type_name
@@ -111,8 +112,9 @@ def load_manifests(paths: Sequence[str]) -> LoadedManifests:
                 continue
             seen.add(real)
             try:
-                with open(file, encoding="utf-8") as handle:
-                    text = handle.read()
+                text = read_text(file)
+            except InputTooLarge as exc:
+                raise ManifestError(str(exc)) from None
             except FileNotFoundError:
                 raise ManifestError(f"{file}: no such file") from None
             except (OSError, UnicodeDecodeError) as exc:
@@ -158,6 +160,7 @@ def _json_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
 
 def _yaml_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
     loader = _Loader(text)
+    aliased = may_have_aliases(text)
     try:
         number = 0
         while loader.check_node():
@@ -165,7 +168,13 @@ def _yaml_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
             number += 1
             if node is None:
                 continue
-            yield f"document {number} (line {node.start_mark.line + 1})", loader.construct_document(node)
+            label = f"document {number} (line {node.start_mark.line + 1})"
+            if aliased:
+                try:
+                    check_aliases(node, f"{source}: {label}")
+                except InputTooLarge as exc:
+                    raise ManifestError(str(exc)) from None
+            yield label, loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}: line {mark.line + 1}" if mark is not None else source

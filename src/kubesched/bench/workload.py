@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.errors import KubeschedError
 
 OPCODES = ("createNodes", "createPods", "churn")
@@ -166,11 +167,14 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
 
 def load_workload(path: Path, params: Mapping[str, Any] | None = None, *, partial: bool = False) -> Workload:
     try:
-        text = path.read_text()
+        text = read_text(path)
+        document = load_yaml(text, str(path))
+    except InputTooLarge as exc:
+        raise WorkloadError(str(exc)) from None
     except OSError as exc:
         raise WorkloadError(f"{path}: {exc.strerror}") from exc
-    try:
-        document = yaml.safe_load(text)
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: not UTF-8 text ({exc.reason}): is it a workload file?") from None
     except yaml.YAMLError as exc:
         raise WorkloadError(f"{path}: could not parse YAML: {exc}") from exc
     if partial and params and isinstance(document, Mapping):

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.errors import FieldError, ValidationFailed
 
 from .args_decode import encode_args
@@ -76,7 +77,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 def parse_yaml(text: str, source: str) -> Any:
     """Parse one YAML (or JSON) document; a syntax error becomes a one-error ``ValidationFailed``."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+        return load_yaml(text, source, _StrictLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -84,13 +85,16 @@ def parse_yaml(text: str, source: str) -> Any:
         raise ValidationFailed(source, [f"invalid YAML: {where}{problem}"]) from None
     except yaml.YAMLError as exc:
         raise ValidationFailed(source, [f"invalid YAML: {exc}"]) from None
+    except InputTooLarge as exc:
+        raise ValidationFailed(source, [str(exc).removeprefix(f"{source}: ")]) from None
 
 
 def load_config_file(path: str, catalog: PluginCatalog) -> SchedulerConfiguration:
     """Read, default, merge and validate the config file at ``path`` (YAML or JSON)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        text = read_text(path)
+    except InputTooLarge as exc:
+        raise ValidationFailed(path, [str(exc).removeprefix(f"{path}: ")]) from None
     except OSError as exc:
         raise ValidationFailed(path, [f"cannot read config file: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:

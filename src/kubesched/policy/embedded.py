@@ -33,6 +33,7 @@ from typing import Any
 import regorus
 import yaml
 
+from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.clock import Clock
 from kubesched.framework.policy import Decision, PolicyError, undefined_decision
 from kubesched.policy.contract import (
@@ -122,8 +123,10 @@ def _read_sources(policy_paths: Sequence[str], data_paths: Sequence[str]) -> Pol
     data: dict[str, Any] = {}
     for file in data_files:
         try:
-            text = file.read_text()
-            loaded = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+            text = read_text(file)
+            loaded = json.loads(text) if file.suffix == ".json" else load_yaml(text, str(file))
+        except InputTooLarge as exc:
+            raise PolicyError(str(exc)) from None
         except OSError as exc:
             raise PolicyError(f"{file}: {exc.strerror}") from exc
         except (ValueError, yaml.YAMLError) as exc:
