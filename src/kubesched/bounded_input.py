@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -54,6 +54,17 @@ def read_text(path: str | os.PathLike[str]) -> str:
             f"{Path(path)}: larger than {limit} bytes, the input limit (set {MAX_INPUT_BYTES_ENV} to read more)"
         )
     return data.decode("utf-8")
+
+
+def read_stdin(stream: TextIO) -> str:
+    """Standard input (``-f -``), refused beyond the input limit like a file."""
+    limit = max_input_bytes()
+    text = stream.read(limit + 1)
+    if len(text) > limit:
+        raise InputTooLarge(
+            f"standard input: larger than {limit} characters, the input limit (set {MAX_INPUT_BYTES_ENV} to read more)"
+        )
+    return text
 
 
 def check_aliases(node: yaml.Node, where: str) -> None:

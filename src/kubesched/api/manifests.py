@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from kubesched.bounded_input import InputTooLarge, check_aliases, may_have_aliases, read_text
+from kubesched.bounded_input import InputTooLarge, check_aliases, may_have_aliases, read_stdin, read_text
 from kubesched.errors import FieldError, ManifestError
 
 from ._fields import type_name
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "-"
+STDIN_SOURCE = "<stdin>"
 
 SYSTEM_PRIORITY_CLASSES: Mapping[str, int] = {
     "system-node-critical": 2_000_001_000,
@@ -101,10 +104,22 @@ _KINDS: dict[str, _Kind] = {
 
 def load_manifests(paths: Sequence[str]) -> LoadedManifests:
     """Load files (or every .yaml/.yml/.json file directly inside a directory, in name order; a file named
-    twice is read once), then resolve priorities."""
+    twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities."""
     loaded = LoadedManifests()
     seen: set[str] = set()
     for path in paths:
+        if path == STDIN:
+            if STDIN in seen:
+                continue
+            seen.add(STDIN)
+            try:
+                text = read_stdin(sys.stdin)
+            except InputTooLarge as exc:
+                raise ManifestError(str(exc)) from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ManifestError(f"{STDIN_SOURCE}: could not read: {exc}") from None
+            _load_text(loaded, text, STDIN_SOURCE)
+            continue
         for file in _expand(path):
             # "-f dir -f dir/pods.yaml" names one file twice; reading it once avoids false duplicates.
             real = os.path.realpath(file)

@@ -15,6 +15,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import yaml
 
@@ -74,6 +75,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         sys.stdout.write(report_html(report.records, config, nodes, preempted, attempts))
     else:
         print(report_table(report.records))
+    if args.exit_code and any(record.result in ("Unschedulable", "Error") for record in report.records):
+        return 1
     return 0
 
 
@@ -205,6 +208,46 @@ def rfc3339_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kubesched")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+_GLOBAL_OPTIONS = ("verbose", "logging_format", "log_level")
+
+
+def _accept_global_options_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Let ``-v``, ``--logging-format`` and ``--log-level`` also follow the subcommand (``kubesched simulate -v``),
+    where the subcommand has no option of that name itself (``policy test -v`` is its own, as in ``opa test``).
+    Their defaults stay the top-level parser's: a subcommand only sets what is given after it."""
+    originals = [a for a in parser._actions if a.dest in _GLOBAL_OPTIONS]
+    pending = [parser]
+    while pending:
+        current = pending.pop()
+        for action in current._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                continue
+            for sub in action.choices.values():
+                taken = {flag for a in sub._actions for flag in a.option_strings}
+                for original in originals:
+                    flags = [f for f in original.option_strings if f not in taken]
+                    if not flags:
+                        continue
+                    kwargs: dict[str, Any] = {"dest": original.dest, "help": original.help}
+                    kwargs["default"] = argparse.SUPPRESS
+                    if original.choices is not None:
+                        kwargs["choices"] = original.choices
+                    if original.nargs == 0:
+                        sub.add_argument(*flags, action="store_true", **kwargs)
+                    else:
+                        sub.add_argument(*flags, **kwargs)
+                pending.append(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubesched", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -217,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="warning",
         help="debug: also every pod's outcome (kube-scheduler's -v=2 lines); default warning",
     )
+    parser.add_argument("--version", action="version", version=f"kubesched {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="schedule the pods of a real cluster, beside kube-scheduler")
@@ -240,7 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     simulate = commands.add_parser("simulate", help="schedule the pending pods of manifest files in memory")
-    simulate.add_argument("-f", "--filename", action="append", required=True, help="manifest file or directory")
+    simulate.add_argument(
+        "-f", "--filename", action="append", required=True, help="manifest file or directory; - reads standard input"
+    )
+    simulate.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when any pod ends Unschedulable or Error (a CI gate: do my workloads still fit?)",
+    )
     simulate.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
     simulate.add_argument(
         "--output",
@@ -321,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--cprofile", help="run the last kubesched process under cProfile, writing this file")
     api.add_argument("--py-spy", help="sample the last kubesched process with py-spy (collapsed stacks) to this file")
     bench.set_defaults(func=cmd_bench)
+    _accept_global_options_everywhere(parser)
     return parser
 
 
