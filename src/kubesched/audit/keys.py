@@ -29,6 +29,7 @@ from pathlib import Path
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from kubesched.audit.chain import AuditLogError
@@ -164,8 +165,18 @@ def _raw(data: bytes) -> bytes | None:
 
 
 def _kind(key: object) -> str:
-    name = type(key).__name__.removeprefix("_").replace("PrivateKey", "").replace("PublicKey", "")
-    return f"a {name or type(key).__name__} key"
+    for kind, classes in _KINDS:
+        if isinstance(key, classes):
+            return kind
+    return f"a {type(key).__name__.lstrip('_')}"
+
+
+_KINDS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("an RSA key", (rsa.RSAPrivateKey, rsa.RSAPublicKey)),
+    ("an ECDSA key", (ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey)),
+    ("a DSA key", (dsa.DSAPrivateKey, dsa.DSAPublicKey)),
+    ("an Ed448 key", (ed448.Ed448PrivateKey, ed448.Ed448PublicKey)),
+)
 
 
 def _first_line(exc: Exception) -> str:
