@@ -18,12 +18,12 @@ What each piece of evidence defends against (the README's threat model says the 
   everything from some line on with recomputed hashes;
 * the head file (``<log>.head``): removal of the last records; not a rewrite that recomputes it too, as it
   sits beside the log, unkeyed. Without one the result says so (``head_file`` is False);
-* signed checkpoints (``<log>.checkpoints``, :mod:`kubesched.audit.checkpoints`), with ``public_key``:
-  every checkpoint's Ed25519 signature must verify with that key and its (records, hash) must be the chain's at
-  that record, so a rewritten chain fails even with a recomputed head. The log must have a checkpoints file
-  unless it is empty. Records after the last checkpoint are *unanchored*: nothing but the unkeyed chain vouches
-  for them (a warning; ``max_unanchored`` makes too many of them a failure), and someone who truncates the
-  checkpoints file along with the log is not caught;
+* signed checkpoints (``<log>.checkpoints``, :mod:`kubesched.audit.checkpoints`), with ``public_key`` (one key,
+  or several across a key rotation): every checkpoint's Ed25519 signature must verify with the key its key id
+  names, and its (records, hash) must be the chain's at that record, so a rewritten chain fails even with a
+  recomputed head. The log must have a checkpoints file unless it is empty. Records after the last checkpoint
+  are *unanchored*: nothing but the unkeyed chain vouches for them (a warning; ``max_unanchored`` makes too
+  many of them a failure), and someone who truncates the checkpoints file along with the log is not caught;
 * ``expect_head``, a hash kept somewhere the log's writer cannot reach (the verify output prints it): the chain
   must end exactly there, which catches rollback and rewriting alike, and anchors every record.
 """
@@ -31,6 +31,7 @@ What each piece of evidence defends against (the README's threat model says the 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,7 +66,7 @@ class VerifyResult:
     detail: str = ""
     head: str = GENESIS  # hash of the last intact record
     head_file: bool = False  # a head file was found and checked
-    key_id: str | None = None  # the public key's id, when checkpoints were checked
+    key_ids: tuple[str, ...] = ()  # the public keys' ids, when checkpoints were checked
     checkpoints: int = 0  # checkpoints whose signature and (records, hash) were checked
     last_checkpoint: Checkpoint | None = None
     expected_head: bool = False  # expect_head was given and the chain ends there
@@ -74,7 +75,7 @@ class VerifyResult:
     @property
     def checked_anchors(self) -> bool:
         """Was anything beyond the unkeyed chain and head file asked for (a public key, an expected head)?"""
-        return self.key_id is not None or self.expected_head
+        return bool(self.key_ids) or self.expected_head
 
     @property
     def anchored(self) -> int:
@@ -99,14 +100,14 @@ class VerifyResult:
         lines = [self.describe()]
         where = "" if self.ok else ", the last read before the problem"
         lines.append(f"head: {self.head} (record {self.records}{where})")
-        if self.key_id is not None and self.ok:
+        if self.key_ids and self.ok:
             last = self.last_checkpoint
+            keys = f"key{'s' if len(self.key_ids) > 1 else ''} {', '.join(self.key_ids)}"
             if last is None:
-                lines.append(f"checkpoints: none (key {self.key_id})")
+                lines.append(f"checkpoints: none ({keys})")
             else:
                 lines.append(
-                    f"checkpoints: {self.checkpoints} signed by key {self.key_id}, the last at record {last.records} "
-                    f"({last.time})"
+                    f"checkpoints: {self.checkpoints} signed by {keys}, the last at record {last.records} ({last.time})"
                 )
         if self.expected_head:
             lines.append("head matches --expect-head")
@@ -120,8 +121,8 @@ class VerifyResult:
             "records": self.records,
             "head": self.head,
             "head_file": self.head_file,
-            "key_id": self.key_id,
-            "checkpoints": self.checkpoints if self.key_id is not None else None,
+            "key_ids": list(self.key_ids),
+            "checkpoints": self.checkpoints if self.key_ids else None,
             "last_checkpoint": None
             if last is None
             else {"records": last.records, "hash": last.hash, "time": last.time},
@@ -138,11 +139,11 @@ class VerifyResult:
 def verify_chain(
     path: str | Path,
     *,
-    public_key: Ed25519PublicKey | None = None,
+    public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey] | None = None,
     expect_head: str | None = None,
     max_unanchored: int | None = None,
 ) -> VerifyResult:
-    """Check the whole chain of ``path``, its head file if any, and with ``public_key`` its checkpoints.
+    """Check the whole chain of ``path``, its head file if any, and with ``public_key`` (or keys) its checkpoints.
 
     ``expect_head`` (a hash) must be the chain's last; ``max_unanchored`` bounds the records after the last
     anchor. AuditLogError when the log cannot be read at all; every other problem is in the result.
@@ -156,7 +157,8 @@ def verify_chain(
     if public_key is not None:
         from kubesched.audit.keys import key_id
 
-        signed = _load_checkpoints(path, key_id(public_key))
+        given = [public_key] if not isinstance(public_key, Sequence) else list(public_key)
+        signed = _load_checkpoints(path, {key_id(key): key for key in given})
     wanted: set[int] = set()
     if head is not None:
         wanted.add(head.records)
@@ -177,7 +179,7 @@ def verify_chain(
             detail,
             expected,
             head is not None,
-            key_id=signed.key_id if signed is not None else None,
+            key_ids=signed.key_ids if signed is not None else (),
         )
 
     try:
@@ -241,8 +243,7 @@ def verify_chain(
             f"it is not the record {head_path(path).name} names (the chain was rewritten at or before this line)",
         )
     if signed is not None:
-        assert public_key is not None
-        bad = (BAD_CHECKPOINTS, signed.error) if signed.error else _bad_signature(signed, public_key)
+        bad = (BAD_CHECKPOINTS, signed.error) if signed.error else _bad_signature(signed)
         if bad is not None:
             return failed(None, *bad)
         if signed.missing and count > 0:
@@ -284,7 +285,7 @@ def verify_chain(
         count,
         head=expected,
         head_file=head is not None,
-        key_id=signed.key_id if signed is not None else None,
+        key_ids=signed.key_ids if signed is not None else (),
         checkpoints=len(signed.checkpoints) if signed is not None else 0,
         last_checkpoint=signed.checkpoints[-1][1] if signed is not None and signed.checkpoints else None,
         expected_head=expect_head is not None,
@@ -329,14 +330,18 @@ class _Signed:
     """The checkpoints file, its lines already checked for format, signature and order."""
 
     path: Path
-    key_id: str
+    keys: dict[str, Ed25519PublicKey]  # by key id
     checkpoints: tuple[tuple[int, Checkpoint], ...]
     missing: bool
     torn_tail: bool
     error: str = ""
 
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(self.keys)
 
-def _load_checkpoints(path: Path, ours: str) -> _Signed:
+
+def _load_checkpoints(path: Path, keys: dict[str, Ed25519PublicKey]) -> _Signed:
     """The checkpoints file, each line's format checked; a bad line is kept as ``error`` and reported once the
     chain has been read (so the result still says how many records are intact and where the chain ends)."""
     from kubesched.audit.checkpoints import CheckpointError, checkpoints_path, read_checkpoints
@@ -345,26 +350,25 @@ def _load_checkpoints(path: Path, ours: str) -> _Signed:
     try:
         found = read_checkpoints(path)
     except CheckpointError as exc:
-        return _Signed(sidecar, ours, (), missing=False, torn_tail=False, error=str(exc))
+        return _Signed(sidecar, keys, (), missing=False, torn_tail=False, error=str(exc))
     if found is None:
-        return _Signed(sidecar, ours, (), missing=True, torn_tail=False)
-    return _Signed(sidecar, ours, found.checkpoints, missing=False, torn_tail=found.torn_tail)
+        return _Signed(sidecar, keys, (), missing=True, torn_tail=False)
+    return _Signed(sidecar, keys, found.checkpoints, missing=False, torn_tail=found.torn_tail)
 
 
-def _bad_signature(signed: _Signed, public_key: Ed25519PublicKey) -> tuple[str, str] | None:
-    """(problem, detail) for the first checkpoint not signed by ``public_key`` or out of order; None if none."""
+def _bad_signature(signed: _Signed) -> tuple[str, str] | None:
+    """(problem, detail) for the first checkpoint not signed by one of the keys, or out of order; None if none."""
     previous = 0
     for number, checkpoint in signed.checkpoints:
         where = f"{signed.path}: line {number}"
-        if checkpoint.key_id != signed.key_id:
+        key = signed.keys.get(checkpoint.key_id)
+        if key is None:
+            ours = f"key{'s' if len(signed.keys) > 1 else ''} {', '.join(signed.keys)}"
+            return BAD_SIGNATURE, f"{where}: signed by key {checkpoint.key_id}, not by --public-key's {ours}"
+        if not checkpoint.verifies(key):
             return (
                 BAD_SIGNATURE,
-                f"{where}: signed by key {checkpoint.key_id}, not by --public-key's key {signed.key_id}",
-            )
-        if not checkpoint.verifies(public_key):
-            return (
-                BAD_SIGNATURE,
-                f"{where}: the signature does not verify with key {signed.key_id} (the checkpoint was forged or "
+                f"{where}: the signature does not verify with key {checkpoint.key_id} (the checkpoint was forged or "
                 "edited)",
             )
         if checkpoint.records < previous:

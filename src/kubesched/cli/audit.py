@@ -57,7 +57,9 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     verify.add_argument(
         "--public-key",
         metavar="FILE",
-        help="check the signed checkpoints (<file>.checkpoints) with this Ed25519 public key",
+        action="append",
+        help="check the signed checkpoints (<file>.checkpoints) with this Ed25519 public key (repeat it for the "
+        "old and new keys of a rotation)",
     )
     verify.add_argument(
         "--expect-head",
@@ -86,7 +88,9 @@ def add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     query.add_argument(
         "--output", "-o", choices=OUTPUTS, default="text", help="text: an explanation per decision (default)"
     )
-    query.add_argument("--public-key", metavar="FILE", help="check the log's signed checkpoints too (as audit verify)")
+    query.add_argument(
+        "--public-key", metavar="FILE", action="append", help="check the log's signed checkpoints too (as audit verify)"
+    )
     query.add_argument(
         "--no-verify", action="store_true", help="answer without verifying the log first (a large log is read once)"
     )
@@ -134,7 +138,11 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
 
 
 def _verify(
-    path: str, public_key_file: str | None, *, expect_head: str | None = None, max_unanchored: int | None = None
+    path: str,
+    public_key_files: list[str] | None,
+    *,
+    expect_head: str | None = None,
+    max_unanchored: int | None = None,
 ) -> VerifyResult:
     from kubesched.audit.chain import is_hash
     from kubesched.audit.verify import verify_chain
@@ -143,14 +151,14 @@ def _verify(
         expect_head = expect_head.strip().lower()
         if not is_hash(expect_head):
             raise KubeschedError(f"--expect-head {expect_head!r}: expected a sha256 hash, 64 hex digits")
-    if max_unanchored is not None and public_key_file is None and expect_head is None:
+    if max_unanchored is not None and not public_key_files and expect_head is None:
         raise KubeschedError("--max-unanchored needs --public-key (or --expect-head): nothing else anchors records")
-    public_key: Ed25519PublicKey | None = None
-    if public_key_file is not None:
+    public_keys: list[Ed25519PublicKey] | None = None
+    if public_key_files:
         from kubesched.audit.keys import load_public_key
 
-        public_key = load_public_key(public_key_file)
-    return verify_chain(path, public_key=public_key, expect_head=expect_head, max_unanchored=max_unanchored)
+        public_keys = [load_public_key(file) for file in public_key_files]
+    return verify_chain(path, public_key=public_keys, expect_head=expect_head, max_unanchored=max_unanchored)
 
 
 def cmd_audit_query(args: argparse.Namespace) -> int:

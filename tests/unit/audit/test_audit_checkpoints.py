@@ -131,7 +131,7 @@ def test_signing_and_verifying_round_trip(tmp_path: Path) -> None:
     result = verify_chain(path, public_key=KEY.public_key())
     assert result.ok, result.describe()
     assert (result.records, result.checkpoints, result.anchored, result.unanchored_records) == (10, 3, 10, 0)
-    assert result.key_id == key_id(KEY.public_key())
+    assert result.key_ids == (key_id(KEY.public_key()),)
     assert result.warnings == ()
 
 
@@ -157,7 +157,10 @@ def test_appending_signs_on_and_a_different_key_may_take_over(tmp_path: Path) ->
         (8, True),
     ]
     result = verify_chain(path, public_key=KEY.public_key())
-    assert (result.ok, result.problem) == (False, BAD_SIGNATURE), "one key per verification: the README says so"
+    assert (result.ok, result.problem) == (False, BAD_SIGNATURE), "the new key's checkpoints need the new key"
+    assert f"line 3: signed by key {key_id(OTHER.public_key())}" in result.detail
+    both = verify_chain(path, public_key=[KEY.public_key(), OTHER.public_key()])
+    assert both.ok and (both.checkpoints, both.anchored) == (3, 8)
 
 
 # ---- what the public key catches -----------------------------------------------------------------
@@ -322,7 +325,7 @@ def test_json_form(tmp_path: Path) -> None:
         "records": 6,
         "head": json.loads(lines[-1])["hash"],
         "head_file": True,
-        "key_id": key_id(KEY.public_key()),
+        "key_ids": [key_id(KEY.public_key())],
         "checkpoints": 2,
         "last_checkpoint": {"records": 6, "hash": json.loads(lines[-1])["hash"], "time": "2026-05-28T20:26:40.000000Z"},
         "expect_head_matched": False,
