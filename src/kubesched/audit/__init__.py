@@ -3,7 +3,9 @@
 The scheduler's observer hook feeds :class:`AuditObserver` (:mod:`.builder`), which builds an
 :class:`AuditRecord` (:mod:`.records`) for every attempt (scheduled, unschedulable, error) and writes it
 to its sinks (:mod:`.sinks`: hash-chained JSON lines, stdout, webhook, Kubernetes Events).
-:func:`verify_chain` (:mod:`.verify`) proves a log was neither altered, truncated nor reordered;
+:func:`verify_chain` (:mod:`.verify`) proves a log was neither altered, truncated nor reordered, and
+with a public key that it is what the writer signed (:mod:`.checkpoints`, keys in :mod:`.keys`; both are
+imported from their modules, so cryptography is loaded only where logs are signed or checked);
 :mod:`.query` answers "why did this pod land here". The CLI's ``kubesched audit`` and
 ``kubesched simulate --audit-log`` are thin layers over these.
 

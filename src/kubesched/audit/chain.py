@@ -13,7 +13,9 @@ allow_nan=False)`` encoded as ASCII: keys sorted, no whitespace, every non-ASCII
 the line, so a verifier in any language re-serializes the object without ``hash`` and compares. Changing
 any field, including ``prev_hash``, changes the hash; removing or moving a line breaks the next line's
 ``prev_hash``. Removing the *last* lines cannot show in the chain itself, which is why the writer also
-keeps a head file (:func:`head_path`) naming the number of records and the last hash.
+keeps a head file (:func:`head_path`) naming the number of records and the last hash. Neither is keyed:
+whoever can rewrite the log can recompute both, which signed checkpoints (:mod:`kubesched.audit.checkpoints`)
+are for.
 """
 
 from __future__ import annotations

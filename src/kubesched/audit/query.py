@@ -1,9 +1,10 @@
 """Answer "why did this pod land here (or nowhere)?" from an audit log.
 
 Called by ``kubesched audit query FILE [--pod ns/name] [--node N] [--since T] [--verdict allow|deny|error|exempt]``.
-Reads the records of a JSON-lines audit log (hash-chained or not; ``kubesched audit verify`` checks the
-chain), keeps those matching every given filter, and formats each as an explanation (result, target,
-phases, policy verdicts with reasons, top scores), a one-line-per-record table, or JSON.
+Reads the records of a JSON-lines audit log (hash-chained or not; the command verifies the chain first, as
+``kubesched audit verify`` does, and warns when it does not verify), keeps those matching every given filter,
+and formats each as an explanation (result, target, phases, policy verdicts with reasons, top scores), a
+one-line-per-record table, or JSON.
 
 Filters:
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,8 +83,12 @@ def parse_since(text: str, now: float) -> datetime.datetime:
         return moment - datetime.timedelta(microseconds=nanoseconds // 1000)
 
 
-def read_records(path: str | Path) -> Iterator[tuple[int, AuditRecord]]:
-    """(line number, record) for every line; AuditLogError naming the line for one that is not a record."""
+Skip = Callable[[int, str], None]
+
+
+def read_records(path: str | Path, *, skip: Skip | None = None) -> Iterator[tuple[int, AuditRecord]]:
+    """(line number, record) for every line; AuditLogError naming the line for one that is not a record,
+    unless ``skip`` is given: then it is told (line number, why) and the line is passed over."""
     path = Path(path)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - a generator: closed by the with below
@@ -94,6 +99,9 @@ def read_records(path: str | Path) -> Iterator[tuple[int, AuditRecord]]:
             try:
                 record = AuditRecord.from_json(json.loads(raw))
             except (json.JSONDecodeError, UnicodeDecodeError, AuditRecordError) as exc:
+                if skip is not None:
+                    skip(number, str(exc) or type(exc).__name__)
+                    continue
                 raise AuditLogError(
                     f"{path}: line {number} is not an audit record ({exc}); `kubesched audit verify {path}` "
                     "tells what is wrong with the log"
@@ -101,8 +109,8 @@ def read_records(path: str | Path) -> Iterator[tuple[int, AuditRecord]]:
             yield number, record
 
 
-def run_query(path: str | Path, query: Query) -> list[AuditRecord]:
-    return [record for _, record in read_records(path) if query.matches(record)]
+def run_query(path: str | Path, query: Query, *, skip: Skip | None = None) -> list[AuditRecord]:
+    return [record for _, record in read_records(path, skip=skip) if query.matches(record)]
 
 
 # ---- formatting ------------------------------------------------------------------------------

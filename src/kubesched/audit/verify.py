@@ -1,31 +1,47 @@
-"""Check a hash-chained audit log: is every record there, unaltered, in the order it was written?
+"""Check a hash-chained audit log: is every record there, unaltered, in the order it was written, and signed?
 
-Called by ``kubesched audit verify FILE`` and by tests. Reads the log once, line by line (a log may be
-large), and stops at the first line that is wrong, naming it and why:
+Called by ``kubesched audit verify FILE`` and ``audit query`` (:mod:`kubesched.cli.audit`) and by tests. Reads the
+log once, line by line (a log may be large), and stops at the first line that is wrong, naming it and why:
 
 * ``truncated``: the last line does not end with a newline (a write was cut short);
 * ``garbled``: the line is not a JSON object carrying ``prev_hash`` and ``hash``;
 * ``altered``: the line's content does not hash to its ``hash`` (any field was edited, the hash too), or
-  a hash is not a sha256 digest;
+  a hash is not a sha256 digest, or the line is not the record the head file or a checkpoint names;
 * ``reordered``: its ``prev_hash`` is the hash of another line of the file than the one before it
   (lines were swapped, moved or copied); the detail names the line it belongs after;
-* ``removed``: its ``prev_hash`` matches no line of the file (the record before it was deleted), or, with a
-  head file, the log has fewer records than the head says (the last records were deleted).
+* ``removed``: its ``prev_hash`` matches no line of the file (the record before it was deleted), or the log
+  has fewer records than the head file or a checkpoint says (the last records were deleted).
 
-Without a head file (``<log>.head``, see :mod:`kubesched.audit.chain`) records removed from the end of a
-log cannot be detected; the result says so (``anchored`` is False). Someone who can rewrite a line *and*
-recompute its hash is caught at the next line (reported as ``removed``, the earliest line the evidence
-points to); someone who rewrites everything from a line to the end, head file included, is not caught:
-keep the head hash somewhere else (the verify output prints it) to detect that.
+What each piece of evidence defends against (the README's threat model says the same at more length):
+
+* the chain alone: accidental damage and naive edits; not removal of the last records, nor a rewrite of
+  everything from some line on with recomputed hashes;
+* the head file (``<log>.head``): removal of the last records; not a rewrite that recomputes it too, as it
+  sits beside the log, unkeyed. Without one the result says so (``head_file`` is False);
+* signed checkpoints (``<log>.checkpoints``, :mod:`kubesched.audit.checkpoints`), with ``public_key`` (one key,
+  or several across a key rotation): every checkpoint's Ed25519 signature must verify with the key its key id
+  names, and its (records, hash) must be the chain's at that record, so a rewritten chain fails even with a
+  recomputed head. The log must have a checkpoints file unless it is empty. Records after the last checkpoint
+  are *unanchored*: nothing but the unkeyed chain vouches for them (a warning; ``max_unanchored`` makes too
+  many of them a failure), and someone who truncates the checkpoints file along with the log is not caught;
+* ``expect_head``, a hash kept somewhere the log's writer cannot reach (the verify output prints it): the chain
+  must end exactly there, which catches rollback and rewriting alike, and anchors every record.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kubesched.audit.chain import GENESIS, HASH_KEY, PREV_KEY, AuditLogError, chain_hash, head_path, is_hash, read_head
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from kubesched.audit.checkpoints import Checkpoint
 
 TRUNCATED = "truncated"
 GARBLED = "garbled"
@@ -33,6 +49,11 @@ ALTERED = "altered"
 REORDERED = "reordered"
 REMOVED = "removed"
 BAD_HEAD = "bad head file"
+BAD_CHECKPOINTS = "bad checkpoints file"
+BAD_SIGNATURE = "bad signature"
+UNSIGNED = "unsigned"
+UNANCHORED = "unanchored"
+UNEXPECTED_HEAD = "unexpected head"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +65,29 @@ class VerifyResult:
     problem: str = ""
     detail: str = ""
     head: str = GENESIS  # hash of the last intact record
-    anchored: bool = False  # a head file was found and checked
+    head_file: bool = False  # a head file was found and checked
+    key_ids: tuple[str, ...] = ()  # the public keys' ids, when checkpoints were checked
+    checkpoints: int = 0  # checkpoints whose signature and (records, hash) were checked
+    last_checkpoint: Checkpoint | None = None
+    expected_head: bool = False  # expect_head was given and the chain ends there
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def checked_anchors(self) -> bool:
+        """Was anything beyond the unkeyed chain and head file asked for (a public key, an expected head)?"""
+        return bool(self.key_ids) or self.expected_head
+
+    @property
+    def anchored(self) -> int:
+        """Records vouched for by a signed checkpoint or by the expected head."""
+        if self.expected_head:
+            return self.records
+        return self.last_checkpoint.records if self.last_checkpoint is not None else 0
+
+    @property
+    def unanchored_records(self) -> int | None:
+        """Records after the last anchor; None when no anchor was asked for (nothing was checked)."""
+        return self.records - self.anchored if self.checked_anchors else None
 
     def describe(self) -> str:
         if self.ok:
@@ -52,20 +95,92 @@ class VerifyResult:
         where = f"line {self.line}: " if self.line is not None else ""
         return f"{self.path}: {where}{self.problem}: {self.detail}"
 
+    def report(self) -> list[str]:
+        """The lines ``audit verify`` prints: the verdict, the head hash (always), what the checkpoints said."""
+        lines = [self.describe()]
+        where = "" if self.ok else ", the last read before the problem"
+        lines.append(f"head: {self.head} (record {self.records}{where})")
+        if self.key_ids and self.ok:
+            last = self.last_checkpoint
+            keys = f"key{'s' if len(self.key_ids) > 1 else ''} {', '.join(self.key_ids)}"
+            if last is None:
+                lines.append(f"checkpoints: none ({keys})")
+            else:
+                lines.append(
+                    f"checkpoints: {self.checkpoints} signed by {keys}, the last at record {last.records} ({last.time})"
+                )
+        if self.expected_head:
+            lines.append("head matches --expect-head")
+        return lines
 
-def verify_chain(path: str | Path) -> VerifyResult:
-    """Check the whole chain of ``path`` (and its head file, if any); AuditLogError if it cannot be read."""
+    def to_json(self) -> dict[str, Any]:
+        last = self.last_checkpoint
+        return {
+            "path": str(self.path),
+            "ok": self.ok,
+            "records": self.records,
+            "head": self.head,
+            "head_file": self.head_file,
+            "key_ids": list(self.key_ids),
+            "checkpoints": self.checkpoints if self.key_ids else None,
+            "last_checkpoint": None
+            if last is None
+            else {"records": last.records, "hash": last.hash, "time": last.time},
+            "expect_head_matched": self.expected_head,
+            "anchored": self.anchored if self.checked_anchors else None,
+            "unanchored_records": self.unanchored_records,
+            "problem": self.problem or None,
+            "line": self.line,
+            "detail": self.detail or None,
+            "warnings": list(self.warnings),
+        }
+
+
+def verify_chain(
+    path: str | Path,
+    *,
+    public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey] | None = None,
+    expect_head: str | None = None,
+    max_unanchored: int | None = None,
+) -> VerifyResult:
+    """Check the whole chain of ``path``, its head file if any, and with ``public_key`` (or keys) its checkpoints.
+
+    ``expect_head`` (a hash) must be the chain's last; ``max_unanchored`` bounds the records after the last
+    anchor. AuditLogError when the log cannot be read at all; every other problem is in the result.
+    """
     path = Path(path)
     try:
         head = read_head(path)
     except AuditLogError as exc:
         return VerifyResult(path, False, 0, problem=BAD_HEAD, detail=str(exc))
+    signed: _Signed | None = None
+    if public_key is not None:
+        from kubesched.audit.keys import key_id
+
+        given = [public_key] if not isinstance(public_key, Sequence) else list(public_key)
+        signed = _load_checkpoints(path, {key_id(key): key for key in given})
+    wanted: set[int] = set()
+    if head is not None:
+        wanted.add(head.records)
+    if signed is not None:
+        wanted.update(checkpoint.records for _, checkpoint in signed.checkpoints)
+    hashes: dict[int, str] = {0: GENESIS}
     expected = GENESIS
     count = 0
-    anchor: str | None = None
+    expect_seen_at: int | None = 0 if expect_head == GENESIS else None
 
-    def failed(line: int, problem: str, detail: str) -> VerifyResult:
-        return VerifyResult(path, False, count, line, problem, detail, expected, head is not None)
+    def failed(line: int | None, problem: str, detail: str) -> VerifyResult:
+        return VerifyResult(
+            path,
+            False,
+            count,
+            line,
+            problem,
+            detail,
+            expected,
+            head is not None,
+            key_ids=signed.key_ids if signed is not None else (),
+        )
 
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below; the loop returns from inside
@@ -110,8 +225,10 @@ def verify_chain(path: str | Path) -> VerifyResult:
                 )
             expected = obj[HASH_KEY]
             count = number
-            if head is not None and number == head.records:
-                anchor = expected
+            if number in wanted:
+                hashes[number] = expected
+            if expect_seen_at is None and expected == expect_head:
+                expect_seen_at = number
     if head is not None and head.records > count:
         missing = head.records - count
         return failed(
@@ -119,13 +236,148 @@ def verify_chain(path: str | Path) -> VerifyResult:
             REMOVED,
             f"{head_path(path).name} says the log had {head.records} records; the last {missing} are missing",
         )
-    if head is not None and head.records > 0 and anchor != head.hash:
+    if head is not None and head.records > 0 and hashes.get(head.records) != head.hash:
         return failed(
             head.records,
             ALTERED,
             f"it is not the record {head_path(path).name} names (the chain was rewritten at or before this line)",
         )
-    return VerifyResult(path, True, count, head=expected, anchored=head is not None)
+    if signed is not None:
+        bad = (BAD_CHECKPOINTS, signed.error) if signed.error else _bad_signature(signed)
+        if bad is not None:
+            return failed(None, *bad)
+        if signed.missing and count > 0:
+            return failed(
+                None,
+                UNSIGNED,
+                f"{signed.path.name} does not exist: no record of the log is signed (was it written without "
+                "--audit-signing-key, or was the file deleted?)",
+            )
+        previous = 0
+        for number, checkpoint in signed.checkpoints:
+            where = f"checkpoint {signed.path.name}:{number}"
+            if checkpoint.records > count:
+                return failed(
+                    count + 1,
+                    REMOVED,
+                    f"{where} vouches for {checkpoint.records} records; "
+                    f"the last {checkpoint.records - count} are missing",
+                )
+            if hashes.get(checkpoint.records) != checkpoint.hash:
+                since = f"after line {previous}, which the checkpoint before signed, and " if previous else ""
+                return failed(
+                    checkpoint.records,
+                    ALTERED,
+                    f"it is not the record {where} signed (the chain was rewritten {since}at or before this line)",
+                )
+            previous = checkpoint.records
+    if expect_head is not None and expected != expect_head:
+        if expect_seen_at is not None:
+            after = f"; that is record {expect_seen_at}'s hash: {count - expect_seen_at} record(s) were appended since"
+        else:
+            after = "; no record of the log has that hash (it was rewritten, or cut back and continued)"
+        return failed(
+            None, UNEXPECTED_HEAD, f"the chain ends at {expected} (record {count}), not at {expect_head}{after}"
+        )
+    result = VerifyResult(
+        path,
+        True,
+        count,
+        head=expected,
+        head_file=head is not None,
+        key_ids=signed.key_ids if signed is not None else (),
+        checkpoints=len(signed.checkpoints) if signed is not None else 0,
+        last_checkpoint=signed.checkpoints[-1][1] if signed is not None and signed.checkpoints else None,
+        expected_head=expect_head is not None,
+    )
+    unanchored = result.unanchored_records
+    if max_unanchored is not None and unanchored is not None and unanchored > max_unanchored:
+        return failed(
+            None,
+            UNANCHORED,
+            f"{unanchored} record(s) follow the last checkpoint, more than the {max_unanchored} allowed "
+            "(nothing signed vouches for them)",
+        )
+    return _with_warnings(result, signed)
+
+
+def _with_warnings(result: VerifyResult, signed: _Signed | None) -> VerifyResult:
+    from dataclasses import replace
+
+    from kubesched.audit.checkpoints import checkpoints_path
+
+    warnings = []
+    unanchored = result.unanchored_records
+    if not result.head_file and result.records and unanchored != 0:
+        warnings.append(f"{result.path} has no head file: records removed from its end cannot be detected")
+    if unanchored:
+        last = result.last_checkpoint
+        after = f"after the last checkpoint (record {last.records})" if last is not None else "and no checkpoint"
+        warnings.append(
+            f"{result.path}: {unanchored} record(s) {after} are unanchored: only the unkeyed chain vouches for them"
+        )
+    if signed is None and checkpoints_path(result.path).exists():
+        warnings.append(
+            f"{checkpoints_path(result.path).name} was not checked: pass --public-key to check its signatures"
+        )
+    if signed is not None and signed.torn_tail:
+        warnings.append(f"{signed.path}: ignored a torn last line (a checkpoint a crash interrupted)")
+    return replace(result, warnings=tuple(warnings)) if warnings else result
+
+
+@dataclass(frozen=True, slots=True)
+class _Signed:
+    """The checkpoints file, its lines already checked for format, signature and order."""
+
+    path: Path
+    keys: dict[str, Ed25519PublicKey]  # by key id
+    checkpoints: tuple[tuple[int, Checkpoint], ...]
+    missing: bool
+    torn_tail: bool
+    error: str = ""
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(self.keys)
+
+
+def _load_checkpoints(path: Path, keys: dict[str, Ed25519PublicKey]) -> _Signed:
+    """The checkpoints file, each line's format checked; a bad line is kept as ``error`` and reported once the
+    chain has been read (so the result still says how many records are intact and where the chain ends)."""
+    from kubesched.audit.checkpoints import CheckpointError, checkpoints_path, read_checkpoints
+
+    sidecar = checkpoints_path(path)
+    try:
+        found = read_checkpoints(path)
+    except CheckpointError as exc:
+        return _Signed(sidecar, keys, (), missing=False, torn_tail=False, error=str(exc))
+    if found is None:
+        return _Signed(sidecar, keys, (), missing=True, torn_tail=False)
+    return _Signed(sidecar, keys, found.checkpoints, missing=False, torn_tail=found.torn_tail)
+
+
+def _bad_signature(signed: _Signed) -> tuple[str, str] | None:
+    """(problem, detail) for the first checkpoint not signed by one of the keys, or out of order; None if none."""
+    previous = 0
+    for number, checkpoint in signed.checkpoints:
+        where = f"{signed.path}: line {number}"
+        key = signed.keys.get(checkpoint.key_id)
+        if key is None:
+            ours = f"key{'s' if len(signed.keys) > 1 else ''} {', '.join(signed.keys)}"
+            return BAD_SIGNATURE, f"{where}: signed by key {checkpoint.key_id}, not by --public-key's {ours}"
+        if not checkpoint.verifies(key):
+            return (
+                BAD_SIGNATURE,
+                f"{where}: the signature does not verify with key {checkpoint.key_id} (the checkpoint was forged or "
+                "edited)",
+            )
+        if checkpoint.records < previous:
+            return (
+                BAD_CHECKPOINTS,
+                f"{where}: records go back from {previous} to {checkpoint.records} (lines were moved)",
+            )
+        previous = checkpoint.records
+    return None
 
 
 def _line_with_hash(path: Path, wanted: str, *, skip: int) -> int | None:

@@ -43,7 +43,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from kubesched.explain.run import AttemptHistory
 
         history = AttemptHistory()
-    with simulation_audit(args.audit_log, args.audit_durability, args.seed) as audit_observers:
+    with simulation_audit(args) as audit_observers:
         observers = [*audit_observers, history] if history is not None else audit_observers
         report = simulate(
             manifests,
@@ -94,9 +94,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
 
     async def serve() -> None:
-        from kubesched.audit.sinks.jsonl import JsonlSink
+        from kubesched.cli.audit import open_audit_log
 
-        sinks = [JsonlSink(args.audit_log, durability=args.audit_durability)] if args.audit_log else []
+        # Opened before the scheduler starts: a bad key file or a damaged log stops it with a one-line error.
+        sinks = (
+            [open_audit_log(args.audit_log, args.audit_durability, args.audit_signing_key, args.audit_checkpoint_every)]
+            if args.audit_log
+            else []
+        )
         from prometheus_client import REGISTRY, disable_created_metrics
 
         disable_created_metrics()  # type: ignore[no-untyped-call]  # as kube-scheduler: no <counter>_created

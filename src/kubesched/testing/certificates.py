@@ -5,8 +5,9 @@ pair) and the TLS tests of the remote OPA engine (a serving certificate for the 
 valid for a day, for ``localhost`` and ``127.0.0.1`` only, and written unencrypted: never use it for anything
 real.
 
-It needs the ``cryptography`` package, a test extra rather than a runtime dependency of kubesched, so it is
-imported when a function is called (``pip install cryptography``, or ``pip install -e ".[test]"``).
+It needs the ``cryptography`` package, a runtime dependency of kubesched since audit checkpoints are signed
+(:mod:`kubesched.audit.keys`); it is still imported only when a function is called, so importing this module
+stays cheap, and a clear error remains for an installation that lacks it.
 """
 
 from __future__ import annotations

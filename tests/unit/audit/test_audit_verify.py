@@ -179,7 +179,7 @@ def test_records_removed_from_the_end(
     if removed_head:
         head_path(path).unlink()
     result = verify_chain(path)
-    assert (result.ok, result.line, result.problem, result.anchored) == (ok, line, problem, not removed_head)
+    assert (result.ok, result.line, result.problem, result.head_file) == (ok, line, problem, not removed_head)
     if ok:
         assert result.records == RECORDS - cut
 
@@ -210,7 +210,7 @@ def test_head_file_checks(tmp_path: Path, head_text: str, ok: bool, problem: str
 def test_intact_log_reports_count_and_head(tmp_path: Path) -> None:
     path, lines = written(tmp_path)
     result = verify_chain(path)
-    assert result.ok and result.anchored
+    assert result.ok and result.head_file
     assert result.records == RECORDS
     assert result.head == json.loads(lines[-1])["hash"]
     assert result.describe() == f"{path}: {RECORDS} records, chain intact"

@@ -26,9 +26,16 @@ count and the last hash, written *after* the log's fsync: the head may lag the l
 never runs ahead of it, so it never needs an fsync of its own. Verification uses it to detect records
 removed from the end of the log, which the chain alone cannot show.
 
+With a signing key (``--audit-signing-key``), the writer also appends a signed checkpoint of the synced chain
+to ``<log>.checkpoints`` (:mod:`kubesched.audit.checkpoints`): at the first sync point after every
+``checkpoint_every`` records, and at close. A checkpoint is written after the log's fsync and covers only records
+that fsync confirmed, and is fsynced itself (except with ``never``). A checkpoint that cannot be written is logged;
+the records since the last one stay unanchored until the next one.
+
 Appending to an existing log continues its chain from the last line's hash. The constructor refuses a log
-whose last line is not an intact record, and one whose head file names a record the log no longer holds
-(appending would otherwise paper over a truncation). One process writes a log at a time (``flock``).
+whose last line is not an intact record, and one whose head file or last checkpoint names a record the log no
+longer holds (appending would otherwise paper over a truncation, and signing would launder a rewritten chain).
+One process writes a log at a time (``flock``).
 
 What the writer cannot do, it counts on the audit metrics and logs, since ``write`` has long returned:
 
@@ -60,10 +67,11 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from kubesched.audit.chain import (
     GENESIS,
@@ -80,6 +88,11 @@ from kubesched.audit.chain import (
 from kubesched.audit.metrics import REASON_QUEUE_FULL, REASON_WRITE_ERROR, AuditMetrics, default_metrics
 from kubesched.audit.records import AuditRecord
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from kubesched.audit.checkpoints import Checkpoint, CheckpointWriter
+
 log = logging.getLogger(__name__)
 
 DURABILITY_EVERY = "every"
@@ -88,6 +101,8 @@ DURABILITY_NEVER = "never"
 DURABILITIES = (DURABILITY_EVERY, DURABILITY_BATCH, DURABILITY_NEVER)
 
 DEFAULT_BATCH_SIZE = 100
+# kubesched.audit.checkpoints.DEFAULT_EVERY, repeated so an unsigned log never imports cryptography.
+DEFAULT_CHECKPOINT_EVERY = 1000
 # Records waiting for the writer; only reached when the disk stalls for a long while.
 DEFAULT_MAX_QUEUE = 100_000
 
@@ -138,6 +153,9 @@ class JsonlSink:
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_queue: int = DEFAULT_MAX_QUEUE,
         metrics: AuditMetrics | None = None,
+        signing_key: Ed25519PrivateKey | None = None,
+        checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+        clock: Callable[[], float] = time.time,
     ):
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {', '.join(DURABILITIES)}, not {durability!r}")
@@ -145,24 +163,47 @@ class JsonlSink:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         if max_queue < 1:
             raise ValueError(f"max_queue must be at least 1, not {max_queue}")
+        if checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be at least 1, not {checkpoint_every}")
         self.path = Path(path)
         self.durability = durability
         self.batch_size = batch_size
         self.max_queue = max_queue
         self._metrics = metrics
         self._metrics_given = metrics is not None
+        self.checkpoint_every = checkpoint_every
+        self._checkpointer: CheckpointWriter | None = None
         self._fd, created = _open_locked(self.path)
         try:
+            if signing_key is not None:
+                from kubesched.audit.checkpoints import CheckpointWriter
+
+                self._checkpointer = CheckpointWriter(
+                    self.path, signing_key, fsync=durability != DURABILITY_NEVER, clock=clock
+                )
+            last = self._checkpointer.last if self._checkpointer is not None else None
             if created:
+                if last is not None and last.records > 0:
+                    raise _refuse(
+                        self.path,
+                        f"the log is new but {self._checkpointer_name()} vouches for {last.records} records",
+                    )
                 self._size = 0
                 chain = Head(0, GENESIS)
                 if durability != DURABILITY_NEVER:
                     _fsync_directory(self.path)
             else:
                 self._size = os.fstat(self._fd).st_size
-                chain = Head(*_resume(self.path, self._size))
+                chain = Head(*_resume(self.path, self._size, last))
+                if self._checkpointer is not None:
+                    self._check_last_checkpoint(last, chain)
         except BaseException:
+            if self._checkpointer is not None:
+                self._checkpointer.close()
             os.close(self._fd)
+            if created:
+                # Only an empty file of our own making: leave no trace of a refused start.
+                self.path.unlink(missing_ok=True)
             raise
         # Replaced whole by the writer, so another thread never reads a count and a hash that disagree.
         self._chain = chain
@@ -185,6 +226,8 @@ class JsonlSink:
 
         # The writer's own state; a replacement writer takes it over from a dead one.
         self._unsynced = 0
+        # The chain as far as the last sync confirmed it: the most a checkpoint may vouch for.
+        self._synced = chain
         self._torn = False  # bytes past _size may be on disk (a partial line not yet cut off)
         self._current: _Step | None = None  # the step in hand, kept so a replacement can retry it
         self._tries = 0
@@ -205,6 +248,11 @@ class JsonlSink:
     def head(self) -> str:
         """The hash of the last record the writer appended (GENESIS for an empty log)."""
         return self._chain.hash
+
+    @property
+    def last_checkpoint(self) -> Checkpoint | None:
+        """The newest checkpoint in ``<log>.checkpoints`` (None without a signing key or before the first)."""
+        return self._checkpointer.last if self._checkpointer is not None else None
 
     @property
     def metrics(self) -> AuditMetrics:
@@ -389,6 +437,8 @@ class JsonlSink:
         else:
             if step.sync and self._unsynced:
                 self._sync()
+            if step.stop:
+                self._checkpoint(force=True)
             return self._pass(step)
         return False
 
@@ -402,6 +452,8 @@ class JsonlSink:
         return barrier.stop
 
     def _release(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         try:
             os.close(self._fd)  # releases the flock too
         except OSError as exc:
@@ -493,11 +545,57 @@ class JsonlSink:
                 self._count_drop(REASON_WRITE_ERROR, unconfirmed)
                 return
         self._unsynced = 0
+        self._synced = covered
         try:
             _write_head(self.path, covered)
         except OSError as exc:
             # The records are durable; the head only lags, which verification and resuming tolerate.
             log.warning("audit log %s: cannot replace the head file (%s); it lags the log", self.path, exc)
+        self._checkpoint(force=False)
+
+    def _checkpoint(self, *, force: bool) -> None:
+        """Sign the synced chain when ``checkpoint_every`` records have been synced since the last checkpoint
+        (or, with ``force``, at close, when there is anything new)."""
+        checkpointer = self._checkpointer
+        if checkpointer is None:
+            return
+        synced = self._synced
+        last = checkpointer.last
+        since = synced.records - (last.records if last is not None else 0)
+        if synced.records == 0 or (last is not None and last.records == synced.records):
+            return
+        if not force and since < self.checkpoint_every:
+            return
+        try:
+            checkpointer.append(synced)
+        except OSError as exc:
+            log.error(
+                "audit log %s: cannot write a checkpoint (%s); the records since the last one stay unanchored "
+                "until the next",
+                checkpointer.path,
+                exc.strerror or exc,
+            )
+
+    def _checkpointer_name(self) -> str:
+        return self._checkpointer.path.name if self._checkpointer is not None else ""
+
+    def _check_last_checkpoint(self, last: Checkpoint | None, chain: Head) -> None:
+        """Refuse to sign on after a checkpoint our own key cannot vouch for; note a log no checkpoint covers."""
+        assert self._checkpointer is not None
+        if last is None:
+            if chain.records:
+                log.warning(
+                    "audit log %s: no checkpoint covers its %d records yet; the first one will vouch for them as "
+                    "they are now (check them with `kubesched audit verify` first)",
+                    self.path,
+                    chain.records,
+                )
+            return
+        if last.key_id == self._checkpointer.key_id and not last.verifies(self._checkpointer.key.public_key()):
+            raise _refuse(
+                self.path,
+                f"the last checkpoint in {self._checkpointer_name()} claims this key but its signature does not verify",
+            )
 
 
 # Sinks still open, closed (so flushed) at interpreter exit: the writer threads are daemons.
@@ -556,11 +654,21 @@ def _refuse(path: Path, why: str) -> AuditLogError:
     return AuditLogError(f"{path}: cannot append: {why}; `kubesched audit verify {path}` names the problem")
 
 
-def _resume(path: Path, size: int) -> tuple[int, str]:
-    """(records, last hash) of an existing log, after checking its last line and its head file."""
+def _resume(path: Path, size: int, checkpoint: Checkpoint | None = None) -> tuple[int, str]:
+    """(records, last hash) of an existing log, after checking its last line, its head file and its last
+    checkpoint (whoever signed it: the chain must still pass through what was signed)."""
     head = read_head(path)
-    anchor_line = head.records if head is not None else 0
-    records, last, anchored = _scan(path, anchor_line)
+    wanted = {anchor.records for anchor in (head, checkpoint) if anchor is not None}
+    records, last, hashes = _scan(path, wanted)
+    if checkpoint is not None and checkpoint.records > 0:
+        # Checked first: a signed statement outranks the unsigned head file.
+        name = path.name + ".checkpoints"
+        if checkpoint.records > records:
+            raise _refuse(
+                path, f"its last checkpoint ({name}) vouches for {checkpoint.records} records but it has {records}"
+            )
+        if hashes.get(checkpoint.records) != checkpoint.hash:
+            raise _refuse(path, f"line {checkpoint.records} is not the record its last checkpoint ({name}) signed")
     if size == 0:
         if head is not None and head.records > 0:
             raise _refuse(path, f"the log is empty but {head_path(path).name} says it had {head.records} records")
@@ -578,23 +686,23 @@ def _resume(path: Path, size: int) -> tuple[int, str]:
     if head is not None and head.records > 0:
         if head.records > records:
             raise _refuse(path, f"{head_path(path).name} says the log had {head.records} records but it has {records}")
-        if anchored != head.hash:
+        if hashes.get(head.records) != head.hash:
             raise _refuse(path, f"line {head.records} is not the record {head_path(path).name} names")
     return records, str(obj[HASH_KEY])
 
 
-def _scan(path: Path, anchor_line: int) -> tuple[int, bytes, str | None]:
-    """One pass over the log: number of lines, the last line (raw), and the hash of line ``anchor_line``."""
+def _scan(path: Path, anchor_lines: set[int]) -> tuple[int, bytes, dict[int, str | None]]:
+    """One pass over the log: number of lines, the last line (raw), and the hashes of lines ``anchor_lines``."""
     count = 0
     last = b""
-    anchored: str | None = None
+    hashes: dict[int, str | None] = {}
     with open(path, "rb") as handle:
         for raw in handle:
             count += 1
             last = raw
-            if count == anchor_line:
-                anchored = _hash_of(raw)
-    return count, last, anchored
+            if count in anchor_lines:
+                hashes[count] = _hash_of(raw)
+    return count, last, hashes
 
 
 def _hash_of(raw: bytes) -> str | None:
