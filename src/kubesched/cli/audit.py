@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from kubesched.errors import KubeschedError
+from kubesched.terminal_text import safe_lines
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -198,9 +199,9 @@ def cmd_audit_query(args: argparse.Namespace) -> int:
         json.dump(answer, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     elif args.output == "table":
-        print(table(records))
+        print(safe_lines(table(records)))
     else:
-        print("\n\n".join(explain(record) for record in records) if records else "no matching decisions")
+        print(safe_lines("\n\n".join(explain(record) for record in records)) if records else "no matching decisions")
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from kubesched.framework.status import CODE_NAMES
 from kubesched.scheduler.results import AttemptRecord
+from kubesched.terminal_text import safe
 
 
 def record_to_json(record: AttemptRecord, preempted: Sequence[str] = ()) -> dict[str, Any]:
@@ -52,13 +53,16 @@ def report_json(records: list[AttemptRecord], preempted: Mapping[str, Sequence[s
 def report_table(records: list[AttemptRecord]) -> str:
     header = ("POD", "PROFILE", "RESULT", "NODE", "ATTEMPTS", "REASON")
     rows = [
-        (
-            record.pod.key,
-            record.profile,
-            record.result,
-            record.node or "-",
-            str(record.attempts),
-            record.message,
+        tuple(
+            safe(cell)
+            for cell in (
+                record.pod.key,
+                record.profile,
+                record.result,
+                record.node or "-",
+                str(record.attempts),
+                record.message,
+            )
         )
         for record in records
     ]
