@@ -116,35 +116,36 @@ class SelectorColumns:
 
     def term(self, batch: NodeBatch, term: Term) -> BoolArray:
         """``term.matches(labels, name)`` for every node of ``batch``."""
-        size = len(batch)
         if term.errors:
-            return np.zeros(size, dtype=np.bool_)
-        result = np.ones(size, dtype=np.bool_)
-        for requirement in term.labels:
-            result &= self.label_requirement(batch, requirement)
-        for field in term.fields:
-            result &= self.field_requirement(batch, field)
+            return np.zeros(len(batch), dtype=np.bool_)
+        masks = [self.label_requirement(batch, r) for r in term.labels]
+        masks.extend(self.field_requirement(batch, f) for f in term.fields)
+        # Compiled terms always have a requirement (empty ones are dropped); the masks are fresh arrays.
+        result = masks[0]
+        for mask in masks[1:]:
+            result &= mask
         return result
 
     def selector(self, batch: NodeBatch, selector: NodeSelector) -> BoolArray:
         """``selector.matches(labels, name)``: the OR of its terms (no terms, no node)."""
-        result = np.zeros(len(batch), dtype=np.bool_)
-        for term in selector.terms:
+        if not selector.terms:
+            return np.zeros(len(batch), dtype=np.bool_)
+        result = self.term(batch, selector.terms[0])
+        for term in selector.terms[1:]:
             result |= self.term(batch, term)
         return result
 
     def required(self, batch: NodeBatch, required: RequiredNodeAffinity) -> BoolArray:
         """``required.matches(labels, name)``: the nodeSelector's label equalities AND the required terms."""
-        result = np.ones(len(batch), dtype=np.bool_)
+        result = self.selector(batch, required.affinity) if required.affinity is not None else None
         for key, value in required.node_selector:
             column, ids = self._column(batch, key)
             wanted = column.id_of(value)
             if wanted is None:
                 return np.zeros(len(batch), dtype=np.bool_)
-            result &= ids == wanted
-        if required.affinity is not None:
-            result &= self.selector(batch, required.affinity)
-        return result
+            equal = ids == wanted
+            result = equal if result is None else result & equal
+        return np.ones(len(batch), dtype=np.bool_) if result is None else result
 
     def preferred_scores(self, batch: NodeBatch, preferred: PreferredTerms) -> IntArray:
         """``preferred.score(labels, name)``: the sum of the weights of the terms each node matches."""

@@ -210,14 +210,16 @@ class NodeAffinity:
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         required = self._required(state, pod)
         columns = self._columns
+        matched = columns.required(nodes, required)
         # Status ids as in _filter: the enforced affinity is checked first, so a node failing both reports it.
-        codes = np.zeros(len(nodes), dtype=np.int64)
-        if self.added_selector is not None:
-            codes[~columns.selector(nodes, self.added_selector)] = 1
-        codes[(codes == 0) & ~columns.required(nodes, required)] = 2
-        if not codes.any():
+        if self.added_selector is None:
+            if matched.all():
+                return None
+            return BatchFilterResult(np.where(matched, 0, 2), _FILTER_STATUSES)
+        enforced = columns.selector(nodes, self.added_selector)
+        if enforced.all() and matched.all():
             return None
-        return BatchFilterResult(codes, _FILTER_STATUSES)
+        return BatchFilterResult(np.where(enforced, np.where(matched, 0, 2), 1), _FILTER_STATUSES)
 
     # ---- Score ---------------------------------------------------------------------------------
 
