@@ -52,6 +52,10 @@ class ClassColumn:
             self.values.append(key)
         self.ids[slot] = class_id
 
+    def id_of(self, key: Hashable) -> int | None:
+        """The id of ``key``, None if no node has had it: a plugin can compare ids instead of keys."""
+        return self._index.get(key)
+
 
 class NodeTable:
     """Arrays indexed by node slot; slots are reused after a node is removed."""

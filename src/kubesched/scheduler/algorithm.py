@@ -43,6 +43,37 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     return max(num_nodes, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def narrowed_slots(snapshot: Snapshot, names: frozenset[str]) -> IntArray:
+    """The slots of the snapshot's nodes named in a PreFilterResult, in search order.
+
+    O(len(names)), not O(nodes): a DaemonSet pod names one node among 15000, and walking every node to find
+    it would be most of its cycle. Looked up by name, then put in the order the node list has them (the
+    candidates' order decides the round-robin walk and which tied node wins), so the answer is the one a
+    walk over ``snapshot.node_infos`` keeping the named nodes gives (:func:`narrowed_slots_reference`).
+    """
+    infos = snapshot.node_infos
+    position_of_slot = snapshot.position_of_slot
+    by_name = snapshot.by_name
+    found: list[tuple[int, int]] = []
+    for name in names:
+        info = by_name.get(name)
+        if info is None or info.slot >= len(position_of_slot):
+            continue
+        position = int(position_of_slot[info.slot])
+        # by_name and the ordered list hold the same NodeInfos; checking costs nothing and keeps the answer
+        # that of the walk even if they ever disagreed.
+        if position < len(infos) and infos[position] is info:
+            found.append((position, info.slot))
+    found.sort()
+    return np.fromiter((slot for _, slot in found), dtype=np.int64, count=len(found))
+
+
+def narrowed_slots_reference(snapshot: Snapshot, names: frozenset[str]) -> IntArray:
+    """The reference for :func:`narrowed_slots`: walk the node list, keep the named nodes."""
+    kept = [info.slot for info in snapshot.node_infos if info.name in names]
+    return np.asarray(kept, dtype=np.int64)
+
+
 class SchedulingError(Exception):
     """The cycle failed with an Error status (not a fit problem)."""
 
@@ -188,16 +219,12 @@ class ScheduleAlgorithm:
                     raise SchedulingError(status)
 
         if pre.result is not None and pre.result.node_names is not None:
-            names = pre.result.node_names
-            candidates_infos = [info for info in all_nodes if info.name in names]
-            candidate_slots = np.fromiter(
-                (info.slot for info in candidates_infos), dtype=np.int64, count=len(candidates_infos)
-            )
+            candidate_slots = narrowed_slots(snapshot, pre.result.node_names)
             diagnosis.absent_nodes_status = Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                 f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.narrowed_by))}]",
             )
-            diagnosis.absent_node_count = len(all_nodes) - len(candidates_infos)
+            diagnosis.absent_node_count = len(all_nodes) - len(candidate_slots)
         else:
             candidate_slots = snapshot.slots
         n = len(candidate_slots)

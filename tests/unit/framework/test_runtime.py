@@ -361,7 +361,9 @@ def test_filter_per_node_and_batch_agree(
     per_node = {info.name: fwk.run_filter(CycleState(), POD, info) for info in snapshot.node_infos}
     outcome = fwk.run_filter_batch(CycleState(), POD, batch_of(snapshot))
     batch = {info.name: outcome.status_of(i) for i, info in enumerate(snapshot.node_infos)}
-    assert per_node == batch == expected
+    # A one-node batch takes the per-node path inside run_filter_batch; it must read the same.
+    single = {n: fwk.run_filter_batch(CycleState(), POD, batch_of(snapshot, [n])).status_of(0) for n in per_node}
+    assert per_node == batch == single == expected
 
 
 @pytest.mark.parametrize(
@@ -380,6 +382,8 @@ def test_filter_failures_are_errors_on_both_paths(outcome: object, message: str)
     assert fwk.run_filter(CycleState(), POD, snapshot.node_infos[0]) == Status(Code.ERROR, message, plugin="A")
     batch = fwk.run_filter_batch(CycleState(), POD, batch_of(snapshot))
     assert batch.error == Status(Code.ERROR, message, plugin="A")
+    single = fwk.run_filter_batch(CycleState(), POD, batch_of(snapshot, ["n2"]))
+    assert single.error == Status(Code.ERROR, message, plugin="A")
 
 
 @pytest.mark.parametrize(

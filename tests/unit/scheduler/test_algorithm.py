@@ -106,7 +106,8 @@ LOG: list[tuple[str, tuple[int, ...]]] = []
 
 
 class RejectSome:
-    """Batch Filter rejecting the nodes named in REJECTED; logs every prefetch and filter batch by slots."""
+    """Batch Filter rejecting the nodes named in REJECTED; logs every prefetch and filter batch by slots
+    (a one-node batch as the per-node call it becomes)."""
 
     name = "RejectSome"
 
@@ -118,6 +119,8 @@ class RejectSome:
         return None
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        # A one-node batch is filtered node by node (Framework.run_filter_batch): it is logged as a batch.
+        LOG.append(("filter", (node_info.slot,)))
         return Status(Code.UNSCHEDULABLE, "rejected") if node_info.name in REJECTED else None
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:

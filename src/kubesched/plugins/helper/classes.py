@@ -74,6 +74,27 @@ NODE_POLICY_FACTS: ClassSpec[tuple[object, ...]] = ClassSpec("node-policy-facts"
 taints, unschedulable. Equal facts, equal decisions; status-only updates keep the class."""
 
 
+# One spec per label key, made on first use and kept, so every table gets the same key function for a name
+# (NodeTable refuses a second one). Bounded by the label keys selectors mention, not by nodes or pods.
+_LABEL_VALUE_SPECS: dict[str, ClassSpec[str | None]] = {}
+
+
+def label_value(key: str) -> ClassSpec[str | None]:
+    """A class column of one label's value (None where the node lacks the label).
+
+    Selectors read a few label keys; classing nodes by just those values keeps classes few even when every
+    node has a unique hostname label, where :data:`NODE_LABELS` makes each node its own class.
+    """
+    spec = _LABEL_VALUE_SPECS.get(key)
+    if spec is None:
+
+        def value(info: NodeInfo) -> str | None:
+            return info.labels.get(key)
+
+        spec = _LABEL_VALUE_SPECS[key] = ClassSpec(f"node-label:{key}", value)
+    return spec
+
+
 def per_class(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], T]) -> tuple[list[T], IntArray]:
     """``(results, index)``: ``evaluate`` once per class present in ``batch``; node i's result is
     ``results[index[i]]``."""

@@ -123,10 +123,34 @@ def _string_values(raw: object, path: str, errors: list[FieldError]) -> list[str
     return values
 
 
+# Requirements that passed validation, by (key, operator, values): every pod of a Deployment or DaemonSet
+# carries the same terms, and checking label names and values against apimachinery's regexes was most of
+# compiling them. Only valid ones are kept (an invalid one's errors name its path, so it is rebuilt each
+# time); validity depends on nothing else. Cleared when full, so it stays small.
+_VALID_REQUIREMENTS: dict[tuple[str, str, tuple[str, ...]], LabelRequirement] = {}
+_VALID_REQUIREMENTS_LIMIT = 4096
+
+
 def _label_requirement(expr: Mapping[str, Any], path: str, errors: list[FieldError]) -> LabelRequirement | None:
     key = expr.get("key", "")
     operator = expr.get("operator", "")
     values = _string_values(expr.get("values"), f"{path}.values", errors)
+    cache_key = (key, operator, tuple(values)) if isinstance(key, str) and isinstance(operator, str) else None
+    if cache_key is not None:
+        known = _VALID_REQUIREMENTS.get(cache_key)
+        if known is not None:
+            return known
+    requirement = _validated_label_requirement(key, operator, values, path, errors)
+    if requirement is not None and cache_key is not None:
+        if len(_VALID_REQUIREMENTS) >= _VALID_REQUIREMENTS_LIMIT:
+            _VALID_REQUIREMENTS.clear()
+        _VALID_REQUIREMENTS[cache_key] = requirement
+    return requirement
+
+
+def _validated_label_requirement(
+    key: object, operator: object, values: list[str], path: str, errors: list[FieldError]
+) -> LabelRequirement | None:
     if operator not in _OPERATORS:
         errors.append(FieldError(f"{path}.operator", ErrorType.UNSUPPORTED, operator))
         return None

@@ -10,8 +10,9 @@
 - PreScore: Skip when there are no preferred terms (pod or added); Score sums the weights of matching
   preferred terms; NormalizeScore is DefaultNormalizeScore (not reversed).
 
-Batch forms evaluate the selectors once per distinct label set (a class column), or per node when a term
-uses ``matchFields`` (node names are unique, so classes would not help).
+Batch forms answer each selector requirement for the whole batch from the class column of the one label
+it reads (:mod:`kubesched.plugins.helper.node_selector_batch`), so a unique hostname label on every node
+costs nothing; matchFields compares the batch's node names. The per-node methods are the reference.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
-from kubesched.plugins.helper.classes import NODE_LABELS, batch_result, per_class, per_class_scores
 from kubesched.plugins.helper.hints import as_nodes
 from kubesched.plugins.helper.node_selector import (
     IN,
@@ -51,6 +51,7 @@ from kubesched.plugins.helper.node_selector import (
     compile_node_selector,
     compile_preferred_terms,
 )
+from kubesched.plugins.helper.node_selector_batch import SelectorColumns
 from kubesched.plugins.helper.normalize_score import default_normalize_score
 
 if TYPE_CHECKING:
@@ -76,8 +77,8 @@ PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 _POD_MISMATCH = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_POD)
 _ENFORCED_MISMATCH = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_ENFORCED)
-
-LabelSet = tuple[tuple[str, str], ...]
+# filter_batch's status ids: 1 the enforced affinity, 2 the pod's own.
+_FILTER_STATUSES = (_ENFORCED_MISMATCH, _POD_MISMATCH)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +152,7 @@ class NodeAffinity:
             self.added_selector = compile_node_selector(added[REQUIRED])
         if added.get(PREFERRED):
             self.added_preferred = compile_preferred_terms(added[PREFERRED])[0]
+        self._columns = SelectorColumns()
 
     @property
     def name(self) -> str:
@@ -207,16 +209,17 @@ class NodeAffinity:
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         required = self._required(state, pod)
-        uses_fields = required.uses_fields or (self.added_selector is not None and self.added_selector.uses_fields)
-        if uses_fields:
-            return batch_result([self._filter(required, info.labels, info.name) for info in nodes.infos])
-
-        def evaluate(labels: LabelSet) -> Status | None:
-            # No term reads the node name here, so any name gives the same answer.
-            return self._filter(required, dict(labels), "")
-
-        results, index = per_class(nodes, NODE_LABELS, evaluate)
-        return batch_result(results, index)
+        columns = self._columns
+        matched = columns.required(nodes, required)
+        # Status ids as in _filter: the enforced affinity is checked first, so a node failing both reports it.
+        if self.added_selector is None:
+            if matched.all():
+                return None
+            return BatchFilterResult(np.where(matched, 0, 2), _FILTER_STATUSES)
+        enforced = columns.selector(nodes, self.added_selector)
+        if enforced.all() and matched.all():
+            return None
+        return BatchFilterResult(np.where(enforced, np.where(matched, 0, 2), 1), _FILTER_STATUSES)
 
     # ---- Score ---------------------------------------------------------------------------------
 
@@ -247,20 +250,12 @@ class NodeAffinity:
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
         preferred = self._preferred(state, pod)
-        uses_fields = (preferred is not None and preferred.uses_fields) or (
-            self.added_preferred is not None and self.added_preferred.uses_fields
-        )
-        if uses_fields:
-            return np.fromiter(
-                (self._score(preferred, info.labels, info.name) for info in nodes.infos),
-                dtype=np.int64,
-                count=len(nodes),
-            )
-
-        def evaluate(labels: LabelSet) -> int:
-            return self._score(preferred, dict(labels), "")
-
-        return per_class_scores(nodes, NODE_LABELS, evaluate)
+        scores = np.zeros(len(nodes), dtype=np.int64)
+        if self.added_preferred is not None:
+            scores += self._columns.preferred_scores(nodes, self.added_preferred)
+        if preferred is not None:
+            scores += self._columns.preferred_scores(nodes, preferred)
+        return scores
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)

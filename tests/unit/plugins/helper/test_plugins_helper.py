@@ -173,6 +173,29 @@ def test_term_parse_errors_are_kept_with_paths() -> None:
     assert not term.matches({"a": "x", "d": "y"}, "n")
 
 
+@pytest.mark.parametrize(
+    "expression",
+    [
+        pytest.param({"key": "zone", "operator": "In", "values": ["a", "b"]}, id="valid"),
+        pytest.param({"key": "zone", "operator": "In", "values": ["not valid!"]}, id="bad-value"),
+        pytest.param({"key": "bad key!", "operator": "Exists"}, id="bad-key"),
+        pytest.param({"key": "n", "operator": "Gt", "values": ["x"]}, id="gt-not-an-int"),
+        pytest.param({"key": "zone", "operator": "Exists", "values": "oops"}, id="values-not-a-list"),
+    ],
+)
+def test_compiling_the_same_requirement_again_gives_the_same_term_with_its_own_paths(
+    expression: dict[str, object],
+) -> None:
+    # Valid requirements are remembered across compiles; the second compile, at another path, must read
+    # exactly as a first one would.
+    first = compile_term({"matchExpressions": [expression]}, "a")
+    second = compile_term({"matchExpressions": [expression]}, "b")
+    assert second.labels == first.labels
+    assert [e.path.replace("b.", "a.", 1) for e in second.errors] == [e.path for e in first.errors]
+    assert [e.detail for e in second.errors] == [e.detail for e in first.errors]
+    assert all(e.path.startswith("b.") for e in second.errors)
+
+
 def test_node_selector_with_only_empty_terms_matches_nothing() -> None:
     selector = compile_node_selector({"nodeSelectorTerms": [{}, {"matchExpressions": []}]})
     assert selector.terms == ()
