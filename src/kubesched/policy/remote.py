@@ -132,6 +132,9 @@ __all__ = [
 DEFAULT_REVISION_TTL_SECONDS = 10.0
 DEFAULT_POOL_SIZE = 4
 DEFAULT_MAX_CONCURRENT_REQUESTS = 8
+# An answer for a batch of 5000 nodes is well under 1 MB; a bigger one is a misconfigured decision path (a whole
+# data tree) or a hostile server, and reading it whole would hold the policy worker's memory hostage.
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024
 KEEPALIVE_EXPIRY_SECONDS = 60.0
 TOKEN_CHECK_INTERVAL_SECONDS = 1.0
 DATA_API_PREFIX = "/v1/data/"
@@ -500,6 +503,7 @@ class RemoteOpaEngine:
         revision_ttl_seconds: float = DEFAULT_REVISION_TTL_SECONDS,
         pool_size: int = DEFAULT_POOL_SIZE,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
         clock: Clock | None = None,
     ) -> None:
         if not (isinstance(timeout_seconds, int | float) and math.isfinite(timeout_seconds) and timeout_seconds > 0):
@@ -535,6 +539,7 @@ class RemoteOpaEngine:
         elif ca_file is not None:
             raise PolicyError(f"ca_file is set but endpoint {endpoint!r} is not https://")
         self._pool_size = pool_size
+        self._max_answer_bytes = max_answer_bytes
         self._max_concurrent = max_concurrent_requests
         self._in_flight = asyncio.Semaphore(max_concurrent_requests)
         self._session: aiohttp.ClientSession | None = None
@@ -769,7 +774,8 @@ class RemoteOpaEngine:
                 async with session.request(method, url, data=body, headers=headers) as response:
                     attempt.answered = True
                     call.phase = "reading the answer"
-                    answer = _Answer(response.status, response.reason or "", await response.read())
+                    body = await self._read_bounded(response, call)
+                    answer = _Answer(response.status, response.reason or "", body)
             except (aiohttp.ClientError, OSError, ValueError) as error:
                 if not retried and _is_stale(error, attempt):
                     retried = True
@@ -784,6 +790,25 @@ class RemoteOpaEngine:
             if answer.status == 401 and self._token is not None:
                 self._token.invalidate()
             return answer
+
+    async def _read_bounded(self, response: aiohttp.ClientResponse, call: _Call) -> bytes:
+        """The whole answer, refused (and its connection dropped) once it exceeds ``max_answer_bytes``."""
+        limit = self._max_answer_bytes
+        declared = response.content_length
+        if declared is not None and declared <= limit:
+            return await response.read()
+        if declared is None:
+            body = bytearray()
+            async for chunk in response.content.iter_chunked(1 << 16):
+                body += chunk
+                if len(body) > limit:
+                    break
+            else:
+                return bytes(body)
+        raise PolicyError(
+            f"OPA at {self._origin}: {call.what}: the answer is larger than {limit} bytes (max_answer_bytes); "
+            "is the decision path a whole data tree?"
+        )
 
     async def _post_data(
         self, session: aiohttp.ClientSession, call: _Call, target: str, body: bytes

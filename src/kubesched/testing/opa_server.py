@@ -49,6 +49,24 @@ _PACKAGE = re.compile(r"^\s*package\s+([^\s#]+)", re.MULTILINE)
 _STATUS_CODES = {400: "invalid_parameter", 401: "unauthorized", 404: "resource_not_found", 409: "resource_conflict"}
 
 
+async def _oversized(request: web.Request, size: int) -> web.StreamResponse:
+    """A chunked answer of ``size`` bytes: {"result": "xxx..."}."""
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    await response.write(b'{"result": "')
+    chunk = b"x" * (1 << 16)
+    written = 0
+    try:
+        while written < size:
+            await response.write(chunk)
+            written += len(chunk)
+        await response.write(b'"}')
+    except (ConnectionResetError, OSError):
+        pass  # the client stopped reading, as it should
+    return response
+
+
 @dataclass
 class Faults:
     """Failures to inject, read at every request (set them from the test's thread at any time).
@@ -64,6 +82,7 @@ class Faults:
     undefined: bool = False  # answer {} (no result)
     non_boolean: bool = False  # answer {"result": "yes"}
     usage_warning: bool = False  # add OPA's api_usage_warning to the answer
+    oversized_bytes: int = 0  # answer a Data API read with a JSON document this large, streamed without a length
 
     def clear(self) -> None:
         for name, value in vars(Faults()).items():
@@ -410,6 +429,8 @@ class OpaTestServer:
                 response: web.StreamResponse = _error(
                     status, _STATUS_CODES.get(status, "internal_error"), "injected fault"
                 )
+            elif faults.oversized_bytes > 0 and request.path.startswith("/v1/data"):
+                response = await _oversized(request, faults.oversized_bytes)
             elif self.token is not None and request.headers.get("Authorization") != f"Bearer {self.token}":
                 response = _error(401, "unauthorized", "request rejected by administrative policy")
             else:

@@ -1356,3 +1356,19 @@ def test_interpret_result_allows_only_on_an_explicit_allow(result: object) -> No
 @given(JSON_VALUES | DECISION_OBJECTS)
 def test_interpret_result_never_allows_an_undefined_result(result: object) -> None:
     assert interpret_result(result, defined=False) == undefined_decision()
+
+
+def test_an_oversized_answer_is_refused_without_being_read_whole(
+    server: OpaTestServer, run_async: RunAsync[None]
+) -> None:
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=5.0, max_answer_bytes=1 << 20)
+
+    async def scenario() -> None:
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed
+        server.faults.oversized_bytes = 8 << 20
+        with pytest.raises(PolicyError, match=r"answer is larger than 1048576 bytes \(max_answer_bytes\)"):
+            await engine.decide(single(ALLOWED_POD, node("n1")))
+        server.faults.oversized_bytes = 0
+        assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed  # the next call works again
+
+    closing(run_async, scenario(), engine)
