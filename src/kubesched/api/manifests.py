@@ -28,6 +28,7 @@ from kubesched.bounded_input import InputTooLarge, check_aliases, may_have_alias
 from kubesched.errors import FieldError, ManifestError
 
 from ._fields import type_name
+from .manifest_checks import DuplicateKeyTracker, name_problems, unknown_fields, version_problem
 from .objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
 from .storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from .workloads import ReplicaSet, ReplicationController, Service, StatefulSet
@@ -74,6 +75,14 @@ class LoadedManifests:
     csi_nodes: list[CSINode] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     origins: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    strict: bool = False
+    """Validation findings (unknown fields, invalid names, ...) are errors rather than warnings."""
+
+    def finding(self, message: str) -> None:
+        """A problem kubectl's strict validation would refuse: a warning, or the error under ``strict``."""
+        if self.strict:
+            raise ManifestError(message)
+        self.warnings.append(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,8 @@ class _Kind:
     build: Callable[[Mapping[str, Any], str], Any]
     target: Callable[[LoadedManifests], list[Any]]
     """The LoadedManifests list the objects go to."""
+    versions: tuple[str, ...] = ("v1",)
+    """The versions the API server serves the kind at."""
 
 
 _KINDS: dict[str, _Kind] = {
@@ -102,10 +113,12 @@ _KINDS: dict[str, _Kind] = {
 }
 
 
-def load_manifests(paths: Sequence[str]) -> LoadedManifests:
+def load_manifests(paths: Sequence[str], *, strict: bool = False) -> LoadedManifests:
     """Load files (or every .yaml/.yml/.json file directly inside a directory, in name order; a file named
-    twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities."""
-    loaded = LoadedManifests()
+    twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities. What ``kubectl apply
+    --validate=strict`` would refuse (:mod:`kubesched.api.manifest_checks`) is a warning, or with ``strict`` an
+    error."""
+    loaded = LoadedManifests(strict=strict)
     seen: set[str] = set()
     for path in paths:
         if path == STDIN:
@@ -158,8 +171,14 @@ def _expand(path: str) -> list[str]:
 
 
 def _load_text(loaded: LoadedManifests, text: str, source: str) -> None:
-    documents = _json_documents(text, source) if source.endswith(".json") else _yaml_documents(text, source)
+    duplicates = DuplicateKeyTracker()
+    documents = (
+        _json_documents(text, source) if source.endswith(".json") else _yaml_documents(text, source, duplicates)
+    )
     for label, document in documents:
+        for found in duplicates.found:
+            loaded.finding(f"{source}: {found}")
+        duplicates.found.clear()
         if document is None:
             continue
         _add_document(loaded, document, source, label)
@@ -173,8 +192,8 @@ def _json_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
     yield "document 1", document
 
 
-def _yaml_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
-    loader = _Loader(text)
+def _yaml_documents(text: str, source: str, duplicates: DuplicateKeyTracker) -> Iterator[tuple[str, object]]:
+    loader = duplicates.install(_Loader)(text)
     aliased = may_have_aliases(text)
     try:
         number = 0
@@ -259,6 +278,13 @@ def _add_object(
     else:
         where = f"{source}: {kind} {name}"
 
+    for problem in (
+        version_problem(kind, api_version, known.versions),
+        *name_problems(kind, meta, namespaced),
+        *unknown_fields(kind, document),
+    ):
+        if problem:
+            loaded.finding(f"{where}: {problem}")
     obj = known.build(document, where)
     key = (kind, obj.metadata.namespace, obj.metadata.name)
     first = loaded.origins.get(key)

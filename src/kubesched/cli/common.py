@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from kubesched.terminal_text import safe
+
 if TYPE_CHECKING:
     from kubesched.config.types import SchedulerConfiguration
     from kubesched.framework.runtime.registry import Registry
@@ -31,4 +33,4 @@ def load_config(path: str | None, registry: Registry) -> SchedulerConfiguration:
 
 def warn(messages: Sequence[str]) -> None:
     for message in messages:
-        print(f"warning: {message}", file=sys.stderr)
+        print(f"warning: {safe(message)}", file=sys.stderr)

@@ -20,6 +20,9 @@ def add_explain_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     explain.add_argument("pod", metavar="POD", help="namespace/name, or a name that only one namespace has")
     explain.add_argument("-f", "--filename", action="append", required=True, help="manifest file or directory")
+    explain.add_argument(
+        "--strict", action="store_true", help="refuse what kubectl apply --validate=strict would (else warnings)"
+    )
     explain.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
     explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
     explain.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
@@ -39,7 +42,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     plugins = plugin_registry()
     config = load_config(args.config, plugins)
-    manifests = load_manifests(args.filename)
+    manifests = load_manifests(args.filename, strict=args.strict)
     warn(manifests.warnings)
     warn(config.warnings)
     explanation = explain(manifests, config, plugins, args.pod, seed=args.seed, use_batch=not args.reference)

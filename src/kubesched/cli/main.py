@@ -35,7 +35,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     registry = plugin_registry()
     config = load_config(args.config, registry)
-    manifests = load_manifests(args.filename)
+    manifests = load_manifests(args.filename, strict=args.strict)
     warn(manifests.warnings)
     warn(config.warnings)
     history = None
@@ -222,6 +222,10 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+STRICT_HELP = (
+    "refuse what kubectl apply --validate=strict would (unknown fields, duplicate keys, an unknown apiVersion, "
+    "invalid names); without it they are warnings"
+)
 _GLOBAL_OPTIONS = ("verbose", "logging_format", "log_level")
 
 
@@ -292,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "-f", "--filename", action="append", required=True, help="manifest file or directory; - reads standard input"
     )
+    simulate.add_argument("--strict", action="store_true", help=STRICT_HELP)
     simulate.add_argument(
         "--exit-code",
         action="store_true",
