@@ -25,7 +25,8 @@ it is asked about are the snapshot's own list; its node-by-node loops (``referen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import cast
 
 import numpy as np
@@ -54,6 +55,8 @@ ClassArrays = dict[str, tuple[ClassColumn, IntArray]]
 """Per topology key: (the class column, the per-class amounts a Counts / TopologyScores entry was made from)."""
 
 PodsOf = Callable[[NodeInfo], NodePods]
+_PerKey = dict[str, tuple[IntArray, tuple[Hashable, ...]]]
+"""Per topology key: per-slot amounts and what they were summed from (the key of their rendered dictionary)."""
 
 # Verdicts of one term on (namespace, labels) groups, kept with the term's per-slot column; cleared past this size
 # (pods with unique labels would otherwise grow it without bound).
@@ -198,13 +201,14 @@ class _ExistingTerms:
 class AffinityCounter:
     """Per-domain sums over a snapshot; one per plugin instance, kept across cycles."""
 
-    __slots__ = ("_existing", "_pods_of", "_values", "columns")
+    __slots__ = ("_existing", "_pods_of", "_rendered", "_values", "columns")
 
     def __init__(self, pods_of: PodsOf) -> None:
         self._pods_of = pods_of
         # One column per distinct incoming-term selector and per distinct existing term that matched lately.
         self._values = SlotValueCache(limit=256)
         self._existing = _ExistingTerms()
+        self._rendered = _Renderings()
         self.columns = TopologyColumns()
 
     # ---- per-slot inputs -------------------------------------------------------------------------------
@@ -237,9 +241,7 @@ class AffinityCounter:
     def matching_all(self, table: NodeTable, terms: Sequence[AffinityTerm]) -> IntArray:
         """Pods matching every one of ``terms`` per slot (upstream ``podMatchesAllAffinityTerms``)."""
         key = ("matching-all", tuple((t.namespaces, t.namespace_selector, t.selector) for t in terms))
-        return self._values.read(
-            table, key, self._group_counter(lambda pod: all(t.matches(pod, None) for t in terms))
-        )
+        return self._values.read(table, key, self._group_counter(lambda pod: all(t.matches(pod, None) for t in terms)))
 
     def existing(self, table: NodeTable, key: TermKey) -> IntArray:
         """Occurrences of the existing-pod term ``key`` per slot."""
@@ -259,39 +261,38 @@ class AffinityCounter:
         affinity terms, pods matching each of its required anti-affinity terms) per domain over the snapshot,
         each with its per-class arrays; ``terms`` have their namespace selectors resolved."""
         table, slots = snapshot.table, snapshot.slots
-        existing: dict[str, IntArray] = {}
+        existing: _PerKey = {}
         for key in self._existing.refresh(table, self._pods_of):
             kind, term, _ = key
             if kind == REQUIRED_ANTI_AFFINITY and term.matches(incoming, namespace_labels):
-                _accumulate(existing, term.topology_key, self.existing(table, key)[slots])
-        affinity: dict[str, IntArray] = {}
+                _accumulate(existing, term.topology_key, self.existing(table, key)[slots], key)
+        affinity: _PerKey = {}
         if terms.required_affinity:
             matched = self.matching_all(table, terms.required_affinity)[slots]
+            selectors = tuple(_selector_key(t) for t in terms.required_affinity)
             # One bump per term, as the reference does (two terms over one key count the pod twice).
             for term in terms.required_affinity:
-                _accumulate(affinity, term.topology_key, matched)
-        anti: dict[str, IntArray] = {}
+                _accumulate(affinity, term.topology_key, matched, selectors)
+        anti: _PerKey = {}
         for term in terms.required_anti_affinity:
-            _accumulate(anti, term.topology_key, self.matching(table, term)[slots])
+            _accumulate(anti, term.topology_key, self.matching(table, term)[slots], _selector_key(term))
         return (
-            self._domain_counts(table, slots, existing),
-            self._domain_counts(table, slots, affinity),
-            self._domain_counts(table, slots, anti),
+            self._domain_counts(table, slots, "existing", existing),
+            self._domain_counts(table, slots, "affinity", affinity),
+            self._domain_counts(table, slots, "anti", anti),
         )
 
     def _domain_counts(
-        self, table: NodeTable, slots: IntArray, per_key: Mapping[str, IntArray]
+        self, table: NodeTable, slots: IntArray, kind: str, per_key: _PerKey
     ) -> tuple[Counts, ClassArrays]:
         counts: Counts = {}
         arrays: ClassArrays = {}
-        for key, per_slot in per_key.items():
+        for key, (per_slot, sources) in per_key.items():
             column = self.columns.of(table, key)
             sums = column.sums(slots, per_slot)
             arrays[key] = (column.column, sums)
-            present = np.flatnonzero(sums).tolist()
-            if present:
-                values = _domain_names(column)
-                counts.update(zip([(key, values[c]) for c in present], sums[present].tolist(), strict=True))
+            part = self._rendered.render((kind, key, sources), column, sums, sums, _pair_namer(key))
+            counts.update(cast(Mapping[TopologyPair, int], part))
         return counts, arrays
 
     # ---- PreScore --------------------------------------------------------------------------------------
@@ -311,21 +312,24 @@ class AffinityCounter:
         table, slots = snapshot.table, snapshot.slots
         weighted: dict[str, IntArray] = {}
         touched: dict[str, IntArray] = {}
+        sources: dict[str, list[Hashable]] = {}
 
-        def credit(key: str, per_slot: IntArray, amount: int) -> None:
+        def credit(key: str, per_slot: IntArray, amount: int, source: Hashable) -> None:
             column = self.columns.of(table, key)
             credited = column.sums(slots, per_slot)
             if key in touched:
                 touched[key] = touched[key] + credited
                 weighted[key] = weighted[key] + credited * amount
+                sources[key].append(source)
             else:
                 touched[key] = credited
                 weighted[key] = credited * amount
+                sources[key] = [source]
 
         for w in preferred:
-            credit(w.term.topology_key, self.matching(table, w.term)[slots], w.weight)
+            credit(w.term.topology_key, self.matching(table, w.term)[slots], w.weight, (_selector_key(w.term), 1))
         for w in preferred_anti:
-            credit(w.term.topology_key, self.matching(table, w.term)[slots], -w.weight)
+            credit(w.term.topology_key, self.matching(table, w.term)[slots], -w.weight, (_selector_key(w.term), -1))
         for term_key in self._existing.refresh(table, self._pods_of):
             kind, term, weight = term_key
             if kind == REQUIRED_AFFINITY:
@@ -339,19 +343,95 @@ class AffinityCounter:
             else:
                 continue
             if term.matches(incoming, namespace_labels):
-                credit(term.topology_key, self.existing(table, term_key)[slots], amount)
+                credit(term.topology_key, self.existing(table, term_key)[slots], amount, (term_key, amount))
         scores: TopologyScores = {}
         arrays: ClassArrays = {}
         for key, credited in touched.items():
-            present = np.flatnonzero(credited).tolist()
-            if not present:
+            if not credited.any():
                 continue
             column = self.columns.of(table, key)
-            values = _domain_names(column)
             amounts = weighted[key]
-            scores[key] = dict(zip([values[c] for c in present], amounts[present].tolist(), strict=True))
+            rendered = self._rendered.render(("scores", key, tuple(sources[key])), column, credited, amounts, str)
+            scores[key] = dict(cast(Mapping[str, int], rendered))
             arrays[key] = (column.column, amounts)
         return scores, arrays
+
+
+class _Rendering:
+    """One dictionary made from per-class arrays, and the arrays it was made from."""
+
+    __slots__ = ("amounts", "column", "out", "touched")
+
+    def __init__(self, column: ClassColumn, touched: IntArray, amounts: IntArray, out: dict[Hashable, int]) -> None:
+        self.column = column
+        self.touched = touched
+        self.amounts = amounts
+        self.out = out
+
+
+class _Renderings:
+    """Per-class arrays as dictionaries (domain -> amount, for the domains with ``touched`` > 0), each kept per
+    purpose and updated from the classes that moved since the last cycle: the state must be the reference's
+    dictionaries, and building a 2000-entry dictionary per cycle cost more than all the counting."""
+
+    __slots__ = ("_entries", "limit")
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._entries: OrderedDict[Hashable, _Rendering] = OrderedDict()
+
+    def render(
+        self,
+        purpose: Hashable,
+        column: KeyColumn,
+        touched: IntArray,
+        amounts: IntArray,
+        name: Callable[[str], Hashable],
+    ) -> Mapping[Hashable, int]:
+        """The dictionary ``{name(value): amounts[c]}`` over the classes ``c`` with ``touched[c] > 0``; the
+        caller copies it (it changes in place next time). The arrays must not be changed afterwards."""
+        values = _domain_names(column)
+        entry = self._entries.get(purpose)
+        if entry is None or entry.column is not column.column or entry.touched.shape[0] > touched.shape[0]:
+            present = np.flatnonzero(touched).tolist()
+            out = dict(zip([name(values[c]) for c in present], amounts[present].tolist(), strict=True))
+            self._entries[purpose] = _Rendering(column.column, touched, amounts, out)
+            self._entries.move_to_end(purpose)
+            if len(self._entries) > self.limit:
+                self._entries.popitem(last=False)
+            return out
+        self._entries.move_to_end(purpose)
+        old_touched, old_amounts = entry.touched, entry.amounts
+        if old_touched.shape[0] < touched.shape[0]:
+            # New classes since: they were absent (zero) before.
+            old_touched = _padded(old_touched, touched.shape[0])
+            old_amounts = _padded(old_amounts, touched.shape[0])
+        out = entry.out
+        for c in np.flatnonzero((touched != old_touched) | (amounts != old_amounts)).tolist():
+            if touched[c] > 0:
+                out[name(values[c])] = int(amounts[c])
+            else:
+                out.pop(name(values[c]), None)
+        entry.touched, entry.amounts = touched, amounts
+        return out
+
+
+def _padded(array: IntArray, size: int) -> IntArray:
+    out = np.zeros(size, dtype=np.int64)
+    out[: array.shape[0]] = array
+    return out
+
+
+def _pair_namer(key: str) -> Callable[[str], Hashable]:
+    def pair(value: str) -> Hashable:
+        return (key, value)
+
+    return pair
+
+
+def _selector_key(term: AffinityTerm) -> Hashable:
+    """What ``term.matches(pod, None)`` reads of the term."""
+    return (term.namespaces, term.namespace_selector, term.selector)
 
 
 def _domain_names(column: KeyColumn) -> list[str]:
@@ -359,7 +439,7 @@ def _domain_names(column: KeyColumn) -> list[str]:
     return cast(list[str], column.column.values)
 
 
-def _accumulate(per_key: dict[str, IntArray], key: str, per_slot: IntArray) -> None:
+def _accumulate(per_key: _PerKey, key: str, per_slot: IntArray, source: Hashable) -> None:
     # Never in place: the arrays may be the cache's own or shared between keys.
     found = per_key.get(key)
-    per_key[key] = per_slot if found is None else found + per_slot
+    per_key[key] = (per_slot, (source,)) if found is None else (found[0] + per_slot, (*found[1], source))

@@ -97,10 +97,9 @@ _BATCH_STATUSES = (_AFFINITY_MISMATCH, _ANTI_AFFINITY_MISMATCH, _EXISTING_ANTI_A
 _PRE_FILTER_STATE_MISSING = f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found'
 _PRE_SCORE_STATE_MISSING = f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found'
 
-# Parsed terms of the pods the plugin saw recently (incoming pods, pods in hints), by uid; an entry is used only
-# for the very Pod object it was parsed from. Cleared wholesale when it grows past this many entries.
+# Parsed terms of the pods the plugin saw recently (incoming pods, pods in hints, pods on changed nodes), by uid;
+# an entry serves a Pod object that shares what the parse reads. Cleared wholesale past this many entries.
 _POD_CACHE_LIMIT = 4096
-
 
 
 # ---- cycle state -----------------------------------------------------------------------------------------
@@ -243,10 +242,22 @@ class InterPodAffinity:
     # ---- parsing and caches -----------------------------------------------------------------------------
 
     def pod_terms(self, pod: Pod) -> PodTerms:
-        """``pod``'s parsed terms, parsed once per Pod object."""
-        cached = self._pod_cache.get(pod.metadata.uid)
-        if cached is not None and cached[0] is pod:
-            return cached[1]
+        """``pod``'s parsed terms, parsed once per pod while what the parse reads stays the same."""
+        uid = pod.metadata.uid
+        cached = self._pod_cache.get(uid)
+        if cached is not None:
+            known = cached[0]
+            if known is pod:
+                return cached[1]
+            # The parse reads the affinity, the namespace and the labels (matchLabelKeys) only; binding or
+            # nominating a pod makes a new Pod object that shares its (never mutated) affinity mapping.
+            if (
+                known.spec.affinity is pod.spec.affinity
+                and known.metadata.namespace == pod.metadata.namespace
+                and known.metadata.labels == pod.metadata.labels
+            ):
+                self._pod_cache[uid] = (pod, cached[1])
+                return cached[1]
         terms = parse_pod_terms(pod)
         if len(self._pod_cache) >= _POD_CACHE_LIMIT:
             self._pod_cache.clear()
@@ -254,7 +265,8 @@ class InterPodAffinity:
         return terms
 
     def _parse_existing(self, pod_info: PodInfo) -> PodTerms:
-        return parse_pod_terms(pod_info.pod)
+        # Through the per-pod cache: a pod just bound was parsed as the incoming pod of its cycle.
+        return self.pod_terms(pod_info.pod)
 
     def _pods_of(self, info: NodeInfo) -> NodePods:
         entry = self._node_cache.get(info.name)

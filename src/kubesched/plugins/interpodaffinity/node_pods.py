@@ -67,7 +67,8 @@ def node_pods(info: NodeInfo, previous: NodePods | None, parse: Callable[[PodInf
         affinity = pod.spec.affinity
         if affinity and (affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None):
             known = reusable.get(pod_info.uid)
-            terms = known[1] if known is not None and known[0] is pod_info else parse(pod_info)
+            # Terms depend on the Pod alone; a pod re-wrapped in a new PodInfo (assumed, then bound) keeps them.
+            terms = known[1] if known is not None and known[0].pod is pod_info.pod else parse(pod_info)
             with_affinity.append((pod_info, terms))
         key = (pod.metadata.namespace, frozenset(pod.metadata.labels.items()))
         if key not in samples:
