@@ -119,10 +119,12 @@ class KeyColumn:
                 out[class_id] = amount
         return out
 
-    def sums(self, slots: IntArray, per_slot: IntArray) -> IntArray:
-        """``per_slot`` (aligned with ``slots``) summed per class; the class of nodes without the key gets 0."""
+    def sums(self, slots: IntArray | None, per_slot: IntArray) -> IntArray:
+        """``per_slot`` (aligned with ``slots``; None: with the table's slots) summed per class; the class of nodes
+        without the key gets 0."""
+        ids = self.column.ids if slots is None else self.column.ids[slots]
         # Float sums of pod counts are exact far beyond any cluster's size.
-        out = np.bincount(self.column.ids[slots], weights=per_slot, minlength=self.size).astype(np.int64)
+        out = np.bincount(ids, weights=per_slot, minlength=self.size).astype(np.int64)
         if self.none_id >= 0:
             out[self.none_id] = 0
         return out
@@ -260,22 +262,22 @@ class AffinityCounter:
         """(existing pods' required anti-affinity matching ``incoming``, pods matching all of its required
         affinity terms, pods matching each of its required anti-affinity terms) per domain over the snapshot,
         each with its per-class arrays; ``terms`` have their namespace selectors resolved."""
-        table, slots = snapshot.table, snapshot.slots
+        table, slots = snapshot.table, _counted_slots(snapshot)
         existing: _PerKey = {}
         for key in self._existing.refresh(table, self._pods_of):
             kind, term, _ = key
             if kind == REQUIRED_ANTI_AFFINITY and term.matches(incoming, namespace_labels):
-                _accumulate(existing, term.topology_key, self.existing(table, key)[slots], key)
+                _accumulate(existing, term.topology_key, _pick(self.existing(table, key), slots), key)
         affinity: _PerKey = {}
         if terms.required_affinity:
-            matched = self.matching_all(table, terms.required_affinity)[slots]
+            matched = _pick(self.matching_all(table, terms.required_affinity), slots)
             selectors = tuple(_selector_key(t) for t in terms.required_affinity)
             # One bump per term, as the reference does (two terms over one key count the pod twice).
             for term in terms.required_affinity:
                 _accumulate(affinity, term.topology_key, matched, selectors)
         anti: _PerKey = {}
         for term in terms.required_anti_affinity:
-            _accumulate(anti, term.topology_key, self.matching(table, term)[slots], _selector_key(term))
+            _accumulate(anti, term.topology_key, _pick(self.matching(table, term), slots), _selector_key(term))
         return (
             self._domain_counts(table, slots, "existing", existing),
             self._domain_counts(table, slots, "affinity", affinity),
@@ -283,7 +285,7 @@ class AffinityCounter:
         )
 
     def _domain_counts(
-        self, table: NodeTable, slots: IntArray, kind: str, per_key: _PerKey
+        self, table: NodeTable, slots: IntArray | None, kind: str, per_key: _PerKey
     ) -> tuple[Counts, ClassArrays]:
         counts: Counts = {}
         arrays: ClassArrays = {}
@@ -309,7 +311,7 @@ class AffinityCounter:
         """PreScore's per-domain sums: ``incoming``'s (resolved) preferred terms over existing pods (+w / -w) and
         existing pods' required affinity (+``hard_weight`` when positive) and preferred terms (+w / -w) matching
         ``incoming``. A domain is present when any pod in it was credited, even with a zero amount."""
-        table, slots = snapshot.table, snapshot.slots
+        table, slots = snapshot.table, _counted_slots(snapshot)
         weighted: dict[str, IntArray] = {}
         touched: dict[str, IntArray] = {}
         sources: dict[str, list[Hashable]] = {}
@@ -327,9 +329,13 @@ class AffinityCounter:
                 sources[key] = [source]
 
         for w in preferred:
-            credit(w.term.topology_key, self.matching(table, w.term)[slots], w.weight, (_selector_key(w.term), 1))
+            credit(
+                w.term.topology_key, _pick(self.matching(table, w.term), slots), w.weight, (_selector_key(w.term), 1)
+            )
         for w in preferred_anti:
-            credit(w.term.topology_key, self.matching(table, w.term)[slots], -w.weight, (_selector_key(w.term), -1))
+            credit(
+                w.term.topology_key, _pick(self.matching(table, w.term), slots), -w.weight, (_selector_key(w.term), -1)
+            )
         for term_key in self._existing.refresh(table, self._pods_of):
             kind, term, weight = term_key
             if kind == REQUIRED_AFFINITY:
@@ -343,7 +349,7 @@ class AffinityCounter:
             else:
                 continue
             if term.matches(incoming, namespace_labels):
-                credit(term.topology_key, self.existing(table, term_key)[slots], amount, (term_key, amount))
+                credit(term.topology_key, _pick(self.existing(table, term_key), slots), amount, (term_key, amount))
         scores: TopologyScores = {}
         arrays: ClassArrays = {}
         for key, credited in touched.items():
@@ -432,6 +438,20 @@ def _pair_namer(key: str) -> Callable[[str], Hashable]:
 def _selector_key(term: AffinityTerm) -> Hashable:
     """What ``term.matches(pod, None)`` reads of the term."""
     return (term.namespaces, term.namespace_selector, term.selector)
+
+
+def _counted_slots(snapshot: Snapshot) -> IntArray | None:
+    """The slots to count over: None when they are all the table's live slots, so per-slot columns (0 on empty
+    slots) are summed whole, without gathering 5000 entries of each first."""
+    slots = snapshot.slots
+    table = snapshot.table
+    if slots.shape[0] == int(np.count_nonzero(table.live)):
+        return None
+    return slots
+
+
+def _pick(per_slot: IntArray, slots: IntArray | None) -> IntArray:
+    return per_slot if slots is None else per_slot[slots]
 
 
 def _domain_names(column: KeyColumn) -> list[str]:
