@@ -17,20 +17,23 @@
 
 Who calls it: the framework runtime, at the points above; the scheduling queue, through the queueing hints.
 
-The scheduler cache keeps no "pods with affinity" lists, so the plugin derives them itself, per NodeInfo:
-snapshot NodeInfos are immutable copies, so a cache entry is valid while it holds the very NodeInfo object it
-was computed from; a node that changed is recomputed, reusing the parsed terms of the PodInfos it still has.
-A node's pods are also grouped by (namespace, labels) — all that the incoming pod's terms can see of a pod —
-and each group is matched against those terms once per cycle, however many nodes and replicas share it.
+The scheduler cache keeps no "pods with affinity" lists, so the plugin derives them itself, per NodeInfo
+(:mod:`~kubesched.plugins.interpodaffinity.node_pods`): snapshot NodeInfos are immutable copies, so a cache entry
+is valid while it holds the very NodeInfo object it was computed from; a node that changed is recomputed, reusing
+the parsed terms of the PodInfos it still has.
 
-Batch forms read, for each topology key involved, a class column of the node's value for that key, and look
-the per-domain counts up as arrays.
+PreFilter and PreScore over the snapshot's own node list count with arrays
+(:mod:`~kubesched.plugins.interpodaffinity.counting`: per-node counts kept across cycles and recomputed only for
+nodes that changed, one bincount per topology key); the node-by-node loops (``reference_pre_filter_counts``,
+``reference_topology_scores``) stay the reference for any other node list, and a property test holds the two
+equal. Batch Filter and Score read, for each topology key involved, a class column of the node's value for that
+key and the per-domain amounts as per-class arrays, which the array paths hand over with the state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,13 +50,18 @@ from kubesched.framework.events import (
 )
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import BatchFilterResult, BoolArray, IntArray, NodeBatch
+from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
-from kubesched.plugins.helper.classes import ClassSpec
 from kubesched.plugins.helper.hints import as_nodes, as_pods
 from kubesched.plugins.interpodaffinity.args import InterPodAffinityArgs
+from kubesched.plugins.interpodaffinity.counting import AffinityCounter, ClassArrays, KeyColumn
+from kubesched.plugins.interpodaffinity.counting import Counts as Counts
+from kubesched.plugins.interpodaffinity.counting import TopologyPair as TopologyPair
+from kubesched.plugins.interpodaffinity.counting import TopologyScores as TopologyScores
+from kubesched.plugins.interpodaffinity.node_pods import GroupKey, NodePods, node_pods
 from kubesched.plugins.interpodaffinity.terms import (
     AffinityTerm,
     PodTerms,
@@ -89,60 +97,9 @@ _BATCH_STATUSES = (_AFFINITY_MISMATCH, _ANTI_AFFINITY_MISMATCH, _EXISTING_ANTI_A
 _PRE_FILTER_STATE_MISSING = f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found'
 _PRE_SCORE_STATE_MISSING = f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found'
 
-# Parsed terms of the pods the plugin saw recently (incoming pods, pods in hints), by uid; an entry is used only
-# for the very Pod object it was parsed from. Cleared wholesale when it grows past this many entries.
+# Parsed terms of the pods the plugin saw recently (incoming pods, pods in hints, pods on changed nodes), by uid;
+# an entry serves a Pod object that shares what the parse reads. Cleared wholesale past this many entries.
 _POD_CACHE_LIMIT = 4096
-
-TopologyPair = tuple[str, str]
-Counts = dict[TopologyPair, int]
-TopologyScores = dict[str, dict[str, int]]
-
-
-# ---- per-node view of the pods that matter ---------------------------------------------------------------
-
-
-GroupKey = tuple[str, frozenset[tuple[str, str]]]
-
-
-@dataclass(frozen=True, slots=True)
-class _PodGroup:
-    """Pods of one node that the incoming pod's terms cannot tell apart: same namespace, same labels."""
-
-    key: GroupKey
-    sample: Pod
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
-class _NodePods:
-    info: NodeInfo
-    with_affinity: tuple[tuple[PodInfo, PodTerms], ...]
-    with_required_anti_affinity: tuple[tuple[PodInfo, PodTerms], ...]
-    groups: tuple[_PodGroup, ...]
-    """Every pod of the node, grouped by (namespace, labels)."""
-
-
-def _node_pods(info: NodeInfo, previous: _NodePods | None, parse: Callable[[PodInfo], PodTerms]) -> _NodePods:
-    reusable: dict[str, tuple[PodInfo, PodTerms]] = {}
-    if previous is not None:
-        reusable = {pod_info.uid: (pod_info, terms) for pod_info, terms in previous.with_affinity}
-    with_affinity: list[tuple[PodInfo, PodTerms]] = []
-    samples: dict[GroupKey, Pod] = {}
-    counts: dict[GroupKey, int] = {}
-    for pod_info in info.pods.values():
-        pod = pod_info.pod
-        affinity = pod.spec.affinity
-        if affinity and (affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None):
-            known = reusable.get(pod_info.uid)
-            terms = known[1] if known is not None and known[0] is pod_info else parse(pod_info)
-            with_affinity.append((pod_info, terms))
-        key = (pod.metadata.namespace, frozenset(pod.metadata.labels.items()))
-        if key not in samples:
-            samples[key] = pod
-        counts[key] = counts.get(key, 0) + 1
-    groups = tuple(_PodGroup(key, sample, counts[key]) for key, sample in samples.items())
-    anti = tuple(entry for entry in with_affinity if entry[1].has_required_anti_affinity)
-    return _NodePods(info, tuple(with_affinity), anti, groups)
 
 
 # ---- cycle state -----------------------------------------------------------------------------------------
@@ -151,7 +108,7 @@ def _node_pods(info: NodeInfo, previous: _NodePods | None, parse: Callable[[PodI
 class _PreFilterState:
     """What Filter reads; AddPod/RemovePod change the counts, so ``clone`` copies them."""
 
-    __slots__ = ("affinity", "anti_affinity", "existing_anti_affinity", "namespace_labels", "pod", "terms")
+    __slots__ = ("affinity", "anti_affinity", "arrays", "existing_anti_affinity", "namespace_labels", "pod", "terms")
 
     def __init__(
         self,
@@ -161,6 +118,7 @@ class _PreFilterState:
         existing_anti_affinity: Counts,
         affinity: Counts,
         anti_affinity: Counts,
+        arrays: tuple[ClassArrays, ClassArrays, ClassArrays] | None = None,
     ) -> None:
         self.pod = pod
         self.terms = terms
@@ -168,6 +126,9 @@ class _PreFilterState:
         self.existing_anti_affinity = existing_anti_affinity
         self.affinity = affinity
         self.anti_affinity = anti_affinity
+        # The three counts as per-class arrays (array paths only), for filter_batch; valid until the counts
+        # change, so AddPod/RemovePod drop them and a clone may share them (neither side changes them in place).
+        self.arrays = arrays
 
     def clone(self) -> _PreFilterState:
         return _PreFilterState(
@@ -177,10 +138,12 @@ class _PreFilterState:
             dict(self.existing_anti_affinity),
             dict(self.affinity),
             dict(self.anti_affinity),
+            self.arrays,
         )
 
     def update_with_pod(self, other: Pod, other_terms: PodTerms, node_labels: Mapping[str, str], delta: int) -> None:
         """Account for ``other`` appearing on (``delta`` 1) or leaving (-1) a node with ``node_labels``."""
+        self.arrays = None
         for term in other_terms.required_anti_affinity:
             if term.matches(self.pod, self.namespace_labels):
                 _bump(self.existing_anti_affinity, node_labels, term.topology_key, delta)
@@ -208,40 +171,14 @@ def _bump(counts: Counts, node_labels: Mapping[str, str], key: str, delta: int) 
 @dataclass(frozen=True, slots=True)
 class _PreScoreState:
     topology_score: TopologyScores
+    arrays: ClassArrays | None = field(default=None, compare=False)
+    """``topology_score`` as per-class arrays (array path only), for score_batch."""
 
     def clone(self) -> _PreScoreState:
         return self
 
 
-# ---- topology-value class columns (batch forms) ----------------------------------------------------------
-
-_TOPOLOGY_SPECS: dict[str, ClassSpec[str | None]] = {}
-
-
-def _topology_spec(key: str) -> ClassSpec[str | None]:
-    """One class column per topology key: the node's value for the key, ``None`` when it has none. The key
-    function must be the same object every time the column is asked for, hence the module-level table."""
-    spec = _TOPOLOGY_SPECS.get(key)
-    if spec is None:
-
-        def value_of(info: NodeInfo, key: str = key) -> str | None:
-            return info.labels.get(key)
-
-        spec = _TOPOLOGY_SPECS[key] = ClassSpec(f"interpodaffinity-topology:{key}", value_of)
-    return spec
-
-
-def _domain_values(nodes: NodeBatch, key: str, per_value: Mapping[str, int]) -> tuple[BoolArray, IntArray]:
-    """(node has ``key``, ``per_value`` of the node's value or 0) for every node of the batch."""
-    spec = _topology_spec(key)
-    column = nodes.table.class_column(spec.name, spec.key_fn)
-    ids = column.ids[nodes.slots]
-    values = column.values
-    has = np.fromiter((v is not None for v in values), dtype=np.bool_, count=len(values))
-    amounts = np.fromiter(
-        (per_value.get(v, 0) if isinstance(v, str) else 0 for v in values), dtype=np.int64, count=len(values)
-    )
-    return has[ids], amounts[ids]
+# ---- the reference loops' helpers --------------------------------------------------------------------------
 
 
 def _credit(scores: TopologyScores, node_labels: Mapping[str, str], key: str, amount: int) -> None:
@@ -260,11 +197,28 @@ def _preferred_credits(
     return tuple(credits)
 
 
-def _by_key(counts: Counts) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for (key, value), count in counts.items():
-        out.setdefault(key, {})[value] = count
-    return out
+class _ByKey:
+    """A Counts map read per topology key, split by key on first use (the array path seldom needs it)."""
+
+    __slots__ = ("_counts", "_split")
+
+    def __init__(self, counts: Counts) -> None:
+        self._counts = counts
+        self._split: dict[str, dict[str, int]] | None = None
+
+    def _get(self) -> dict[str, dict[str, int]]:
+        if self._split is None:
+            split: dict[str, dict[str, int]] = {}
+            for (key, value), count in self._counts.items():
+                split.setdefault(key, {})[value] = count
+            self._split = split
+        return self._split
+
+    def of(self, key: str) -> Mapping[str, int]:
+        return self._get().get(key, {})
+
+    def keys(self) -> Iterable[str]:
+        return self._get().keys()
 
 
 # ---- the plugin --------------------------------------------------------------------------------------------
@@ -277,15 +231,9 @@ class InterPodAffinity:
         self.args = validated(args, InterPodAffinityArgs)
         self.handle = handle
         self._pod_cache: dict[str, tuple[Pod, PodTerms]] = {}
-        self._node_cache: dict[str, _NodePods] = {}
-        # Which positions of the snapshot's node list hold pods with affinity terms (any) and with required
-        # anti-affinity: upstream's HavePodsWithAffinityList / HavePodsWithRequiredAntiAffinityList, kept
-        # across cycles. A pod without terms of its own needs only those nodes, so a cycle looks at the
-        # NodeInfos that changed since the last one (one vectorized identity compare), not at every node.
-        self._index_slots: object = None
-        self._index_versions: IntArray | None = None
-        self._with_affinity: set[int] = set()
-        self._with_anti: set[int] = set()
+        self._node_cache: dict[str, NodePods] = {}
+        # Per-node counts and the existing pods' distinct terms, kept across cycles (see counting.py).
+        self._counter = AffinityCounter(self._pods_of)
 
     @property
     def name(self) -> str:
@@ -294,10 +242,22 @@ class InterPodAffinity:
     # ---- parsing and caches -----------------------------------------------------------------------------
 
     def pod_terms(self, pod: Pod) -> PodTerms:
-        """``pod``'s parsed terms, parsed once per Pod object."""
-        cached = self._pod_cache.get(pod.metadata.uid)
-        if cached is not None and cached[0] is pod:
-            return cached[1]
+        """``pod``'s parsed terms, parsed once per pod while what the parse reads stays the same."""
+        uid = pod.metadata.uid
+        cached = self._pod_cache.get(uid)
+        if cached is not None:
+            known = cached[0]
+            if known is pod:
+                return cached[1]
+            # The parse reads the affinity, the namespace and the labels (matchLabelKeys) only; binding or
+            # nominating a pod makes a new Pod object that shares its (never mutated) affinity mapping.
+            if (
+                known.spec.affinity is pod.spec.affinity
+                and known.metadata.namespace == pod.metadata.namespace
+                and known.metadata.labels == pod.metadata.labels
+            ):
+                self._pod_cache[uid] = (pod, cached[1])
+                return cached[1]
         terms = parse_pod_terms(pod)
         if len(self._pod_cache) >= _POD_CACHE_LIMIT:
             self._pod_cache.clear()
@@ -305,45 +265,21 @@ class InterPodAffinity:
         return terms
 
     def _parse_existing(self, pod_info: PodInfo) -> PodTerms:
-        return parse_pod_terms(pod_info.pod)
+        # Through the per-pod cache: a pod just bound was parsed as the incoming pod of its cycle.
+        return self.pod_terms(pod_info.pod)
 
-    def _pods_of(self, info: NodeInfo) -> _NodePods:
+    def _pods_of(self, info: NodeInfo) -> NodePods:
         entry = self._node_cache.get(info.name)
         if entry is not None and entry.info is info:
             return entry
-        entry = _node_pods(info, entry, self._parse_existing)
+        entry = node_pods(info, entry, self._parse_existing)
         self._node_cache[info.name] = entry
         return entry
 
-    def _nodes_with_terms(self, nodes: Sequence[NodeInfo]) -> tuple[list[NodeInfo], list[NodeInfo]] | None:
-        """(nodes with pods with affinity terms, nodes with pods with required anti-affinity), in ``nodes``'
-        order; None when ``nodes`` is not the snapshot's node list (the caller then walks every node)."""
+    def _columnar(self, nodes: Sequence[NodeInfo]) -> Snapshot | None:
+        """The snapshot, when ``nodes`` is its own node list (the array paths count over exactly that)."""
         snapshot = self.handle.snapshot()
-        if nodes is not snapshot.node_infos:
-            return None
-        slots = snapshot.slots
-        current = snapshot.table.versions[slots]
-        seen = self._index_versions
-        changed: Iterable[int]
-        if seen is None or self._index_slots is not slots or seen.shape != current.shape:
-            changed = range(len(nodes))
-            self._with_affinity = set()
-            self._with_anti = set()
-        else:
-            changed = np.flatnonzero(current != seen).tolist()
-        for position in changed:
-            entry = self._pods_of(nodes[position])
-            if entry.with_affinity:
-                self._with_affinity.add(position)
-            else:
-                self._with_affinity.discard(position)
-            if entry.with_required_anti_affinity:
-                self._with_anti.add(position)
-            else:
-                self._with_anti.discard(position)
-        self._index_slots = slots
-        self._index_versions = current
-        return [nodes[i] for i in sorted(self._with_affinity)], [nodes[i] for i in sorted(self._with_anti)]
+        return snapshot if nodes is snapshot.node_infos else None
 
     def _all_nodes(self) -> list[NodeInfo]:
         snapshot = self.handle.snapshot()
@@ -385,6 +321,28 @@ class InterPodAffinity:
         )
         namespace_labels = self._namespace_labels(pod.namespace)
         incoming = pod.pod
+        arrays: tuple[ClassArrays, ClassArrays, ClassArrays] | None = None
+        snapshot = self._columnar(nodes)
+        if snapshot is not None:
+            (existing_anti, e_arrays), (affinity, a_arrays), (anti, n_arrays) = self._counter.pre_filter_counts(
+                snapshot, incoming, namespace_labels, terms
+            )
+            arrays = (e_arrays, a_arrays, n_arrays)
+        else:
+            existing_anti, affinity, anti = self.reference_pre_filter_counts(nodes, incoming, namespace_labels, terms)
+        if not existing_anti and not terms.has_required:
+            return Status(Code.SKIP)
+        state.write(
+            PRE_FILTER_STATE_KEY,
+            _PreFilterState(incoming, terms, namespace_labels, existing_anti, affinity, anti, arrays),
+        )
+        return None
+
+    def reference_pre_filter_counts(
+        self, nodes: Sequence[NodeInfo], incoming: Pod, namespace_labels: Mapping[str, str], terms: PodTerms
+    ) -> tuple[Counts, Counts, Counts]:
+        """PreFilter's (existing anti-affinity, affinity, anti-affinity) counts node by node over ``nodes``:
+        the reference for :meth:`AffinityCounter.pre_filter_counts`; ``terms`` have resolved namespaces."""
         existing_anti: Counts = {}
         affinity: Counts = {}
         anti: Counts = {}
@@ -392,17 +350,16 @@ class InterPodAffinity:
         # What the incoming pod's terms say of a (namespace, labels) group, computed once per cycle.
         seen: dict[GroupKey, tuple[bool, tuple[str, ...]]] = {}
         affinity_keys = tuple(t.topology_key for t in terms.required_affinity)
-        indexed = None if need_incoming else self._nodes_with_terms(nodes)
-        for info in nodes if indexed is None else indexed[1]:
-            node_pods = self._pods_of(info)
+        for info in nodes:
+            pods = self._pods_of(info)
             labels = info.labels
-            for _, other_terms in node_pods.with_required_anti_affinity:
+            for _, other_terms in pods.with_required_anti_affinity:
                 for term in other_terms.required_anti_affinity:
                     if term.matches(incoming, namespace_labels):
                         _bump(existing_anti, labels, term.topology_key, 1)
             if not need_incoming:
                 continue
-            for group in node_pods.groups:
+            for group in pods.groups:
                 verdict = seen.get(group.key)
                 if verdict is None:
                     verdict = seen[group.key] = self._incoming_verdict(terms, group.sample)
@@ -412,12 +369,7 @@ class InterPodAffinity:
                         _bump(affinity, labels, key, group.count)
                 for key in anti_keys:
                     _bump(anti, labels, key, group.count)
-        if not existing_anti and not terms.has_required:
-            return Status(Code.SKIP)
-        state.write(
-            PRE_FILTER_STATE_KEY, _PreFilterState(incoming, terms, namespace_labels, existing_anti, affinity, anti)
-        )
-        return None
+        return existing_anti, affinity, anti
 
     @staticmethod
     def _incoming_verdict(terms: PodTerms, other: Pod) -> tuple[bool, tuple[str, ...]]:
@@ -488,36 +440,55 @@ class InterPodAffinity:
             return _EXISTING_ANTI_AFFINITY_MISMATCH
         return None
 
+    def _domain_values(
+        self, nodes: NodeBatch, key: str, arrays: ClassArrays | None, counts: Callable[[str], Mapping[str, int]]
+    ) -> tuple[BoolArray, IntArray]:
+        """(node has ``key``, the amount of the node's domain) for every node of the batch, the amounts read from
+        the per-class ``arrays`` the state came with when they are for this very column, else from ``counts``."""
+        column: KeyColumn = self._counter.columns.of(nodes.table, key)
+        ids = column.column.ids[nodes.slots]
+        cached = arrays.get(key) if arrays is not None else None
+        if cached is not None and cached[0] is column.column and cached[1].shape[0] == column.size:
+            amounts = cached[1]
+        else:
+            amounts = column.per_class(counts(key))
+        return column.has[ids], amounts[ids]
+
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         s = state.get(PRE_FILTER_STATE_KEY, _PreFilterState)
         size = len(nodes)
         if s is None:
             return BatchFilterResult(np.ones(size, dtype=np.int64), [Status(Code.ERROR, _PRE_FILTER_STATE_MISSING)])
+        if size == 0:
+            return None
+        existing_arrays, affinity_arrays, anti_arrays = s.arrays if s.arrays is not None else (None, None, None)
         affinity_failed = np.zeros(size, dtype=np.bool_)
         anti_failed = np.zeros(size, dtype=np.bool_)
         existing_failed = np.zeros(size, dtype=np.bool_)
         required = s.terms.required_affinity
         if required:
-            affinity_by_key = _by_key(s.affinity)
+            affinity_by_key = _ByKey(s.affinity)
             missing_key = np.zeros(size, dtype=np.bool_)
             no_pods = np.zeros(size, dtype=np.bool_)
             for term in required:
-                has, count = _domain_values(nodes, term.topology_key, affinity_by_key.get(term.topology_key, {}))
+                has, count = self._domain_values(nodes, term.topology_key, affinity_arrays, affinity_by_key.of)
                 missing_key |= ~has
                 no_pods |= has & (count <= 0)
             self_match = not s.affinity and matches_all(required, s.pod)
             affinity_failed = missing_key if self_match else missing_key | no_pods
         if s.anti_affinity:
-            anti_by_key = _by_key(s.anti_affinity)
+            anti_by_key = _ByKey(s.anti_affinity)
             for term in s.terms.required_anti_affinity:
-                has, count = _domain_values(nodes, term.topology_key, anti_by_key.get(term.topology_key, {}))
+                has, count = self._domain_values(nodes, term.topology_key, anti_arrays, anti_by_key.of)
                 anti_failed |= has & (count > 0)
         if s.existing_anti_affinity:
-            for key, per_value in _by_key(s.existing_anti_affinity).items():
-                positive = {value: count for value, count in per_value.items() if count > 0}
-                if positive:
-                    has, count = _domain_values(nodes, key, positive)
-                    existing_failed |= has & (count > 0)
+            existing_by_key = _ByKey(s.existing_anti_affinity)
+            # The arrays cover every key the counts have (the counts were made from them), and a key whose
+            # amounts are all 0 rejects no node, so their keys will do and spare splitting the counts.
+            keys = existing_arrays.keys() if existing_arrays is not None else existing_by_key.keys()
+            for key in keys:
+                has, count = self._domain_values(nodes, key, existing_arrays, existing_by_key.of)
+                existing_failed |= has & (count > 0)
         codes = np.where(affinity_failed, 1, np.where(anti_failed, 2, np.where(existing_failed, 3, 0)))
         if not codes.any():
             return None
@@ -538,27 +509,58 @@ class InterPodAffinity:
         preferred_anti = self._resolve_weighted(parsed.preferred_anti_affinity)
         namespace_labels = self._namespace_labels(incoming.metadata.namespace)
         hard_weight = self.args.hard_pod_affinity_weight
-        scores: TopologyScores = {}
+        all_nodes = self._all_nodes()
+        snapshot = self._columnar(all_nodes)
+        arrays: ClassArrays | None = None
+        if snapshot is not None:
+            scores, arrays = self._counter.topology_scores(
+                snapshot,
+                incoming,
+                namespace_labels,
+                preferred if has_constraints else (),
+                preferred_anti if has_constraints else (),
+                hard_weight,
+            )
+        else:
+            scores = self.reference_topology_scores(
+                all_nodes, incoming, namespace_labels, preferred, preferred_anti, has_constraints
+            )
+        if not scores:
+            return Status(Code.SKIP)
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(scores, arrays))
+        return None
 
+    def reference_topology_scores(
+        self,
+        nodes: Sequence[NodeInfo],
+        incoming: Pod,
+        namespace_labels: Mapping[str, str],
+        preferred: Sequence[WeightedAffinityTerm],
+        preferred_anti: Sequence[WeightedAffinityTerm],
+        has_constraints: bool,
+    ) -> TopologyScores:
+        """PreScore's per-domain sums node by node over ``nodes``: the reference for
+        :meth:`AffinityCounter.topology_scores`; ``preferred`` terms have resolved namespaces and count only
+        with ``has_constraints``."""
+        hard_weight = self.args.hard_pod_affinity_weight
+        scores: TopologyScores = {}
         # The incoming pod's preferred terms as (topology key, signed weight) per (namespace, labels) group.
         seen: dict[GroupKey, tuple[tuple[str, int], ...]] = {}
-        all_nodes = self._all_nodes()
-        indexed = None if has_constraints else self._nodes_with_terms(all_nodes)
-        for info in all_nodes if indexed is None else indexed[0]:
-            node_pods = self._pods_of(info)
-            if not node_pods.with_affinity and not has_constraints:
+        for info in nodes:
+            pods = self._pods_of(info)
+            if not pods.with_affinity and not has_constraints:
                 continue
             node_labels = info.labels
             if not node_labels:
                 continue
             if has_constraints:
-                for group in node_pods.groups:
+                for group in pods.groups:
                     credits = seen.get(group.key)
                     if credits is None:
                         credits = seen[group.key] = _preferred_credits(preferred, preferred_anti, group.sample)
                     for key, amount in credits:
                         _credit(scores, node_labels, key, amount * group.count)
-            for _, other_terms in node_pods.with_affinity:
+            for _, other_terms in pods.with_affinity:
                 if hard_weight > 0:
                     for term in other_terms.required_affinity:
                         if term.matches(incoming, namespace_labels):
@@ -569,31 +571,32 @@ class InterPodAffinity:
                 for weighted in other_terms.preferred_anti_affinity:
                     if weighted.term.matches(incoming, namespace_labels):
                         _credit(scores, node_labels, weighted.term.topology_key, -weighted.weight)
-        if not scores:
-            return Status(Code.SKIP)
-        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(scores))
-        return None
+        return scores
 
     @staticmethod
-    def _scores(state: CycleState) -> TopologyScores:
+    def _score_state(state: CycleState) -> _PreScoreState:
         found = state.get(PRE_SCORE_STATE_KEY, _PreScoreState)
         if found is None:
             raise LookupError(_PRE_SCORE_STATE_MISSING)
-        return found.topology_score
+        return found
 
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
         labels = node_info.labels
         total = 0
-        for key, per_value in self._scores(state).items():
+        for key, per_value in self._score_state(state).topology_score.items():
             value = labels.get(key)
             if value is not None:
                 total += per_value.get(value, 0)
         return total
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
+        found = self._score_state(state)
         total = np.zeros(len(nodes), dtype=np.int64)
-        for key, per_value in self._scores(state).items():
-            total += _domain_values(nodes, key, per_value)[1]
+        if len(nodes) == 0:
+            return total
+        scores = found.topology_score
+        for key in scores:
+            total += self._domain_values(nodes, key, found.arrays, scores.__getitem__)[1]
         return total
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> Status | None:

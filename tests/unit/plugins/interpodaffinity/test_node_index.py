@@ -1,5 +1,6 @@
-"""The index of nodes holding pods with affinity terms changes no answer: placements with it equal those of
-walking every node, over workloads that mix pods with and without terms (bindings, preemption's deletions)."""
+"""The array paths (per-node counts kept across cycles, the index of existing pods' terms) change no answer:
+placements with them equal those of the reference loops walking every node, over workloads that mix pods with
+and without terms (bindings, preemption's deletions) and over the affinity shapes of scheduler_perf."""
 
 from __future__ import annotations
 
@@ -33,11 +34,19 @@ def _placements(file: str, params: dict[str, int]) -> dict[str, str]:
         pytest.param(
             "scheduling-pod-anti-affinity.yaml", {"initNodes": 30, "initPods": 10, "measurePods": 15}, id="anti"
         ),
+        pytest.param(
+            "scheduling-pod-affinity.yaml", {"initNodes": 20, "initPods": 10, "measurePods": 15}, id="affinity"
+        ),
+        pytest.param(
+            "scheduling-preferred-pod-anti-affinity.yaml",
+            {"initNodes": 20, "initPods": 15, "measurePods": 20},
+            id="preferred-anti",
+        ),
     ],
 )
-def test_index_gives_the_placements_of_walking_every_node(
+def test_array_paths_give_the_placements_of_walking_every_node(
     file: str, params: dict[str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    indexed = _placements(file, params)
-    monkeypatch.setattr(InterPodAffinity, "_nodes_with_terms", lambda self, nodes: None)
-    assert _placements(file, params) == indexed
+    columnar = _placements(file, params)
+    monkeypatch.setattr(InterPodAffinity, "_columnar", lambda self, nodes: None)
+    assert _placements(file, params) == columnar
