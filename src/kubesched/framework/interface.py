@@ -338,6 +338,15 @@ class Handle(Protocol):
         then (if any were added) as it is; both must pass (kube-scheduler's two-pass filtering)."""
         ...
 
+    def filter_plugins_to_run(self, state: CycleState) -> Sequence[tuple[str, FilterPlugin]]:
+        """The Filter plugins :meth:`run_filter_plugins_with_nominated_pods` calls for ``state``, in order (those
+        PreFilter did not skip), so that a plugin answering for them in bulk can check it knows every one."""
+        ...
+
+    def runs_pre_filter_extensions(self, state: CycleState) -> bool:
+        """Whether AddPod/RemovePod call any plugin for ``state`` (a PreFilter not skipped has extensions)."""
+        ...
+
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
     ) -> Status | None: ...
