@@ -269,6 +269,11 @@ class PodNominator(Protocol):
         """The nodes that have at least one nominated pod."""
         ...
 
+    def node_generations(self) -> Mapping[str, int]:
+        """Per node that has nominated pods, a stamp that changes whenever they do (a read-only view), so that
+        what a plugin derives from a node's nominated pods is recomputed only when they change."""
+        ...
+
 
 class Handle(Protocol):
     """What a plugin gets at construction (the framework runtime itself implements it)."""

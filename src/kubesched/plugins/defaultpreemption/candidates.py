@@ -6,7 +6,8 @@ selection can reuse them. Nothing here writes to the cluster: eviction is :mod:`
 
 - :func:`potential_nodes`: the nodes whose Filter status is Unschedulable, i.e. where removing pods may help;
 - :func:`dry_run_preemption`: victim selection on those nodes from an offset, wrapping around, until enough
-  candidates are found (at least one that violates no PodDisruptionBudget);
+  candidates are found (at least one that violates no PodDisruptionBudget); :func:`search_candidates` is that
+  search for any way of evaluating a node (DefaultPreemption's columnar path uses it too);
 - :func:`select_candidate` / :func:`pick_one_node_for_preemption`: upstream's ordered tie-breakers;
 - :func:`preemption_fit_error`: the "0/N nodes are available: ..." text when no node is a candidate.
 

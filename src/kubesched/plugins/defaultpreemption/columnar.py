@@ -25,15 +25,16 @@ recomputed only for the nodes whose table stamp moved (:mod:`kubesched.framework
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from operator import attrgetter
 
 import numpy as np
 
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import Handle
+from kubesched.framework.interface import Handle, PodNominator
 from kubesched.framework.node_table import IntArray, NodeTable
 from kubesched.framework.slot_values import SlotFunction, SlotValueCache
 from kubesched.framework.status import Status
-from kubesched.framework.types import PODS, NodeInfo, PodInfo
+from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo, Resource
 from kubesched.plugins import names
 from kubesched.plugins.defaultpreemption.candidates import EvaluateNode, importance_key
 from kubesched.plugins.nodeaffinity.node_affinity import NodeAffinity
@@ -114,6 +115,7 @@ def columnar_evaluator(
     nodes: Sequence[NodeInfo],
     node_to_status: Mapping[str, Status],
     lower: LowerPriorityRequests,
+    nominated_cache: NominatedRequests,
     split_by_pdb: SplitByPDB,
     reference: EvaluateNode,
     no_victims: Status,
@@ -138,18 +140,14 @@ def columnar_evaluator(
     # The nominated pods that count for this pod (priority at least its own): the reference filters such a
     # node once with them added and once without; NodeResourcesFit cannot pass the first and fail the second
     # (more pods, more requested), so the first decides, and they are added to the node's columns here.
-    nominated = _nominated_requests(handle, pod, nodes, slots, checked)
-    reference_only: set[int] = set()
-    extra: dict[int, tuple[int, list[int]]] = {}
-    for index, (uids, count, amounts) in nominated.items():
-        if any(uid in nodes[index].pods for uid in uids):
-            # Adding a pod already on the node adds its requests but not a pod: left to the reference.
-            reference_only.add(index)
-            continue
-        extra[index] = (count, amounts)
-        pod_count[index] += count
-        for column, amount in zip(used, amounts, strict=True):
-            column[index] += amount
+    resources = tuple(resource for resource, _ in checked)
+    getters = [_amount_getter(resource) for resource in resources]
+    extra = _nominated_requests(handle, pod, slots, resources, getters, nominated_cache)
+    if extra:
+        at = np.fromiter(extra, dtype=np.int64, count=len(extra))
+        pod_count[at] += np.fromiter((len(uids) for uids, _ in extra.values()), dtype=np.int64, count=len(extra))
+        for k, column in enumerate(used):
+            column[at] += np.fromiter((amounts[k] for _, amounts in extra.values()), dtype=np.int64, count=len(extra))
 
     # NodeResourcesFit's verdict on every potential node with all its lower-priority pods gone.
     checks = [
@@ -160,88 +158,161 @@ def columnar_evaluator(
     codes: list[int] = verdict.codes.tolist() if verdict is not None else [0] * len(nodes)
     fit_statuses = [status.with_plugin(fit_name) for status in verdict.statuses] if verdict is not None else []
     lower_counts: list[int] = lower_count.tolist()
-    none_extra = (0, [0] * len(checked))
+    no_extra: tuple[tuple[str, ...], Sequence[int]] = ((), [0] * len(checked))
+    room = [(amount, getter) for (_, amount), getter in zip(checked, getters, strict=True)]
 
     def evaluate(index: int) -> tuple[list[PodInfo], int, Status | None]:
         info = nodes[index]
-        if node_to_status[info.name].plugin != fit_name or index in reference_only:
+        if node_to_status[info.name].plugin != fit_name:
+            return reference(index)
+        nominated = extra.get(index, no_extra)
+        if nominated[0] and any(uid in info.pods for uid in nominated[0]):
+            # Adding a pod already on the node adds its requests but not a pod: left to the reference.
             return reference(index)
         if lower_counts[index] == 0:
             return [], 0, no_victims
         code = codes[index]
         if code:
             return [], 0, fit_statuses[code - 1]
-        return _reprieve(info, priority, checked, extra.get(index, none_extra), split_by_pdb)
+        return _reprieve(info, priority, room, nominated, split_by_pdb)
 
     return evaluate
 
 
+AmountGetter = Callable[[Resource], int]
+
+
+def _amount_getter(resource: str) -> AmountGetter:
+    """``Resource.get(resource)`` without its name tests, for the loops that read one amount of many pods."""
+    if resource == CPU:
+        return attrgetter("milli_cpu")
+    if resource == MEMORY:
+        return attrgetter("memory")
+    if resource == EPHEMERAL_STORAGE:
+        return attrgetter("ephemeral_storage")
+
+    def scalar(amounts: Resource) -> int:
+        return amounts.scalar.get(resource, 0)
+
+    return scalar
+
+
+NominatedEntry = tuple[tuple[str, ...], list[int]]
+"""The uids of a node's nominated pods that count, and their summed requests per resource read."""
+
+
+class NominatedRequests:
+    """Per node with nominated pods, those of priority at least a given one and what they request, kept across
+    cycles and recomputed for a node only when its nominated pods change (the nominator's node stamps)."""
+
+    __slots__ = ("_entries", "_key")
+
+    def __init__(self) -> None:
+        self._key: tuple[int, tuple[str, ...]] | None = None
+        self._entries: dict[str, tuple[int, NominatedEntry]] = {}
+
+    def read(
+        self, nominator: PodNominator, priority: int, resources: tuple[str, ...], getters: Sequence[AmountGetter]
+    ) -> dict[str, NominatedEntry]:
+        """Node name -> its entry, for the nodes with at least one nominated pod of priority ≥ ``priority``;
+        ``getters`` read ``resources``."""
+        key = (priority, resources)
+        if key != self._key:
+            self._key = key
+            self._entries = {}
+        entries = self._entries
+        generations = nominator.node_generations()
+        found: dict[str, NominatedEntry] = {}
+        for name, generation in generations.items():
+            cached = entries.get(name)
+            if cached is None or cached[0] != generation:
+                cached = entries[name] = (generation, _nominated_entry(nominator, name, priority, "", getters))
+            if cached[1][0]:
+                found[name] = cached[1]
+        if len(entries) > len(generations):
+            self._entries = {name: entry for name, entry in entries.items() if name in generations}
+        return found
+
+
+def _nominated_entry(
+    nominator: PodNominator, name: str, priority: int, exclude: str, getters: Sequence[AmountGetter]
+) -> NominatedEntry:
+    pods = [
+        other
+        for other in nominator.nominated_pods_for_node(name)
+        if other.uid != exclude and other.priority >= priority
+    ]
+    return tuple(other.uid for other in pods), [sum(getter(other.request) for other in pods) for getter in getters]
+
+
 def _nominated_requests(
-    handle: Handle, pod: PodInfo, nodes: Sequence[NodeInfo], slots: IntArray, checked: Sequence[tuple[str, int]]
-) -> dict[int, tuple[list[str], int, list[int]]]:
-    """Index among ``nodes`` -> (uids, number, summed requests of the checked resources) of the pods nominated
-    there that the reference's first filter pass adds for ``pod``."""
+    handle: Handle,
+    pod: PodInfo,
+    slots: IntArray,
+    resources: tuple[str, ...],
+    getters: Sequence[AmountGetter],
+    cache: NominatedRequests,
+) -> dict[int, NominatedEntry]:
+    """Index among the nodes of ``slots`` -> the entry of the pods nominated there that the reference's first
+    filter pass adds for ``pod`` (priority at least its own, not itself)."""
     nominator = handle.nominator
-    names = nominator.nominated_node_names()
-    if not names:
+    entries = cache.read(nominator, pod.priority, resources, getters)
+    if not entries:
         return {}
     snapshot = handle.snapshot()
     position = np.full(snapshot.table.capacity, -1, dtype=np.int64)
-    position[slots] = np.arange(len(nodes), dtype=np.int64)
-    found: dict[int, tuple[list[str], int, list[int]]] = {}
-    for name in names:
-        info = snapshot.get(name)
+    position[slots] = np.arange(slots.shape[0], dtype=np.int64)
+    positions: list[int] = position.tolist()
+    by_name = snapshot.by_name
+    uid = pod.uid
+    found: dict[int, NominatedEntry] = {}
+    for name, entry in entries.items():
+        info = by_name.get(name)
         if info is None:
             continue
-        index = int(position[info.slot])
+        index = positions[info.slot]
         if index < 0:
             continue
-        pods = [
-            other
-            for other in nominator.nominated_pods_for_node(name)
-            if other.uid != pod.uid and other.priority >= pod.priority
-        ]
-        if pods:
-            amounts = [sum(other.request.get(resource) for other in pods) for resource, _ in checked]
-            found[index] = ([other.uid for other in pods], len(pods), amounts)
+        if uid in entry[0]:
+            # The pod itself is nominated here (an earlier preemption of its own): it does not count.
+            entry = _nominated_entry(nominator, name, pod.priority, uid, getters)
+            if not entry[0]:
+                continue
+        found[index] = entry
     return found
 
 
 def _reprieve(
     info: NodeInfo,
     priority: int,
-    checked: Sequence[tuple[str, int]],
-    nominated: tuple[int, Sequence[int]],
+    checked: Sequence[tuple[int, AmountGetter]],
+    nominated: tuple[tuple[str, ...], Sequence[int]],
     split_by_pdb: SplitByPDB,
 ) -> tuple[list[PodInfo], int, Status | None]:
     """The reference's reprieve on a node the pod fits once every lower-priority pod is gone: put the pods back
     most important first, PDB-violating ones first, keeping each one the pod still fits beside (NodeResourcesFit
-    alone decides here, module doc). ``nominated``: the number and summed requests of the nominated pods that
-    count on this node."""
+    alone decides here, module doc). ``checked``: the pod's request of each resource Filter compares, and how
+    to read that resource; ``nominated``: the uids and summed requests of the nominated pods that count here."""
     potential = [other for other in info.pods.values() if other.priority < priority]
     potential.sort(key=importance_key)
     violating, non_violating = split_by_pdb(potential)
     allocatable = info.allocatable
     requested = info.requested
-    nominated_pods, nominated_amounts = nominated
+    nominated_uids, nominated_amounts = nominated
     # The pod fits while, for each resource it asks for, what the node's pods (and the nominated ones) request
     # stays within allocatable minus the pod's request (Filter's "request > allocatable - requested", turned
     # around) ...
-    room = [
-        allocatable.get(resource) - amount - more
-        for (resource, amount), more in zip(checked, nominated_amounts, strict=True)
-    ]
-    used = [
-        requested.get(resource) - sum(other.request.get(resource) for other in potential) for resource, _ in checked
-    ]
+    room = [get(allocatable) - amount - more for (amount, get), more in zip(checked, nominated_amounts, strict=True)]
+    used = [get(requested) - sum(get(other.request) for other in potential) for _, get in checked]
     # ... and Filter's "Too many pods" (pods on the node + 1 > allowed) does not hold.
-    max_pods = allocatable.allowed_pod_number - 1 - nominated_pods
+    max_pods = allocatable.allowed_pod_number - 1 - len(nominated_uids)
     pods = len(info.pods) - len(potential)
     victims: list[PodInfo] = []
     violations = 0
     for group, violates in ((violating, 1), (non_violating, 0)):
         for candidate in group:
-            amounts = [candidate.request.get(resource) for resource, _ in checked]
+            request = candidate.request
+            amounts = [get(request) for _, get in checked]
             pods += 1
             used = [have + more for have, more in zip(used, amounts, strict=True)]
             if pods > max_pods or any(have > limit for have, limit in zip(used, room, strict=True)):

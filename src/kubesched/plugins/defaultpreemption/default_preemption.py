@@ -10,7 +10,9 @@ kube-scheduler v1.35's DefaultPreemption, :meth:`DefaultPreemption.post_filter`
    from a random offset, until it has enough candidates (``DefaultPreemptionArgs``): on a copy of the node
    and of the cycle state it removes every lower-priority pod (through the PreFilter extensions of whichever
    plugins have them), checks the pod fits with the nominated pods, then reprieves victims, most important
-   first and PDB-violating ones before the others, keeping every one the pod still fits beside;
+   first and PDB-violating ones before the others, keeping every one the pod still fits beside. That per-node
+   path is the reference; in the common cycles where only NodeResourcesFit can change its answer,
+   :mod:`.columnar` gives the same answers from NodeTable columns without copying nodes or cycle state;
 3. picks one candidate (:mod:`.candidates`) and has :mod:`.executor` evict its victims off the cycle;
 4. returns the chosen node as the pod's nomination; the cycle still fails, and the pod binds there on a
    later attempt, once the victims are gone.
@@ -47,7 +49,7 @@ from kubesched.plugins.defaultpreemption.candidates import (
     select_candidate,
     status_of,
 )
-from kubesched.plugins.defaultpreemption.columnar import LowerPriorityRequests, columnar_evaluator
+from kubesched.plugins.defaultpreemption.columnar import LowerPriorityRequests, NominatedRequests, columnar_evaluator
 from kubesched.plugins.defaultpreemption.executor import Executor
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.label_selector import LabelSelector, compile_label_selector
@@ -142,6 +144,7 @@ class DefaultPreemption:
         # The dry run's columnar path (:mod:`.columnar`) where it is exact; False: always the per-node reference.
         self.use_columnar = True
         self._lower_requests = LowerPriorityRequests()
+        self._nominated_requests = NominatedRequests()
 
     @property
     def name(self) -> str:
@@ -246,6 +249,7 @@ class DefaultPreemption:
                 nodes,
                 node_to_status,
                 self._lower_requests,
+                self._nominated_requests,
                 split,
                 reference,
                 Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS),

@@ -145,14 +145,24 @@ def fit_columns(
         reasons.append(reason)
         failing.append(amount > alloc - used)
         beyond |= amount > alloc
-    failed = np.vstack([*failing, beyond])
+    rows = [*failing, beyond]
+    failed = np.vstack(rows)
     if not failed[:-1].any():
         return None
     # One Status per distinct combination of failing checks, reasons kept in check order.
-    combos, index = np.unique(failed.T, axis=0, return_inverse=True)
+    width = len(rows)
+    if width < 63:
+        # The combination as one integer, the first check the highest bit: the same distinct combinations
+        # in the same (lexicographic) order as np.unique over rows, at a fraction of its cost.
+        weights = np.left_shift(np.int64(1), np.arange(width - 1, -1, -1, dtype=np.int64))
+        keys, index = np.unique(weights @ failed.astype(np.int64), return_inverse=True)
+        combos = [[bool(key >> (width - 1 - bit) & 1) for bit in range(width)] for key in keys.tolist()]
+    else:
+        unique_rows, index = np.unique(failed.T, axis=0, return_inverse=True)
+        combos = unique_rows.tolist()
     statuses: list[Status] = []
     combo_codes = np.zeros(len(combos), dtype=np.int64)
-    for j, combo in enumerate(combos.tolist()):
+    for j, combo in enumerate(combos):
         *bits, unresolvable = combo
         if not any(bits):
             continue
