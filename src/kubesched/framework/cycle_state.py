@@ -53,7 +53,13 @@ class CycleState:
 
     def clone(self) -> CycleState:
         copy = CycleState()
-        copy._data = {k: (v.clone() if isinstance(v, StateData) else v) for k, v in self._data.items()}
+        data: dict[str, object] = {}
+        for key, value in self._data.items():
+            # What isinstance(value, StateData) decides, without the runtime Protocol check, which costs ~20 µs
+            # per value; preemption's dry run clones the state for every node it tries.
+            clone = getattr(value, "clone", None)
+            data[key] = clone() if clone is not None else value
+        copy._data = data
         copy.skip_filter_plugins = set(self.skip_filter_plugins)
         copy.skip_score_plugins = set(self.skip_score_plugins)
         return copy

@@ -269,6 +269,11 @@ class PodNominator(Protocol):
         """The nodes that have at least one nominated pod."""
         ...
 
+    def node_generations(self) -> Mapping[str, int]:
+        """Per node that has nominated pods, a stamp that changes whenever they do (a read-only view), so that
+        what a plugin derives from a node's nominated pods is recomputed only when they change."""
+        ...
+
 
 class Handle(Protocol):
     """What a plugin gets at construction (the framework runtime itself implements it)."""
@@ -336,6 +341,15 @@ class Handle(Protocol):
     ) -> Status | None:
         """Filter ``node_info`` as if the pods nominated to it with priority ≥ the pod's were running there,
         then (if any were added) as it is; both must pass (kube-scheduler's two-pass filtering)."""
+        ...
+
+    def filter_plugins_to_run(self, state: CycleState) -> Sequence[tuple[str, FilterPlugin]]:
+        """The Filter plugins :meth:`run_filter_plugins_with_nominated_pods` calls for ``state``, in order (those
+        PreFilter did not skip), so that a plugin answering for them in bulk can check it knows every one."""
+        ...
+
+    def runs_pre_filter_extensions(self, state: CycleState) -> bool:
+        """Whether AddPod/RemovePod call any plugin for ``state`` (a PreFilter not skipped has extensions)."""
         ...
 
     def run_pre_filter_extension_add_pod(

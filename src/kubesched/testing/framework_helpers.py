@@ -194,6 +194,12 @@ class PluginHandle(ContextHandle):
     ) -> Status | None:
         raise NotImplementedError(_NO_FRAMEWORK)
 
+    def filter_plugins_to_run(self, state: CycleState) -> list[tuple[str, FilterPlugin]]:
+        raise NotImplementedError(_NO_FRAMEWORK)
+
+    def runs_pre_filter_extensions(self, state: CycleState) -> bool:
+        raise NotImplementedError(_NO_FRAMEWORK)
+
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
     ) -> Status | None:

@@ -388,6 +388,23 @@ class Framework(ContextHandle):
                 outcome.status = returned.with_plugin(name)
         return outcome
 
+    def filter_plugins_to_run(self, state: CycleState) -> list[tuple[str, FilterPlugin]]:
+        skipped = state.skip_filter_plugins
+        return [(name, plugin) for name, plugin in self.filter_plugins if name not in skipped]
+
+    def runs_pre_filter_extensions(self, state: CycleState) -> bool:
+        skipped = state.skip_filter_plugins
+        for name, plugin in self.pre_filter_plugins:
+            if name in skipped:
+                continue
+            try:
+                if plugin.pre_filter_extensions() is not None:
+                    return True
+            except Exception:
+                # The runners would turn this into an Error status: callers must go through them.
+                return True
+        return False
+
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
     ) -> Status | None:

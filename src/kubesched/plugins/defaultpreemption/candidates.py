@@ -6,7 +6,8 @@ selection can reuse them. Nothing here writes to the cluster: eviction is :mod:`
 
 - :func:`potential_nodes`: the nodes whose Filter status is Unschedulable, i.e. where removing pods may help;
 - :func:`dry_run_preemption`: victim selection on those nodes from an offset, wrapping around, until enough
-  candidates are found (at least one that violates no PodDisruptionBudget);
+  candidates are found (at least one that violates no PodDisruptionBudget); :func:`search_candidates` is that
+  search for any way of evaluating a node (DefaultPreemption's columnar path uses it too);
 - :func:`select_candidate` / :func:`pick_one_node_for_preemption`: upstream's ordered tie-breakers;
 - :func:`preemption_fit_error`: the "0/N nodes are available: ..." text when no node is a candidate.
 
@@ -56,6 +57,10 @@ def potential_nodes(all_nodes: Sequence[NodeInfo], node_to_status: Mapping[str, 
     return [info for info in all_nodes if status_of(node_to_status, info.name).code is Code.UNSCHEDULABLE]
 
 
+EvaluateNode = Callable[[int], tuple[list[PodInfo], int, Status | None]]
+"""index among the nodes dry-run -> (victims most important first, PDB violations, status: None = found)."""
+
+
 def dry_run_preemption(
     select_victims: SelectVictims,
     state: CycleState,
@@ -65,7 +70,21 @@ def dry_run_preemption(
     num_candidates: int,
 ) -> tuple[list[Candidate], dict[str, Status], list[Status]]:
     """Select victims on ``nodes`` starting at ``offset`` (wrapping), each on a copy of the node and of
-    ``state``, until there are ``num_candidates`` candidates of which at least one violates no PDB.
+    ``state``, until there are ``num_candidates`` candidates of which at least one violates no PDB (see
+    :func:`search_candidates`)."""
+
+    def evaluate(index: int) -> tuple[list[PodInfo], int, Status | None]:
+        return select_victims(state.clone(), pod, nodes[index].clone())
+
+    return search_candidates(evaluate, nodes, offset, num_candidates)
+
+
+def search_candidates(
+    evaluate: EvaluateNode, nodes: Sequence[NodeInfo], offset: int, num_candidates: int
+) -> tuple[list[Candidate], dict[str, Status], list[Status]]:
+    """Evaluate ``nodes`` starting at ``offset`` (wrapping) until there are ``num_candidates`` candidates of
+    which at least one violates no PDB: the search order and stop of every dry run, whichever way it
+    evaluates a node (per node on copies, or DefaultPreemption's columnar path).
 
     Returns the candidates (those violating no PDB first, each group in the order found, each capped at
     ``num_candidates`` as upstream's lists are), the status of every node that is not a candidate, and the
@@ -77,20 +96,21 @@ def dry_run_preemption(
     errors: list[Status] = []
     count = len(nodes)
     for i in range(count):
-        node = nodes[(offset + i) % count]
-        victims, violations, status = select_victims(state.clone(), pod, node.clone())
+        index = (offset + i) % count
+        name = nodes[index].name
+        victims, violations, status = evaluate(index)
         if status is None and victims:
             group = non_violating if violations == 0 else violating
             if len(group) < num_candidates:
-                group.append(Candidate(node.name, tuple(victims), violations))
+                group.append(Candidate(name, tuple(victims), violations))
             if non_violating and len(non_violating) + len(violating) >= num_candidates:
                 break
             continue
         if status is None:
-            status = Status.error(f'expected at least one victim pod on node "{node.name}"')
+            status = Status.error(f'expected at least one victim pod on node "{name}"')
         if status.code is Code.ERROR:
             errors.append(status)
-        statuses[node.name] = status
+        statuses[name] = status
     return non_violating + violating, statuses, errors
 
 

@@ -10,7 +10,9 @@ kube-scheduler v1.35's DefaultPreemption, :meth:`DefaultPreemption.post_filter`
    from a random offset, until it has enough candidates (``DefaultPreemptionArgs``): on a copy of the node
    and of the cycle state it removes every lower-priority pod (through the PreFilter extensions of whichever
    plugins have them), checks the pod fits with the nominated pods, then reprieves victims, most important
-   first and PDB-violating ones before the others, keeping every one the pod still fits beside;
+   first and PDB-violating ones before the others, keeping every one the pod still fits beside. That per-node
+   path is the reference; in the common cycles where only NodeResourcesFit can change its answer,
+   :mod:`.columnar` gives the same answers from NodeTable columns without copying nodes or cycle state;
 3. picks one candidate (:mod:`.candidates`) and has :mod:`.executor` evict its victims off the cycle;
 4. returns the chosen node as the pod's nomination; the cycle still fails, and the pod binds there on a
    later attempt, once the victims are gone.
@@ -38,14 +40,16 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
 from kubesched.plugins.defaultpreemption.args import DefaultPreemptionArgs
-from kubesched.plugins.defaultpreemption.candidates import dry_run_preemption as run_dry_run
 from kubesched.plugins.defaultpreemption.candidates import (
+    EvaluateNode,
     importance_key,
     potential_nodes,
     preemption_fit_error,
+    search_candidates,
     select_candidate,
     status_of,
 )
+from kubesched.plugins.defaultpreemption.columnar import LowerPriorityRequests, NominatedRequests, columnar_evaluator
 from kubesched.plugins.defaultpreemption.executor import Executor
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.label_selector import LabelSelector, compile_label_selector
@@ -137,6 +141,10 @@ class DefaultPreemption:
         self.executor = Executor(handle, names.DEFAULT_PREEMPTION)
         # Upstream draws the offset at random; seeded here so that a simulation repeats itself.
         self.rng = random.Random(0)
+        # The dry run's columnar path (:mod:`.columnar`) where it is exact; False: always the per-node reference.
+        self.use_columnar = True
+        self._lower_requests = LowerPriorityRequests()
+        self._nominated_requests = NominatedRequests()
 
     @property
     def name(self) -> str:
@@ -209,7 +217,7 @@ class DefaultPreemption:
             return [], {}, []
         pdbs = [CompiledPDB.of(pdb) for pdb in self.handle.listers.pod_disruption_budgets.list()]
         offset, num_candidates = self.get_offset_and_num_candidates(len(nodes))
-        return self.dry_run_preemption(state, pod, nodes, pdbs, offset, num_candidates)
+        return self.dry_run_preemption(state, pod, nodes, pdbs, offset, num_candidates, node_to_status)
 
     def dry_run_preemption(
         self,
@@ -219,13 +227,44 @@ class DefaultPreemption:
         pdbs: Sequence[CompiledPDB],
         offset: int,
         num_candidates: int,
+        node_to_status: NodeToStatus | None = None,
     ) -> tuple[list[Candidate], dict[str, Status], list[Status]]:
-        def select(
-            state_copy: CycleState, preemptor: PodInfo, node: NodeInfo
-        ) -> tuple[list[PodInfo], int, Status | None]:
-            return self.select_victims_on_node(state_copy, preemptor, node, pdbs)
+        """:func:`~.candidates.search_candidates` over ``nodes`` with :meth:`select_victims_on_node` on copies
+        of each node and of ``state`` (the reference), or, given this cycle's Filter statuses and when it is
+        exact, with the columnar path of :mod:`.columnar` (``use_columnar``)."""
 
-        return run_dry_run(select, state, pod, nodes, offset, num_candidates)
+        def reference(index: int) -> tuple[list[PodInfo], int, Status | None]:
+            return self.select_victims_on_node(state.clone(), pod, nodes[index].clone(), pdbs)
+
+        evaluate: EvaluateNode | None = None
+        if node_to_status is not None and self._columnar_applies():
+
+            def split(pods: Sequence[PodInfo]) -> tuple[list[PodInfo], list[PodInfo]]:
+                return filter_pods_with_pdb_violation(pods, pdbs)
+
+            evaluate = columnar_evaluator(
+                self.handle,
+                state,
+                pod,
+                nodes,
+                node_to_status,
+                self._lower_requests,
+                self._nominated_requests,
+                split,
+                reference,
+                Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS),
+            )
+        return search_candidates(evaluate if evaluate is not None else reference, nodes, offset, num_candidates)
+
+    def _columnar_applies(self) -> bool:
+        # The columnar path reproduces this class's victim selection; a subclass that changes it gets the
+        # reference path.
+        cls = type(self)
+        return (
+            self.use_columnar
+            and cls.select_victims_on_node is DefaultPreemption.select_victims_on_node
+            and cls.is_preemption_allowed is DefaultPreemption.is_preemption_allowed
+        )
 
     def calculate_num_candidates(self, num_nodes: int) -> int:
         """``max(nodes * percentage // 100, absolute)``, at most ``num_nodes``."""
