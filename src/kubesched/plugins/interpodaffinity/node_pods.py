@@ -52,46 +52,104 @@ class NodePods:
     term_counts: Mapping[TermKey, int]
     """How many times each existing-pod term occurs among the node's pods (a pod listing a term twice counts
     twice, as the reference loops credit it twice)."""
+    # What the next view of the node starts from instead of walking every pod again: the pods with terms by
+    # uid, and per group a sample (any pod of the group: only its namespace and labels are read) and a count.
+    by_uid: Mapping[str, tuple[PodInfo, PodTerms]]
+    samples: Mapping[GroupKey, Pod]
+    counts: Mapping[GroupKey, int]
+
+
+def _has_terms(pod: Pod) -> bool:
+    affinity = pod.spec.affinity
+    if not affinity:
+        return False
+    return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
+
+
+def _group_key(pod: Pod) -> GroupKey:
+    return (pod.metadata.namespace, frozenset(pod.metadata.labels.items()))
 
 
 def node_pods(info: NodeInfo, previous: NodePods | None, parse: Callable[[PodInfo], PodTerms]) -> NodePods:
-    """``info``'s view, reusing the parsed terms of the PodInfos ``previous`` (the node's last view) still has."""
-    reusable: dict[str, tuple[PodInfo, PodTerms]] = {}
-    if previous is not None:
-        reusable = {pod_info.uid: (pod_info, terms) for pod_info, terms in previous.with_affinity}
-    with_affinity: list[tuple[PodInfo, PodTerms]] = []
+    """``info``'s view, reusing the parsed terms of the PodInfos ``previous`` (the node's last view) still has.
+
+    With a previous view, only the pods that changed are looked at (the difference of the two NodeInfos' pod
+    maps, taken in C): a node that gains one pod per cycle — a DaemonSet's target, a packed node — costs
+    O(changes), not O(pods on the node), per cycle. :func:`fresh_node_pods` is the reference it equals.
+    """
+    if previous is None:
+        return fresh_node_pods(info, parse)
+    old_items = previous.info.pods.items()
+    new_items = info.pods.items()
+    removed = old_items - new_items
+    added = new_items - old_items
+    by_uid = dict(previous.by_uid)
+    samples = dict(previous.samples)
+    counts = dict(previous.counts)
+    term_counts = dict(previous.term_counts)
+    for uid, pod_info in removed:
+        key = _group_key(pod_info.pod)
+        left = counts[key] - 1
+        if left:
+            counts[key] = left
+        else:
+            del counts[key], samples[key]
+        entry = by_uid.pop(uid, None)
+        if entry is not None:
+            _count_terms(term_counts, entry[1], -1)
+    for uid, pod_info in added:
+        pod = pod_info.pod
+        key = _group_key(pod)
+        counts[key] = counts.get(key, 0) + 1
+        samples.setdefault(key, pod)
+        if _has_terms(pod):
+            known = previous.by_uid.get(uid)
+            # Terms depend on the Pod alone; a pod re-wrapped in a new PodInfo (assumed, then bound) keeps them.
+            terms = known[1] if known is not None and known[0].pod is pod else parse(pod_info)
+            by_uid[uid] = (pod_info, terms)
+            _count_terms(term_counts, terms, 1)
+    return _view(info, by_uid, samples, counts, {k: v for k, v in term_counts.items() if v})
+
+
+def fresh_node_pods(info: NodeInfo, parse: Callable[[PodInfo], PodTerms]) -> NodePods:
+    """``info``'s view from all its pods (the reference :func:`node_pods` is held equal to)."""
+    by_uid: dict[str, tuple[PodInfo, PodTerms]] = {}
     samples: dict[GroupKey, Pod] = {}
     counts: dict[GroupKey, int] = {}
-    for pod_info in info.pods.values():
+    term_counts: dict[TermKey, int] = {}
+    for uid, pod_info in info.pods.items():
         pod = pod_info.pod
-        affinity = pod.spec.affinity
-        if affinity and (affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None):
-            known = reusable.get(pod_info.uid)
-            # Terms depend on the Pod alone; a pod re-wrapped in a new PodInfo (assumed, then bound) keeps them.
-            terms = known[1] if known is not None and known[0].pod is pod_info.pod else parse(pod_info)
-            with_affinity.append((pod_info, terms))
-        key = (pod.metadata.namespace, frozenset(pod.metadata.labels.items()))
-        if key not in samples:
-            samples[key] = pod
+        if _has_terms(pod):
+            terms = parse(pod_info)
+            by_uid[uid] = (pod_info, terms)
+            _count_terms(term_counts, terms, 1)
+        key = _group_key(pod)
+        samples.setdefault(key, pod)
         counts[key] = counts.get(key, 0) + 1
-    groups = tuple(PodGroup(key, sample, counts[key]) for key, sample in samples.items())
+    return _view(info, by_uid, samples, counts, term_counts)
+
+
+def _view(
+    info: NodeInfo,
+    by_uid: dict[str, tuple[PodInfo, PodTerms]],
+    samples: dict[GroupKey, Pod],
+    counts: dict[GroupKey, int],
+    term_counts: dict[TermKey, int],
+) -> NodePods:
+    with_affinity = tuple(by_uid.values())
     anti = tuple(entry for entry in with_affinity if entry[1].has_required_anti_affinity)
-    return NodePods(info, tuple(with_affinity), anti, groups, _term_counts(with_affinity))
+    groups = tuple(PodGroup(key, sample, counts[key]) for key, sample in samples.items())
+    return NodePods(info, with_affinity, anti, groups, term_counts, by_uid, samples, counts)
 
 
-def _term_counts(with_affinity: list[tuple[PodInfo, PodTerms]]) -> dict[TermKey, int]:
-    out: dict[TermKey, int] = {}
-
-    def add(key: TermKey) -> None:
-        out[key] = out.get(key, 0) + 1
-
-    for _, terms in with_affinity:
-        for term in terms.required_affinity:
-            add((REQUIRED_AFFINITY, term, 0))
-        for term in terms.required_anti_affinity:
-            add((REQUIRED_ANTI_AFFINITY, term, 0))
-        for weighted in terms.preferred_affinity:
-            add((PREFERRED_AFFINITY, weighted.term, weighted.weight))
-        for weighted in terms.preferred_anti_affinity:
-            add((PREFERRED_ANTI_AFFINITY, weighted.term, weighted.weight))
-    return out
+def _count_terms(out: dict[TermKey, int], terms: PodTerms, delta: int) -> None:
+    for term in terms.required_affinity:
+        out[(REQUIRED_AFFINITY, term, 0)] = out.get((REQUIRED_AFFINITY, term, 0), 0) + delta
+    for term in terms.required_anti_affinity:
+        out[(REQUIRED_ANTI_AFFINITY, term, 0)] = out.get((REQUIRED_ANTI_AFFINITY, term, 0), 0) + delta
+    for weighted in terms.preferred_affinity:
+        key = (PREFERRED_AFFINITY, weighted.term, weighted.weight)
+        out[key] = out.get(key, 0) + delta
+    for weighted in terms.preferred_anti_affinity:
+        key = (PREFERRED_ANTI_AFFINITY, weighted.term, weighted.weight)
+        out[key] = out.get(key, 0) + delta
