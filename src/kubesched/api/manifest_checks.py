@@ -135,8 +135,8 @@ class DuplicateKeyTracker:
                     tracker.found.append(f'line {line}: key "{key}" already set in map (first at line {seen[key]})')
                 else:
                     seen[key] = line
-            self.flatten_mapping(node)
-            return dict(self.construct_pairs(node, deep=True))
+            # The loader's own construction: merge keys, and an unhashable key as a YAML error, not a TypeError.
+            return yaml.SafeLoader.construct_mapping(self, node, deep=True)
 
         tracked = cast(type[yaml.SafeLoader], type("TrackingLoader", (loader,), {}))
         tracked.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)

@@ -60,3 +60,10 @@ def test_the_examples_are_clean_under_strict() -> None:
     for name in ("cluster.yaml", "secure-workloads.yaml"):
         loaded = load_manifests([str(EXAMPLES / name)], strict=True)
         assert loaded.pods and not [w for w in loaded.warnings if "Invalid value" in w or "unknown field" in w]
+
+
+def test_an_unhashable_key_is_a_one_line_yaml_error(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  ? [a]\n  : b\n")
+    with pytest.raises(ManifestError, match=r"m\.yaml: line \d+: could not parse YAML: found unhashable key"):
+        load_manifests([str(path)])
