@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kubesched.audit.lines import TOO_LONG, bounded_lines, max_line_bytes, too_long_detail
 from kubesched.audit.chain import AuditLogError
 from kubesched.audit.records import AuditRecord, AuditRecordError, parse_rfc3339
 from kubesched.config.durations import DurationError, parse_go_duration
@@ -94,9 +95,12 @@ def read_records(path: str | Path, *, skip: Skip | None = None) -> Iterator[tupl
         handle = open(path, "rb")  # noqa: SIM115 - a generator: closed by the with below
     except OSError as exc:
         raise AuditLogError(f"{path}: cannot read the audit log: {exc.strerror or exc}") from None
+    limit = max_line_bytes()
     with handle:
-        for number, raw in enumerate(handle, 1):
+        for number, raw in bounded_lines(handle, limit):
             try:
+                if raw == TOO_LONG:
+                    raise AuditRecordError(too_long_detail(limit))
                 record = AuditRecord.from_json(json.loads(raw))
             except (json.JSONDecodeError, UnicodeDecodeError, AuditRecordError) as exc:
                 if skip is not None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubesched.audit.lines import TOO_LONG, bounded_lines, max_line_bytes, too_long_detail
 from kubesched.audit.chain import GENESIS, HASH_KEY, PREV_KEY, AuditLogError, chain_hash, head_path, is_hash, read_head
 
 if TYPE_CHECKING:
@@ -186,8 +187,11 @@ def verify_chain(
         handle = open(path, "rb")  # noqa: SIM115 - closed below; the loop returns from inside
     except OSError as exc:
         raise AuditLogError(f"{path}: cannot read the audit log: {exc.strerror or exc}") from None
+    limit = max_line_bytes()
     with handle:
-        for number, raw in enumerate(handle, 1):
+        for number, raw in bounded_lines(handle, limit):
+            if raw == TOO_LONG:
+                return failed(number, GARBLED, too_long_detail(limit))
             if not raw.endswith(b"\n"):
                 return failed(number, TRUNCATED, "the line does not end with a newline (a write was cut short)")
             try:
@@ -383,8 +387,8 @@ def _bad_signature(signed: _Signed) -> tuple[str, str] | None:
 def _line_with_hash(path: Path, wanted: str, *, skip: int) -> int | None:
     """The number of the line whose hash is ``wanted`` (other than line ``skip``), if any."""
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if number == skip:
+        for number, raw in bounded_lines(handle, max_line_bytes()):
+            if number == skip or raw == TOO_LONG:
                 continue
             try:
                 obj = json.loads(raw)

@@ -122,9 +122,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_config_validate(args: argparse.Namespace) -> int:
+    from kubesched.simulation.run import build_every_plugin
+
     registry = plugin_registry()
     config = load_config(args.file, registry)
     warn(config.warnings)
+    build_every_plugin(config, registry)
     profiles = ", ".join(p.scheduler_name for p in config.profiles)
     print(f"{args.file}: valid (profiles: {profiles})")
     return 0
@@ -173,6 +176,13 @@ def cmd_policy_test(args: argparse.Namespace) -> int:
     passed = sum(1 for r in results if r.passed)
     print(f"{passed}/{len(results)} passed")
     return 0 if results and passed == len(results) else 1
+
+
+def cmd_policy_batch_module(args: argparse.Namespace) -> int:
+    from kubesched.policy.contract import batch_module
+
+    sys.stdout.write(batch_module(args.decision_path.strip("/"), args.target_kind))
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -346,6 +356,15 @@ def build_parser() -> argparse.ArgumentParser:
     policy_test.add_argument("paths", nargs="+", help=".rego files or directories")
     policy_test.add_argument("--data", action="append", help="data file (JSON or YAML), repeatable")
     policy_test.set_defaults(func=cmd_policy_test)
+    batch_module = policy_commands.add_parser(
+        "batch-module",
+        help="print the Rego module kubesched asks for one pod's decisions on many nodes, to ship in a bundle",
+    )
+    batch_module.add_argument(
+        "--decision-path", default="kubernetes/authz", help="the decision document (default kubernetes/authz)"
+    )
+    batch_module.add_argument("--target-kind", choices=["node", "cluster"], default="node")
+    batch_module.set_defaults(func=cmd_policy_batch_module)
 
     add_explain_command(commands)
 

@@ -36,6 +36,7 @@ import yaml
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.clock import Clock
 from kubesched.framework.policy import Decision, PolicyError, undefined_decision
+from kubesched.policy.defined_paths import undefined_path_error
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
@@ -205,6 +206,9 @@ class EmbeddedRegoEngine:
                 engine.add_policy(path, text)
             except RuntimeError as exc:
                 raise PolicyError(f"policy does not compile: {_first_line(exc)}") from exc
+        undefined = undefined_path_error(self._decision_path, engine.get_ast_as_json(), sources.data)
+        if undefined:
+            raise PolicyError(undefined)
         generated = {
             "kubesched-single.rego": (f"package {SINGLE_PACKAGE}\n\nimport rego.v1\n\ndecision := {self._reference}\n"),
             "kubesched-batch-node.rego": batch_module(self._decision_path, "node"),

@@ -63,7 +63,11 @@ is an error (the input did not arrive as ``input``); ``decision_id`` is kept on 
 Batch. ``decide_batch`` makes one request per pod: it POSTs the batch input to
 ``/v1/data/kubesched/batch/<kind>_decisions``, served by the generated module
 :func:`~kubesched.policy.contract.batch_module`, which this engine installs with
-``PUT /v1/policies/kubesched-batch`` (``kubesched-batch-<kind>`` for other target kinds) at first use. When
+``PUT /v1/policies/kubesched-batch`` (``kubesched-batch-<kind>`` for other target kinds) at first use,
+unless a ``GET`` of that module finds it already equal to ours byte for byte (an administrator installed it, so
+the scheduler's token needs no policy write access); the check is repeated every ``revision_ttl_seconds`` (at
+least 1 s), and a module that differs is replaced, or refused when it cannot be: a module put there by
+someone else never decides a pod. When
 bundles own OPA's policy tree the PUT is refused (a 4xx, remembered for ``max(revision_ttl_seconds, 1)`` so
 that it is not repeated on every pod); then load the module in your bundle and set ``batch_endpoint`` (or
 ``install_batch_module=False`` if it is served at the default path). The generated rule is always defined,
@@ -92,6 +96,7 @@ import math
 import os
 import select
 import socket
+import logging
 import ssl
 import threading
 import urllib.parse
@@ -111,6 +116,8 @@ from kubesched import __version__
 from kubesched.clock import Clock, RealClock
 from kubesched.errors import json_type_phrase
 from kubesched.framework.policy import Decision, PolicyError, undefined_decision
+log = logging.getLogger(__name__)
+
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
@@ -551,7 +558,7 @@ class RemoteOpaEngine:
         # Revision state is read by revision(), which plugins may call from any thread; never held across awaits.
         self._state_lock = threading.Lock()
         self._install_locks: dict[str, asyncio.Lock] = {}
-        self._installed: set[str] = set()
+        self._installed: dict[str, float] = {}  # module id -> when its content was last found to be ours
         self._refused: dict[str, tuple[float, PolicyError]] = {}
         self._generation = 0
         self._generation_started = self._clock.now()
@@ -614,7 +621,7 @@ class RemoteOpaEngine:
         if "result" not in document:
             if self._install:
                 # The generated rule is always defined (an empty object at worst): our module is gone.
-                self._installed.discard(batch_module_id(target_kind))
+                self._installed.pop(batch_module_id(target_kind), None)
             return dict.fromkeys(names, undefined)
         result = document["result"]
         if not isinstance(result, Mapping):
@@ -837,37 +844,68 @@ class RemoteOpaEngine:
             return self._generation_revision(now)
 
     async def _ensure_batch_module(self, session: aiohttp.ClientSession, call: _Call, target_kind: str) -> None:
+        """Make sure the module at ``/v1/policies/kubesched-batch`` is ours, byte for byte, before trusting its
+        answers: checked with a GET (read access is enough when a bundle already ships it) at first use and
+        again once ``revision_ttl_seconds`` (at least 1 s) have passed; written with a PUT when it is missing
+        or differs."""
         module_id = batch_module_id(target_kind)
-        if module_id in self._installed:
+        if self._verified_recently(module_id):
             return
         target = f"/v1/policies/{module_id}"
-        call.what, call.phase = f"PUT {target}", "waiting for another call to install the batch module"
+        call.what, call.phase = f"GET {target}", "waiting for another call to check the batch module"
         lock = self._install_locks.setdefault(module_id, asyncio.Lock())
         async with lock:
-            if module_id in self._installed:
+            if self._verified_recently(module_id):
                 return
             refused = self._refused.get(module_id)
             if refused is not None and abs(self._clock.now() - refused[0]) < max(self._revision_ttl, 1.0):
                 raise refused[1]
-            source = batch_module(self._decision_path, target_kind).encode()
-            answer = await self._exchange(session, call, "PUT", target, source, "text/plain")
+            source = batch_module(self._decision_path, target_kind)
+            found = await self._installed_source(session, call, target)
+            if found == source:
+                self._refused.pop(module_id, None)
+                self._installed[module_id] = self._clock.now()
+                return
+            answer = await self._exchange(session, call, "PUT", target, source.encode(), "text/plain")
             if not 200 <= answer.status < 300:
                 error = _http_error(self._origin, f"PUT {target}", answer)
                 if 400 <= answer.status < 500:
-                    refusal = PolicyError(
-                        f"OPA refused to install kubesched's batch module: {error}. If bundles own OPA's "
-                        f"policies, add the module (kubesched.policy.contract.batch_module) to your bundle and "
-                        f"set batchEndpoint (or turn off installBatchModule when it is served at "
-                        f"{DATA_API_PREFIX}{batch_path(target_kind)})"
-                    )
+                    if found is not None:
+                        refusal = PolicyError(
+                            f"the module at {target} is not kubesched's batch module for decisionPath "
+                            f"{self._decision_path!r} (its content differs) and OPA refused to replace it: {error}; "
+                            f"its answers are not used. Ship the module `kubesched policy batch-module` prints"
+                        )
+                    else:
+                        refusal = PolicyError(
+                            f"OPA refused to install kubesched's batch module: {error}. If bundles own OPA's "
+                            f"policies, add the module `kubesched policy batch-module` prints to your bundle and "
+                            f"set batchEndpoint (or turn off installBatchModule when it is served at "
+                            f"{DATA_API_PREFIX}{batch_path(target_kind)})"
+                        )
                     refusal.__cause__ = error
                     self._refused[module_id] = (self._clock.now(), refusal)
                     raise refusal
                 raise error
+            if found is not None:
+                log.warning("replaced the module at %s: its content was not kubesched's batch module", target)
             self._refused.pop(module_id, None)
-            self._installed.add(module_id)
+            self._installed[module_id] = self._clock.now()
             with self._state_lock:
                 self._next_generation(self._clock.now())
+
+    def _verified_recently(self, module_id: str) -> bool:
+        verified_at = self._installed.get(module_id)
+        return verified_at is not None and abs(self._clock.now() - verified_at) < max(self._revision_ttl, 1.0)
+
+    async def _installed_source(self, session: aiohttp.ClientSession, call: _Call, target: str) -> str | None:
+        """The source OPA holds at ``target``; None when there is none or we may not read it (then a PUT decides)."""
+        answer = await self._exchange(session, call, "GET", target, b"", "application/json")
+        if answer.status != 200:
+            return None
+        result = _json_object(answer, f"GET {target}", self._origin).get("result")
+        raw = result.get("raw") if isinstance(result, Mapping) else None
+        return raw if isinstance(raw, str) else ""
 
 
 def _encode(input_doc: Mapping[str, Any]) -> bytes:

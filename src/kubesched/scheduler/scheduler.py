@@ -28,7 +28,7 @@ from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
 from kubesched.clock import Clock, VirtualClock
 from kubesched.config.types import SchedulerConfiguration
-from kubesched.framework.runtime.framework import Framework
+from kubesched.framework.runtime.framework import Framework, FrameworkBuildError
 from kubesched.framework.runtime.handle import FrameworkContext
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import BackgroundTasks, Services
@@ -94,10 +94,13 @@ class Scheduler:
             services=self.services,
             listers=backend.listers,
         )
-        self.frameworks: dict[str, Framework] = {
-            profile.scheduler_name: Framework(profile, registry, context, use_batch=use_batch, metrics=metrics)
-            for profile in config.profiles
-        }
+        self.frameworks: dict[str, Framework] = {}
+        for profile in config.profiles:
+            try:
+                built = Framework(profile, registry, context, use_batch=use_batch, metrics=metrics)
+            except FrameworkBuildError as exc:
+                raise FrameworkBuildError(f'{config.source}: profile "{profile.scheduler_name}": {exc}') from exc
+            self.frameworks[profile.scheduler_name] = built
         first = next(iter(self.frameworks.values()))
         hints = {name: fwk.events_to_register() for name, fwk in self.frameworks.items()}
         self.queue = SchedulingQueue(

@@ -122,3 +122,16 @@ async def simulate_async(
     # Ordered by the scheduling cycle of each pod's last attempt; never-attempted pods last.
     ordered = sorted(collector.latest.values(), key=lambda record: (record.attempts == 0, record.cycle))
     return SimulationReport(ordered, ignored, cluster)
+
+
+def build_every_plugin(config: SchedulerConfiguration, registry: Registry) -> None:
+    """Build every profile's plugins as start-up does (policies compiled and their ``decisionPath`` checked,
+    compliance files read, engines started), then close them: ``kubesched config validate``. A failure raises
+    the error start-up would, naming the file and the profile."""
+
+    async def build() -> None:
+        clock = VirtualClock(time.time())
+        scheduler = Scheduler(config, registry, SimulatedCluster(clock, [], [], listers=Listers.empty()), clock=clock)
+        await scheduler.close()
+
+    asyncio.run(build())

@@ -13,7 +13,7 @@ from audittest_helpers import write_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesched.audit.chain import GENESIS, head_path
+from kubesched.audit.chain import GENESIS, AuditLogError, head_path
 from kubesched.audit.verify import ALTERED, BAD_HEAD, GARBLED, REMOVED, REORDERED, TRUNCATED, verify_chain
 
 RECORDS = 6
@@ -221,3 +221,29 @@ def test_empty_log_is_intact(tmp_path: Path) -> None:
     path.write_bytes(b"")
     result = verify_chain(path)
     assert (result.ok, result.records, result.head) == (True, 0, GENESIS)
+
+
+def test_an_enormous_line_is_reported_without_reading_it_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
+    from kubesched.audit.lines import MAX_LINE_BYTES_ENV
+    from kubesched.audit.query import read_records
+
+    path, lines = written(tmp_path)
+    enormous = b'{"schema": "' + b"x" * (8 << 20) + b'"}\n'
+    path.write_bytes(b"".join([*lines[:3], enormous, *lines[3:]]))
+    monkeypatch.setenv(MAX_LINE_BYTES_ENV, str(1 << 20))
+    tracemalloc.start()
+    try:
+        result = verify_chain(path)
+        with pytest.raises(AuditLogError, match=r"line 4 is not an audit record \(the line is longer than 1048576"):
+            list(read_records(path))
+        skipped: list[int] = []
+        later = [number for number, _ in read_records(path, skip=lambda number, _why: skipped.append(number))]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (result.ok, result.line, result.problem, result.records) == (False, 4, GARBLED, 3)
+    assert f"longer than {1 << 20} bytes (raise {MAX_LINE_BYTES_ENV}" in result.describe()
+    assert skipped == [4] and later == [1, 2, 3, 5, 6, 7], "the lines after it are still read"
+    assert peak < 4 << 20, f"peak {peak} bytes: the 8 MiB line was read whole"

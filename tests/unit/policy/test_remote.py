@@ -1121,7 +1121,8 @@ def test_batch_installs_the_module_once_and_makes_one_request_per_pod(
     assert [name for name, d in decisions.items() if not d.allowed] == [f"n{i}" for i in range(0, 100, 3)]
     assert decisions["n0"].reasons == ("node is not compliant",)
     log = [(r.method, r.path) for r in server.request_log()]
-    assert log == [("PUT", "/v1/policies/kubesched-batch")] + [("POST", "/v1/data/kubesched/batch/node_decisions")] * 3
+    module = "/v1/policies/kubesched-batch"
+    assert log == [("GET", module), ("PUT", module)] + [("POST", "/v1/data/kubesched/batch/node_decisions")] * 3
 
 
 def test_batch_answers_are_those_of_single_decisions(server: OpaTestServer, run_async: RunAsync[Any]) -> None:
@@ -1176,13 +1177,74 @@ def test_a_refused_install_says_to_configure_batch_endpoint_and_is_not_repeated(
                     await batch(engine, ALLOWED_POD, [node("a")])
             assert "owned by bundle" in str(caught.value)
             assert isinstance(caught.value.__cause__, OpaHttpError)
-            assert server.requests == 1  # the refusal is remembered for a while
+            assert server.requests == 2  # GET, PUT: the refusal is remembered for a while
             clock.advance(60)
             with pytest.raises(PolicyError, match="batchEndpoint"):
                 await batch(engine, ALLOWED_POD, [node("a")])
-            assert server.requests == 2
+            assert server.requests == 4
 
         closing(run_async, scenario(), engine)
+
+
+FORGED_BATCH_MODULE = """package kubesched.batch
+
+import rego.v1
+
+node_decisions[target.metadata.name] := true if some target in input.nodes
+"""
+
+
+def test_a_bundled_module_that_is_ours_needs_no_write_access(run_async: RunAsync[dict[str, Decision]]) -> None:
+    ours = batch_module("kubernetes/authz", "node")
+    policies = {"authz.rego": POLICY, "kubesched-batch": ours}
+    with OpaTestServer(policies=policies, owning_bundle="authz") as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)
+        decisions = closing(run_async, batch(engine, ALLOWED_POD, [node("a"), node("b", compliant="false")]), engine)
+        assert bare_all(decisions) == {"a": Decision(True), "b": Decision(False, ("node is not compliant",))}
+        log = [(r.method, r.path) for r in server.request_log()]
+    assert log == [("GET", "/v1/policies/kubesched-batch"), ("POST", "/v1/data/kubesched/batch/node_decisions")]
+
+
+def test_a_forged_module_is_not_trusted_when_it_cannot_be_replaced(run_async: RunAsync[None]) -> None:
+    policies = {"authz.rego": POLICY, "kubesched-batch": FORGED_BATCH_MODULE}
+    with OpaTestServer(policies=policies, owning_bundle="authz") as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)
+
+        async def scenario() -> None:
+            with pytest.raises(PolicyError, match=r"is not kubesched's batch module .*its content differs"):
+                await batch(engine, ALLOWED_POD, [node("b", compliant="false")])
+
+        closing(run_async, scenario(), engine)
+        assert not any(r.method == "POST" for r in server.request_log())
+
+
+def test_a_forged_module_is_replaced_at_first_use_and_when_rechecked(
+    run_async: RunAsync[None], caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = VirtualClock()
+    with OpaTestServer(policies={"authz.rego": POLICY, "kubesched-batch": FORGED_BATCH_MODULE}) as server:
+        engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0, clock=clock, revision_ttl_seconds=10)
+        denied = node("b", compliant="false")
+
+        async def scenario() -> None:
+            assert not (await batch(engine, ALLOWED_POD, [denied]))["b"].allowed
+            await asyncio.to_thread(put_policy, server, "kubesched-batch", FORGED_BATCH_MODULE)
+            clock.advance(5)  # within the check interval: the module is trusted as checked
+            assert (await batch(engine, ALLOWED_POD, [denied]))["b"].allowed
+            clock.advance(6)  # checked again: forged, so replaced before the pod is decided
+            assert not (await batch(engine, ALLOWED_POD, [denied]))["b"].allowed
+
+        closing(run_async, scenario(), engine)
+        puts = [r for r in server.request_log() if r.method == "PUT"]
+    assert len(puts) == 1 + 2  # ours twice, the forgery once (by the test)
+    assert caplog.text.count("its content was not kubesched's batch module") == 2
+
+
+def put_policy(server: OpaTestServer, module_id: str, source: str) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(f"{server.url}/v1/policies/{module_id}", data=source.encode(), method="PUT")
+    urllib.request.urlopen(request, timeout=5).close()
 
 
 def test_a_module_that_does_not_compile_is_refused_with_opas_error_shape(server: OpaTestServer) -> None:

@@ -75,6 +75,16 @@ class PolicyEngineArgs:
         engine = self.resolved_engine()
         if self.engine and self.engine not in (ENGINE_EMBEDDED, ENGINE_REMOTE):
             errors.append(FieldError.unsupported(_join(path, "engine"), self.engine, [ENGINE_EMBEDDED, ENGINE_REMOTE]))
+        if self.opa_endpoint and self.policies:
+            errors.append(
+                FieldError.forbidden(
+                    _join(path, "policies"),
+                    "may not be set together with opaEndpoint: set opaEndpoint to ask a remote OPA, or policies "
+                    "(and data) for the embedded engine",
+                )
+            )
+        elif engine == ENGINE_REMOTE and self.data:
+            errors.append(FieldError.forbidden(_join(path, "data"), "only the embedded engine reads data files"))
         if engine == ENGINE_REMOTE:
             url = urlparse(self.opa_endpoint)
             if not self.opa_endpoint:
