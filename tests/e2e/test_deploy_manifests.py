@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from kubesched.api.manifests import load_manifest_text
+from kubesched.cli.main import build_parser, cmd_run
 from kubesched.config.loader import load_config_file
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.results import SCHEDULED, UNSCHEDULABLE
@@ -606,7 +607,9 @@ def test_deployment_runs_kubesched_hardened() -> None:
     assert pod["serviceAccountName"] == SERVICE_ACCOUNT
     assert "schedulerName" not in pod, "kubesched's own pods must be scheduled by kube-scheduler"
     (container,) = pod["containers"]
-    assert [*container["command"], *container["args"]] == ["kubesched", "run", "--config", f"{CONFIG_DIR}/config.yaml"]
+    assert container["command"] == ["kubesched"]
+    run = build_parser().parse_args(container["args"])
+    assert (run.func, run.config) == (cmd_run, f"{CONFIG_DIR}/config.yaml")
     assert container["ports"] == [{"name": "metrics", "containerPort": 10259, "protocol": "TCP"}]
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         assert container[probe]["httpGet"] == {"path": path, "port": "metrics", "scheme": "HTTP"}
@@ -621,6 +624,16 @@ def test_deployment_runs_kubesched_hardened() -> None:
     volumes = {volume["name"]: volume for volume in pod["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]]
     assert volumes[mounts[CONFIG_DIR]]["configMap"]["name"] == config_map()["metadata"]["name"]
+    # The audit log goes to a writable volume of its own; its signing key comes from a Secret, readable by the
+    # pod's group only (the files of a Secret volume belong to fsGroup).
+    audit_dir, key_dir = str(Path(run.audit_log).parent), str(Path(run.audit_signing_key).parent)
+    assert "emptyDir" in volumes[mounts[audit_dir]] and not next(
+        m for m in container["volumeMounts"] if m["mountPath"] == audit_dir
+    ).get("readOnly")
+    secret = volumes[mounts[key_dir]]["secret"]
+    assert secret["secretName"] == "kubesched-audit-signing-key"
+    assert [item["path"] for item in secret["items"]] == [Path(run.audit_signing_key).name]
+    assert secret["defaultMode"] & 0o007 == 0 and pod["securityContext"]["fsGroup"] == context["runAsGroup"]
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert anti[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]

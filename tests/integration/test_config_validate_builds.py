@@ -3,6 +3,7 @@ compiled, their ``decisionPath`` checked, compliance files read), and an error n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def example_configs() -> list[Path]:
     ]
 
 
-def security_config(tmp_path: Path, args: dict[str, object], *, profile: str = "secure") -> Path:
+def security_config(tmp_path: Path, args: Mapping[str, object], *, profile: str = "secure") -> Path:
     document = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -38,7 +39,7 @@ def security_config(tmp_path: Path, args: dict[str, object], *, profile: str = "
             {
                 "schedulerName": profile,
                 "plugins": {"filter": {"enabled": [{"name": "SecurityAuditFilter"}]}},
-                "pluginConfig": [{"name": "SecurityAuditFilter", "args": args}],
+                "pluginConfig": [{"name": "SecurityAuditFilter", "args": dict(args)}],
             },
         ],
     }
@@ -47,7 +48,9 @@ def security_config(tmp_path: Path, args: dict[str, object], *, profile: str = "
     return path
 
 
-def test_every_example_configuration_builds(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_example_configuration_builds(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(ROOT)  # the examples name their policy and compliance files relative to the checkout
     configs = example_configs()
     assert len(configs) >= 2, configs

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubesched.audit.lines import TOO_LONG, bounded_lines, max_line_bytes, too_long_detail
 from kubesched.audit.chain import AuditLogError
+from kubesched.audit.lines import TOO_LONG, bounded_lines, max_line_bytes, too_long_detail
 from kubesched.audit.records import AuditRecord, AuditRecordError, parse_rfc3339
 from kubesched.config.durations import DurationError, parse_go_duration
 

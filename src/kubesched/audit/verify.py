@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kubesched.audit.lines import TOO_LONG, bounded_lines, max_line_bytes, too_long_detail
 from kubesched.audit.chain import GENESIS, HASH_KEY, PREV_KEY, AuditLogError, chain_hash, head_path, is_hash, read_head
+from kubesched.audit.lines import TOO_LONG, bounded_lines, max_line_bytes, too_long_detail
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

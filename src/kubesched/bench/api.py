@@ -39,7 +39,8 @@ How, for each scheduler (kubesched first, then kube-scheduler; ``--repeat`` roun
 
 ``--cprofile FILE`` runs kubesched under ``python -m cProfile -o FILE`` (deterministic, but slows a
 Python-heavy process down a lot); ``--py-spy FILE`` attaches ``py-spy record --format raw`` (100 Hz)
-to it (sampling, collapsed stacks for flame graphs). Either profiles the last kubesched run only.
+to it (sampling, idle samples kept so that waiting shows; collapsed stacks for flame
+graphs). Either profiles the last kubesched run only.
 A benchmark, not a test: nothing here asserts a speed.
 """
 
@@ -459,7 +460,7 @@ async def _measure(
             if options.py_spy is not None:
                 with (run_dir / "py-spy.log").open("wb") as spy_log:
                     profiler = subprocess.Popen(
-                        [_py_spy_binary(), "record", "--format", "raw", "--rate", "100",
+                        [_py_spy_binary(), "record", "--format", "raw", "--rate", "100", "--idle",
                          "--output", str(options.py_spy), "--pid", str(process.pid)],
                         stdin=subprocess.DEVNULL, stdout=spy_log, stderr=subprocess.STDOUT,
                     )  # fmt: skip

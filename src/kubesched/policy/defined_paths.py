@@ -40,19 +40,18 @@ def _rule_head(rule: Mapping[str, Any]) -> list[str]:
 
 
 def defined_paths(ast_json: str) -> tuple[list[Path], list[Path]]:
-    """The modules' packages, and every document they define: each package and each rule under it."""
+    """The modules' packages, and the documents their rules define (package + rule reference)."""
     packages: list[Path] = []
-    documents: list[Path] = []
+    rules: list[Path] = []
     for module in json.loads(ast_json):
         ast = module.get("ast", module)
         package = tuple(_ref_parts(ast["package"]["refr"]))
         packages.append(package)
-        documents.append(package)
         for rule in ast.get("rules", ()):
             head = _rule_head(rule)
             if head:
-                documents.append((*package, *head))
-    return packages, documents
+                rules.append((*package, *head))
+    return packages, rules
 
 
 def _in_data(path: Path, data: Mapping[str, Any]) -> bool:
@@ -64,23 +63,21 @@ def _in_data(path: Path, data: Mapping[str, Any]) -> bool:
     return True
 
 
-def is_defined(path: Path, documents: Sequence[Path], data: Mapping[str, Any]) -> bool:
-    """True when ``path`` names a defined document, lies inside one (``authz.allow`` of a rule ``allow``; a
-    field of a rule's value) or holds some (``kubernetes`` holds the package ``kubernetes.authz``)."""
+def is_defined(path: Path, packages: Sequence[Path], rules: Sequence[Path], data: Mapping[str, Any]) -> bool:
+    """True when ``path`` holds a package (``kubernetes`` holds ``kubernetes.authz``), names or holds a rule, or
+    lies inside a rule's value (``authz.decision.allowed``) or in the data."""
     if _in_data(path, data):
         return True
-    for document in documents:
-        shorter = min(len(document), len(path))
-        if document[:shorter] == path[:shorter]:
-            return True
-    return False
+    if any(package[: len(path)] == path for package in packages if len(package) >= len(path)):
+        return True
+    return any(rule[: len(path)] == path[: len(rule)] for rule in rules)
 
 
 def undefined_path_error(decision_path: str, ast_json: str, data: Mapping[str, Any]) -> str:
     """"" when ``decision_path`` (``kubernetes/authz``) is defined by the modules or the data, else why not."""
     path = tuple(part for part in decision_path.strip("/").split("/") if part)
-    packages, documents = defined_paths(ast_json)
-    if is_defined(path, documents, data):
+    packages, rules = defined_paths(ast_json)
+    if is_defined(path, packages, rules, data):
         return ""
     shown = ", ".join(sorted({".".join(("data", *package)) for package in packages})) or "none"
     return (

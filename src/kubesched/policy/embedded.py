@@ -36,7 +36,6 @@ import yaml
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.clock import Clock
 from kubesched.framework.policy import Decision, PolicyError, undefined_decision
-from kubesched.policy.defined_paths import undefined_path_error
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
@@ -44,6 +43,7 @@ from kubesched.policy.contract import (
     data_reference,
     interpret_result,
 )
+from kubesched.policy.defined_paths import undefined_path_error
 
 log = logging.getLogger(__name__)
 

@@ -92,11 +92,11 @@ import contextvars
 import dataclasses
 import functools
 import json
+import logging
 import math
 import os
 import select
 import socket
-import logging
 import ssl
 import threading
 import urllib.parse
@@ -116,8 +116,6 @@ from kubesched import __version__
 from kubesched.clock import Clock, RealClock
 from kubesched.errors import json_type_phrase
 from kubesched.framework.policy import Decision, PolicyError, undefined_decision
-log = logging.getLogger(__name__)
-
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
@@ -152,6 +150,8 @@ USER_AGENT = f"kubesched/{__version__}"
 WAITING_FOR_A_TURN = "waiting for a turn (max_concurrent_requests in flight)"
 
 _T = TypeVar("_T")
+
+log = logging.getLogger(__name__)
 
 
 class OpaTransportError(PolicyError):

@@ -423,8 +423,8 @@ def test_deadline_cuts_a_slow_answer_short(server: OpaTestServer, run_async: Run
 def test_deadline_covers_the_batch_module_install_and_the_query_together(
     server: OpaTestServer, run_async: RunAsync[Any]
 ) -> None:
-    server.faults.delay_seconds = 0.3  # every request takes 0.3 s; the PUT and the POST together exceed 0.45 s
-    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=0.45)
+    server.faults.delay_seconds = 0.2  # every request takes 0.2 s; the GET, PUT and POST together exceed 0.5 s
+    engine = RemoteOpaEngine(server.url + DECISION, timeout_seconds=0.5)
 
     async def scenario() -> tuple[OpaTransportError, float]:
         assert (await engine.decide(single(ALLOWED_POD, node("n1")))).allowed  # one request fits in the deadline
@@ -435,11 +435,11 @@ def test_deadline_covers_the_batch_module_install_and_the_query_together(
 
     error, elapsed = closing(run_async, scenario(), engine)
     assert error.timed_out
-    assert "timed out after 0.45s while waiting for the answer (POST /v1/data/kubesched/batch/node_decisions)" in str(
+    assert "timed out after 0.5s while waiting for the answer (POST /v1/data/kubesched/batch/node_decisions)" in str(
         error
     )
-    assert elapsed < 0.45 + 0.25
-    assert [r.method for r in server.request_log()] == ["POST", "PUT", "POST"]
+    assert elapsed < 0.5 + 0.25
+    assert [r.method for r in server.request_log()] == ["POST", "GET", "PUT", "POST"]
 
 
 class ScriptedServer:
@@ -777,8 +777,8 @@ def test_an_answer_partly_received_is_not_sent_again(partial: bytes, error: str,
     "kind",
     [
         pytest.param("decide", id="post"),
-        # aiohttp would resend an idempotent PUT after any connection error; the engine turns that off.
-        pytest.param("batch", id="batch-module-put"),
+        # aiohttp would resend an idempotent GET or PUT after any connection error; the engine turns that off.
+        pytest.param("batch", id="batch-module-check"),
     ],
 )
 def test_a_fresh_connection_that_fails_is_not_retried(
@@ -792,14 +792,14 @@ def test_a_fresh_connection_that_fails_is_not_retried(
                 await engine.decide({})
             else:
                 await batch(engine, ALLOWED_POD, [node("a")])
-        assert ("PUT /v1/policies/kubesched-batch" in str(caught.value)) == (kind == "batch")
+        assert ("GET /v1/policies/kubesched-batch" in str(caught.value)) == (kind == "batch")
 
     closing(run_async, scenario(), engine)
     assert server.requests == 1
     assert engine.stale_retries == 0
 
 
-def test_a_batch_module_put_on_a_stale_connection_is_retried_once(
+def test_a_batch_module_check_on_a_stale_connection_is_retried_once(
     server: OpaTestServer, engine: RemoteOpaEngine, run_async: RunAsync[None]
 ) -> None:
     async def scenario() -> None:
@@ -810,7 +810,8 @@ def test_a_batch_module_put_on_a_stale_connection_is_retried_once(
     closing(run_async, scenario(), engine)
     assert [(r.method, r.connection) for r in server.request_log()] == [
         ("POST", 1),
-        ("PUT", 1),
+        ("GET", 1),
+        ("GET", 2),
         ("PUT", 2),
         ("POST", 2),
     ]
@@ -892,7 +893,7 @@ def test_at_most_max_concurrent_requests_reach_the_server_at_once(kind: str, run
         answers = closing(run_async, many(), engine)
         assert answers == [True] * 7  # every caller answered, none timed out
         assert server.most_in_flight == 2
-        assert server.requests == 7 + (kind == "batch")  # and the batch module's PUT
+        assert server.requests == 7 + 2 * (kind == "batch")  # and the batch module's GET and PUT
         assert engine.connections_opened <= 2
 
 
