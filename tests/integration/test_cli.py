@@ -12,6 +12,7 @@ from kubesched.cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 TESTDATA = Path(__file__).parent / "testdata"
+START = "2026-01-01T00:00:00Z"
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -37,7 +38,7 @@ def test_simulate_json_schema_and_examples(capsys: pytest.CaptureFixture[str]) -
     required = {"namespace", "name", "profile", "result", "node", "message", "attempts", "filter", "scores", "totals"}
     for pod in document["pods"]:
         assert required <= pod.keys()
-        assert pod["result"] in {"Scheduled", "Unschedulable", "Error"}
+        assert pod["result"] in {"Scheduled", "Unschedulable", "Error", "SchedulingGated"}
         assert (pod["node"] is None) == (pod["result"] != "Scheduled")
         for status in pod["filter"].values():
             assert set(status) == {"plugin", "code", "reasons"}
@@ -59,9 +60,17 @@ def test_simulate_json_schema_and_examples(capsys: pytest.CaptureFixture[str]) -
         "reasons": ["node(s) had untolerated taint(s)"],
     }
     assert huge["filter"]["node-d"]["plugin"] == "NodeUnschedulable"
-    assert pods["gated"]["result"] == "Unschedulable"
+    # As the API server's PodScheduled condition has it (pkg/registry/core/pod/strategy.go); the gates are in
+    # the PreEnqueue status that held it back.
+    assert pods["gated"]["result"] == "SchedulingGated"
     assert pods["gated"]["attempts"] == 0
-    assert pods["gated"]["message"] == "waiting for scheduling gates: [example.com/quota-check]"
+    assert pods["gated"]["message"] == "Scheduling is blocked due to non-empty scheduling gates"
+    assert pods["gated"]["preEnqueue"] == {
+        "plugin": "SchedulingGates",
+        "code": "UnschedulableAndUnresolvable",
+        "reasons": ["waiting for scheduling gates: [example.com/quota-check]"],
+    }
+    assert "preEnqueue" not in pods["web-1"]
     for name in ("web-1", "web-2", "payments", "besteffort"):
         assert pods[name]["result"] == "Scheduled", name
         assert pods[name]["node"] not in {"node-b", "node-d"}, name
@@ -97,13 +106,14 @@ def test_simulate_json_schema_and_examples(capsys: pytest.CaptureFixture[str]) -
 def test_simulate_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, "simulate", "-f", str(EXAMPLES / "cluster.yaml"))
     assert code == 0
-    assert out.splitlines()[0].split() == ["POD", "PROFILE", "RESULT", "NODE", "ATTEMPTS", "REASON"]
+    assert out.splitlines()[0].split() == ["POD", "PROFILE", "RESULT", "NODE", "SCORE", "ATTEMPTS", "REASON"]
     assert "default/batch-huge" in out and "0/5 nodes are available" in out
     assert out.rstrip().endswith("pods scheduled")
 
 
 def test_simulate_is_deterministic_for_a_seed_and_same_on_both_paths(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["simulate", "-f", str(EXAMPLES / "cluster.yaml"), "--output", "json", "--seed", "7"]
+    # --time too: the events' times are virtual time, which starts at the wall clock unless told otherwise.
+    args = ["simulate", "-f", str(EXAMPLES / "cluster.yaml"), "--output", "json", "--seed", "7", "--time", START]
     _, batch, _ = run_cli(capsys, *args)
     _, again, _ = run_cli(capsys, *args)
     _, reference, _ = run_cli(capsys, *args, "--reference")

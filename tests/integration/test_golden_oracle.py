@@ -68,6 +68,15 @@ def tied_best(pod: dict[str, Any]) -> set[str]:
     return {node for node, total in totals.items() if total == best}
 
 
+def as_oracle_reports(pod: dict[str, Any]) -> dict[str, Any]:
+    """Our entry as kube-oracle words it. kube-oracle reports a pod held at PreEnqueue as Unschedulable with the
+    PreEnqueue plugin's message; kubesched reports a gated pod as its PodScheduled condition reads (the API
+    server's SchedulingGated) and keeps that message under ``preEnqueue``, which is what is compared."""
+    if pod["result"] != "SchedulingGated":
+        return pod
+    return {**pod, "result": "Unschedulable", "message": ", ".join(pod["preEnqueue"]["reasons"])}
+
+
 def compare(scenario: Path, ours: list[dict[str, Any]]) -> Comparison:
     oracle_pods = json.loads((scenario / "oracle.json").read_text())["pods"]
     nodes_path = scenario / NODES_FILE
@@ -86,6 +95,7 @@ def compare(scenario: Path, ours: list[dict[str, Any]]) -> Comparison:
         if got is None:
             found.problems.append(f"{key}: missing from kubesched's report")
             continue
+        got = as_oracle_reports(got)
         if got["result"] != expected["result"]:
             found.problems.append(f"{key}: result {got['result']!r}, oracle {expected['result']!r}")
         if got["message"] != expected["message"]:

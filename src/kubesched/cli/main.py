@@ -31,6 +31,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from kubesched.api.manifests import load_manifests
     from kubesched.cli.audit import simulation_audit
     from kubesched.cli.report import report_json, report_table
+    from kubesched.scheduler.results import ERROR, UNSCHEDULABLE
     from kubesched.simulation.run import simulate
 
     registry = plugin_registry()
@@ -65,7 +66,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     preempted = report.cluster.preempted if report.cluster is not None else None
     if args.output == "json":
-        json.dump(report_json(report.records, preempted), sys.stdout, indent=2)
+        events = report.cluster.events if report.cluster is not None else ()
+        json.dump(report_json(report.records, preempted, events), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.output == "html":
         from kubesched.explain.html import report_html
@@ -75,7 +77,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         sys.stdout.write(report_html(report.records, config, nodes, preempted, attempts))
     else:
         print(report_table(report.records))
-    if args.exit_code and any(record.result in ("Unschedulable", "Error") for record in report.records):
+    # A SchedulingGated pod does not fail the gate: it was never offered to any node, so nothing says it would
+    # not fit, and gates are held on purpose (a quota or an approval controller lifts them). "Do my workloads
+    # still fit?" fails only on pods that were tried and fit nowhere (Unschedulable) or whose attempts failed (Error).
+    if args.exit_code and any(record.result in (UNSCHEDULABLE, ERROR) for record in report.records):
         return 1
     return 0
 
@@ -310,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--exit-code",
         action="store_true",
-        help="exit 1 when any pod ends Unschedulable or Error (a CI gate: do my workloads still fit?)",
+        help="exit 1 when any pod ends Unschedulable or Error (a CI gate: do my workloads still fit?); "
+        "SchedulingGated pods, never tried, do not count",
     )
     simulate.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
     simulate.add_argument(

@@ -1,16 +1,21 @@
 """Turn simulation records into the ``simulate`` outputs: the JSON document and the people's table.
 
-The JSON keys are a documented contract (README): more may be added, none removed.
+Called by ``kubesched simulate`` (:mod:`kubesched.cli.main`) and by tests that compare runs. The JSON keys
+are a documented contract (README): more may be added, none removed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kubesched.audit.records import rfc3339
 from kubesched.framework.status import CODE_NAMES
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.terminal_text import safe
+
+if TYPE_CHECKING:
+    from kubesched.backends.simulated.cluster import RecordedEvent
 
 
 def record_to_json(record: AttemptRecord, preempted: Sequence[str] = ()) -> dict[str, Any]:
@@ -41,36 +46,106 @@ def record_to_json(record: AttemptRecord, preempted: Sequence[str] = ()) -> dict
     }
     if preempted:
         entry["preempted"] = list(preempted)
+    status = record.pre_enqueue_status
+    if status is not None:
+        # What held a never-attempted pod back (for a gated pod, SchedulingGates and its gates): the message
+        # above is then the pod's condition, which does not name them.
+        entry["preEnqueue"] = {
+            "plugin": status.plugin,
+            "code": CODE_NAMES[status.code],
+            "reasons": list(status.reasons),
+        }
     return entry
 
 
-def report_json(records: list[AttemptRecord], preempted: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-    """``preempted``: preemptor uid -> the pods evicted for it (the simulated cluster's ``preempted``)."""
+def chosen_total(record: AttemptRecord) -> int | None:
+    """The weighted sum of every score plugin for the node the pod was bound to (its entry in ``totals``);
+    None when it was not scheduled, or was without scoring (one feasible node: kube-scheduler skips Score)."""
+    if record.node is None or record.totals is None:
+        return None
+    try:
+        index = list(record.scored_nodes).index(record.node)
+    except ValueError:
+        return None
+    return int(record.totals[index])
+
+
+def _event_key(event: RecordedEvent) -> tuple[str, ...]:
+    return (
+        event.uid,
+        event.namespace,
+        event.name,
+        event.type,
+        event.reason,
+        event.action,
+        event.message,
+        event.reporting_controller,
+    )
+
+
+def events_to_json(events: Sequence[RecordedEvent]) -> list[dict[str, Any]]:
+    """Every event in the order it was emitted, in events.k8s.io/v1's field names. A run of the same event
+    repeated with nothing between (same pod, type, reason, action, controller and note: a retried pod that
+    keeps failing alike) is one entry with ``count`` and ``lastObservedTime``, as the events API keeps a
+    series; anything else in between starts a new entry, so the list still reads in emission order."""
+    entries: list[dict[str, Any]] = []
+    previous: tuple[str, ...] | None = None
+    for event in events:
+        key = _event_key(event)
+        if key == previous:
+            last = entries[-1]
+            last["count"] = last.get("count", 1) + 1
+            last["lastObservedTime"] = rfc3339(event.time)
+            continue
+        previous = key
+        entries.append(
+            {
+                "eventTime": rfc3339(event.time),
+                "type": event.type,
+                "reason": event.reason,
+                "action": event.action,
+                "regarding": {"kind": event.kind, "namespace": event.namespace, "name": event.name},
+                "note": event.message,
+                "reportingController": event.reporting_controller,
+            }
+        )
+    return entries
+
+
+def report_json(
+    records: list[AttemptRecord],
+    preempted: Mapping[str, Sequence[str]] | None = None,
+    events: Sequence[RecordedEvent] = (),
+) -> dict[str, Any]:
+    """``preempted``: preemptor uid -> the pods evicted for it (the simulated cluster's ``preempted``);
+    ``events``: what the run emitted (the simulated cluster's ``events``), listed under ``events``."""
     evicted = preempted or {}
-    return {"pods": [record_to_json(record, evicted.get(record.pod.uid, ())) for record in records]}
+    return {
+        "pods": [record_to_json(record, evicted.get(record.pod.uid, ())) for record in records],
+        "events": events_to_json(events),
+    }
 
 
 def report_table(records: list[AttemptRecord]) -> str:
-    header = ("POD", "PROFILE", "RESULT", "NODE", "ATTEMPTS", "REASON")
-    rows = [
-        tuple(
-            safe(cell)
-            for cell in (
-                record.pod.key,
-                record.profile,
-                record.result,
-                record.node or "-",
-                str(record.attempts),
-                record.message,
-            )
+    header: tuple[str, ...] = ("POD", "PROFILE", "RESULT", "NODE", "SCORE", "ATTEMPTS", "REASON")
+    rows: list[tuple[str, ...]] = []
+    for record in records:
+        total = chosen_total(record)
+        cells = (
+            record.pod.key,
+            record.profile,
+            record.result,
+            record.node or "-",
+            "" if total is None else str(total),
+            str(record.attempts),
+            record.message,
         )
-        for record in records
-    ]
+        rows.append(tuple(safe(cell) for cell in cells))
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header) - 1)]
     lines = []
     for row in (header, *rows):
-        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
+        padded = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
     scheduled = sum(1 for record in records if record.result == "Scheduled")
     lines.append("")
     lines.append(f"{scheduled}/{len(records)} pods scheduled")

@@ -32,6 +32,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .passed{background:#dff3e0}.rejected{background:#f9d6d5}.skipped{background:#fbf0c8}.not-run{color:#8a9096}
 tr.chosen td:first-child{font-weight:bold;background:#b9e4bc}
 .Scheduled{color:#176c2a;font-weight:bold}.Unschedulable,.Error{color:#a1261d;font-weight:bold}
+.SchedulingGated{color:#8a5a00;font-weight:bold}
 p.note{color:#4a5058}
 """
 

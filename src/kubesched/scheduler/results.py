@@ -23,6 +23,12 @@ from kubesched.framework.verdict import PolicyVerdict
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 ERROR = "Error"
+# A pod whose spec.schedulingGates are not empty, held at PreEnqueue and never attempted. The API server, not
+# kube-scheduler, gives such a pod this condition when it is created (pkg/registry/core/pod/strategy.go,
+# applySchedulingGatedCondition; the reason is k8s.io/api's PodReasonSchedulingGated), and it is what
+# ``kubectl get pod`` shows as the pod's STATUS until the gates are removed and the pod is scheduled.
+SCHEDULING_GATED = "SchedulingGated"
+SCHEDULING_GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 class Phase(enum.StrEnum):

@@ -21,7 +21,13 @@ from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.listers import Listers
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.types import PodInfo
-from kubesched.scheduler.results import UNSCHEDULABLE, AttemptObserver, AttemptRecord
+from kubesched.scheduler.results import (
+    SCHEDULING_GATED,
+    SCHEDULING_GATED_MESSAGE,
+    UNSCHEDULABLE,
+    AttemptObserver,
+    AttemptRecord,
+)
 from kubesched.scheduler.scheduler import Scheduler
 
 # Pods failing with errors are retried with backoff forever in a live scheduler; a simulation stops
@@ -101,20 +107,26 @@ async def simulate_async(
         for pod in manifests.pods
         if not pod.spec.node_name and not scheduler.responsible_for(pod) and pod.status.phase == "Pending"
     ]
-    # Pods held at PreEnqueue (e.g. scheduling gates) never get an attempt; report why they wait.
+    # Pods held at PreEnqueue never get an attempt; report why they wait. A pod with scheduling gates reads
+    # as the API server's PodScheduled condition says (SchedulingGated), the gates themselves stay in the
+    # record's PreEnqueue status; one another PreEnqueue plugin holds back stays Unschedulable, with its message.
     for uid, pod in scheduler.pending_pods().items():
         if uid in collector.latest:
             continue
         fwk = scheduler.frameworks[pod.spec.scheduler_name]
         pod_info = PodInfo(pod)
         status = fwk.run_pre_enqueue(pod_info)
+        if pod.spec.scheduling_gates:
+            result, message = SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE
+        else:
+            result, message = UNSCHEDULABLE, status.message if status is not None else "not attempted"
         collector.on_attempt(
             AttemptRecord(
                 pod=pod_info,
                 profile=fwk.profile_name,
-                result=UNSCHEDULABLE,
+                result=result,
                 attempts=0,
-                message=status.message if status is not None else "not attempted",
+                message=message,
                 finished_at=clock.now(),
                 pre_enqueue_status=status,
             )

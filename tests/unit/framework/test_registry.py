@@ -40,6 +40,23 @@ def registry():
 
 def broken():
     raise RuntimeError("cannot load")
+
+
+class Nameless:
+    def filter(self, state, pod, node_info):
+        return None
+
+
+NOT_A_PLUGIN = 42
+
+
+def junk():
+    return ["ThirdPartyAudit"]
+
+
+def as_list():
+    from kubesched.framework.runtime.registry import PluginRegistration
+    return [PluginRegistration.of("ListedAudit", Audit)]
 '''
 
 
@@ -67,7 +84,16 @@ def test_entry_point_plugins_join_and_broken_ones_are_skipped(
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty-audit\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(
-        "[kubesched.plugins]\naudit = thirdparty_audit:registry\nbroken = thirdparty_audit:broken\n"
+        "[kubesched.plugins]\n"
+        "audit = thirdparty_audit:registry\n"
+        "broken = thirdparty_audit:broken\n"
+        "the-class = thirdparty_audit:Audit\n"
+        "listed = thirdparty_audit:as_list\n"
+        "nameless = thirdparty_audit:Nameless\n"
+        "neither = thirdparty_audit:NOT_A_PLUGIN\n"
+        "junk = thirdparty_audit:junk\n"
+        "missing = thirdparty_audit_gone:thing\n"
+        "taken = thirdparty_audit:registry\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
@@ -76,4 +102,19 @@ def test_entry_point_plugins_join_and_broken_ones_are_skipped(
         sys.modules.pop("thirdparty_audit", None)
     assert registry["ThirdPartyAudit"].extension_points == frozenset({"filter", "reserve"})
     assert registry["ThirdPartyAudit"].description == "Rejects nodes without a compliance label."
-    assert "skipping plugin entry point broken: cannot load" in caplog.text
+    assert registry["ListedAudit"].factory is registry["ThirdPartyAudit"].factory
+    warnings = {record.getMessage() for record in caplog.records if record.levelname == "WARNING"}
+    # "the-class" and "taken" both bring ThirdPartyAudit again; whichever of the three comes first joins.
+    taken = {w for w in warnings if w.endswith("a plugin named 'ThirdPartyAudit' already exists")}
+    assert len(taken) == 2, warnings
+    assert warnings - taken == {
+        "skipping plugin entry point 'broken' (thirdparty_audit:broken): calling it raised RuntimeError: cannot load",
+        "skipping plugin entry point 'nameless' (thirdparty_audit:Nameless): "
+        "class Nameless has no string `name` attribute (its plugin name)",
+        "skipping plugin entry point 'neither' (thirdparty_audit:NOT_A_PLUGIN): it is int, "
+        "not a plugin class with a string `name`, or a function returning plugin registrations",
+        "skipping plugin entry point 'junk' (thirdparty_audit:junk): "
+        "it returned str among its registrations, not a PluginRegistration",
+        "skipping plugin entry point 'missing' (thirdparty_audit_gone:thing): "
+        "cannot import it: ModuleNotFoundError: No module named 'thirdparty_audit_gone'",
+    }

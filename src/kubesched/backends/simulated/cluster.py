@@ -24,7 +24,7 @@ from kubesched.api.storage import (
 )
 from kubesched.backends.base import ClusterEventHandler
 from kubesched.clock import Clock
-from kubesched.framework.interface import ApiError
+from kubesched.framework.interface import ApiError, truncate_event_message
 from kubesched.framework.listers import ClusterStore, Listers, NamespacedStore
 
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
@@ -32,6 +32,10 @@ ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 
 @dataclass(frozen=True, slots=True)
 class RecordedEvent:
+    """One event as the scheduler or a plugin emitted it, with what an events.k8s.io/v1 Event would carry:
+    the regarding object (always a pod: every recorder call names one), the note and the reporting controller
+    (the pod's scheduler name, as kube-scheduler's per-profile recorder sets it)."""
+
     namespace: str
     name: str
     type: str
@@ -39,6 +43,9 @@ class RecordedEvent:
     action: str
     message: str
     time: float
+    reporting_controller: str = ""
+    uid: str = ""
+    kind: str = "Pod"
 
 
 class SimulatedCluster:
@@ -194,9 +201,19 @@ class SimulatedCluster:
             self.volume_bindings.append((pod.key, claim.key, name))
 
     def event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
+        # Kept in the order emitted (the simulate report lists them so); the note is cut as the events API
+        # would have it, so the report shows what a live run's event would say.
         self.events.append(
             RecordedEvent(
-                pod.metadata.namespace, pod.metadata.name, event_type, reason, action, message, self._clock.now()
+                pod.metadata.namespace,
+                pod.metadata.name,
+                event_type,
+                reason,
+                action,
+                truncate_event_message(message),
+                self._clock.now(),
+                reporting_controller=pod.spec.scheduler_name,
+                uid=pod.metadata.uid,
             )
         )
 

@@ -1,9 +1,13 @@
 """The plugin registry: plugin name → how to build it, which points it serves, its args type.
 
 One explicit dict (``kubesched.plugins.registry.in_tree_registry``) holds the in-tree plugins; out-of-tree
-plugins join through the ``kubesched.plugins`` entry-point group (each entry point names a callable that
-returns a Registry) or through :func:`merge`. Nothing registers itself by being imported.
-The registry doubles as the config loader's plugin catalog.
+plugins join through the ``kubesched.plugins`` entry-point group or through :func:`merge`. Nothing registers
+itself by being imported. The registry doubles as the config loader's plugin catalog.
+
+An entry point names either a plugin class, registered under its string ``name`` attribute, or a function
+returning registrations (one :class:`PluginRegistration`, a list of them, or a dict of name to registration).
+:func:`with_entry_points` (called by every CLI command through ``kubesched.cli.common.plugin_registry``, and
+by the benchmark runner) skips an entry point that is broken with one warning line naming it.
 """
 
 from __future__ import annotations
@@ -90,14 +94,71 @@ def merge(base: Mapping[str, PluginRegistration], extra: Mapping[str, PluginRegi
 
 ENTRY_POINT_GROUP = "kubesched.plugins"
 
+_ACCEPTED = "a plugin class with a string `name`, or a function returning plugin registrations"
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line: a warning about a third-party package must not look like a traceback."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _as_registry(returned: object) -> Registry:
+    if isinstance(returned, PluginRegistration):
+        return {returned.name: returned}
+    if isinstance(returned, Mapping):
+        items = list(returned.items())
+    elif isinstance(returned, Iterable) and not isinstance(returned, str | bytes):
+        items = [(getattr(item, "name", None), item) for item in returned]
+    else:
+        raise RegistryError(f"it returned {type(returned).__name__}, not plugin registrations")
+    registry: Registry = {}
+    for name, registration in items:
+        if not isinstance(registration, PluginRegistration):
+            raise RegistryError(
+                f"it returned {type(registration).__name__} among its registrations, not a PluginRegistration"
+            )
+        if name != registration.name:
+            # The config names the key, the framework builds under the registration's name: they must agree.
+            raise RegistryError(f"it registered {registration.name!r} under the name {name!r}")
+        registry[name] = registration
+    return registry
+
+
+def registrations_of(provided: object) -> Registry:
+    """What one entry point's object contributes (module doc); :class:`RegistryError` says why it contributes
+    nothing. A function is called here, once; whatever it raises is reported the same way."""
+    if isinstance(provided, type):
+        name = getattr(provided, "name", None)
+        # A class's ``name`` property (in-tree plugins have one) is no name until an instance exists.
+        if not isinstance(name, str) or not name:
+            raise RegistryError(f"class {provided.__qualname__} has no string `name` attribute (its plugin name)")
+        return {name: PluginRegistration.of(name, provided)}
+    if not callable(provided):
+        raise RegistryError(f"it is {type(provided).__name__}, not {_ACCEPTED}")
+    try:
+        returned = provided()
+    except Exception as exc:
+        raise RegistryError(f"calling it raised {_one_line(exc)}") from exc
+    return _as_registry(returned)
+
 
 def with_entry_points(base: Mapping[str, PluginRegistration]) -> Registry:
-    """``base`` merged with every registry published under the ``kubesched.plugins`` entry-point group."""
+    """``base`` merged with every plugin published under the ``kubesched.plugins`` entry-point group.
+
+    A broken entry point (it does not import, names something else, or its plugin's name is taken) is skipped
+    with one warning naming it, ``name (module:attr)``: a broken third-party package must not stop the
+    scheduler, nor bury the reason in a traceback."""
     registry = dict(base)
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        where = f"plugin entry point {entry_point.name!r} ({entry_point.value})"
         try:
-            provider = entry_point.load()
-            registry = merge(registry, provider())
-        except Exception as exc:  # a broken third-party package must not stop the scheduler
-            log.warning("skipping plugin entry point %s: %s", entry_point.name, exc)
+            provided = entry_point.load()
+        except (Exception, SystemExit) as exc:  # SystemExit too: a module that exits on import stops nothing
+            log.warning("skipping %s: cannot import it: %s", where, _one_line(exc))
+            continue
+        try:
+            registry = merge(registry, registrations_of(provided))
+        except RegistryError as exc:
+            log.warning("skipping %s: %s", where, exc)
     return registry
