@@ -13,10 +13,10 @@ the files is not compiled again until they change once more.
 
 regorus engines are bound to the thread that made them and hold the GIL while they evaluate, so this
 synchronous engine is for callers that may block: the policy worker process
-(:mod:`kubesched.policy.worker`, which is what the scheduler uses), the OPA test server and
-``kubesched policy test``. In a process with other threads, keep an engine out of reference cycles (a
-traceback kept alive holds the frames that see it): the cycle may be collected on another thread, where the
-regorus engine cannot be dropped (pyo3 reports "unsendable, but is being dropped on another thread").
+(:mod:`kubesched.policy.worker`, which is what the scheduler uses) and the OPA test server. In a process with
+other threads, keep an engine out of reference cycles (a traceback kept alive holds the frames that see it): the
+cycle may be collected on another thread, where the regorus engine cannot be dropped (pyo3 reports "unsendable,
+but is being dropped on another thread").
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import yaml
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.clock import Clock
 from kubesched.framework.policy import Decision, PolicyError, undefined_decision
-from kubesched.policy.defined_paths import undefined_path_error
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
@@ -44,6 +43,7 @@ from kubesched.policy.contract import (
     data_reference,
     interpret_result,
 )
+from kubesched.policy.defined_paths import undefined_path_error
 
 log = logging.getLogger(__name__)
 
