@@ -1,4 +1,4 @@
-# Unit tests for placement.rego; run with `opa test examples/policies` or kubesched's test suite.
+# Unit tests for placement.rego; run with `opa test examples/policies` or `kubesched policy test examples/policies`.
 package kubernetes.authz_test
 
 import rego.v1

@@ -4,8 +4,10 @@ Subcommands: ``run`` (schedule a real cluster), ``simulate`` (schedule manifests
 ``explain`` (one pod, node by node, plugin by plugin: :mod:`kubesched.cli.explain`),
 ``config validate`` / ``config view``,
 ``plugins`` (what is registered, at which points), ``bench`` (scheduler_perf-style workloads) and
-``audit verify`` / ``audit query`` (decision audit logs, :mod:`kubesched.cli.audit`).
-Every user error is one line on stderr and exit code 1; wrong usage exits 2 (argparse); no tracebacks.
+``audit verify`` / ``audit query`` (decision audit logs, :mod:`kubesched.cli.audit`),
+``policy test`` (Rego unit tests, as ``opa test``: :mod:`kubesched.cli.policy_test`).
+Every user error is one line on stderr and exit code 1; wrong usage exits 2 (argparse), except for
+``policy test``, which keeps ``opa test``'s codes (2: a test failed; 1: any other error); no tracebacks.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import yaml
 from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
 from kubesched.cli.common import load_config, plugin_registry, warn
 from kubesched.cli.explain import add_explain_command
+from kubesched.cli.policy_test import UsageExitParser, add_policy_test_command
 from kubesched.errors import KubeschedError
 
 log = logging.getLogger("kubesched")
@@ -169,18 +172,6 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     for name, state, points in rows:
         print(f"{name.ljust(width)}  {state.ljust(state_width)}  {points}")
     return 0
-
-
-def cmd_policy_test(args: argparse.Namespace) -> int:
-    from kubesched.policy.rego_tests import run_rego_tests
-
-    results = run_rego_tests(args.paths, args.data or [])
-    for result in results:
-        line = f"{'PASS' if result.passed else 'FAIL'} {result.name}"
-        print(f"{line}: {result.detail}" if result.detail else line)
-    passed = sum(1 for r in results if r.passed)
-    print(f"{passed}/{len(results)} passed")
-    return 0 if results and passed == len(results) else 1
 
 
 def cmd_policy_batch_module(args: argparse.Namespace) -> int:
@@ -357,11 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     plugins.set_defaults(func=cmd_plugins)
 
     policy = commands.add_parser("policy", help="work with Rego policies")
-    policy_commands = policy.add_subparsers(dest="policy_command", required=True)
-    policy_test = policy_commands.add_parser("test", help="run the test_* rules of *_test.rego files, like opa test")
-    policy_test.add_argument("paths", nargs="+", help=".rego files or directories")
-    policy_test.add_argument("--data", action="append", help="data file (JSON or YAML), repeatable")
-    policy_test.set_defaults(func=cmd_policy_test)
+    policy_commands = policy.add_subparsers(dest="policy_command", required=True, parser_class=UsageExitParser)
+    add_policy_test_command(policy_commands)
     batch_module = policy_commands.add_parser(
         "batch-module",
         help="print the Rego module kubesched asks for one pod's decisions on many nodes, to ship in a bundle",
@@ -413,7 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # What parse_args does, but reported by the subcommand's parser when it asks to be (its usage line, and
+        # for policy test its exit code): argparse leaves arguments nobody knows to the top-level parser.
+        reporter: argparse.ArgumentParser = getattr(args, "usage_parser", parser)
+        reporter.error(f"unrecognized arguments: {' '.join(unknown)}")
     from kubesched.cli.logs import configure
 
     configure(

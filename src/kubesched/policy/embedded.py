@@ -13,10 +13,10 @@ the files is not compiled again until they change once more.
 
 regorus engines are bound to the thread that made them and hold the GIL while they evaluate, so this
 synchronous engine is for callers that may block: the policy worker process
-(:mod:`kubesched.policy.worker`, which is what the scheduler uses), the OPA test server and
-``kubesched policy test``. In a process with other threads, keep an engine out of reference cycles (a
-traceback kept alive holds the frames that see it): the cycle may be collected on another thread, where the
-regorus engine cannot be dropped (pyo3 reports "unsendable, but is being dropped on another thread").
+(:mod:`kubesched.policy.worker`, which is what the scheduler uses) and the OPA test server. In a process with
+other threads, keep an engine out of reference cycles (a traceback kept alive holds the frames that see it): the
+cycle may be collected on another thread, where the regorus engine cannot be dropped (pyo3 reports "unsendable,
+but is being dropped on another thread").
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Who calls it: the scheduler builds one :class:`EmbeddedPolicyClient` per distinct embedded
 :class:`~kubesched.framework.policy.PolicyEngineSpec` and hands it to the SecurityAudit plugins through the
 Handle; the scheduling cycle awaits its decisions between Filter batches. The synchronous
-:class:`~kubesched.policy.embedded.EmbeddedRegoEngine` it runs stays what the OPA test server and
-``kubesched policy test`` use in-process.
+:class:`~kubesched.policy.embedded.EmbeddedRegoEngine` it runs stays what the OPA test server uses in-process.
+``kubesched policy test`` (:mod:`kubesched.policy.rego_tests`) runs its child processes with this module's start
+method and pipe handling (``_context``, ``_Worker``), for the same reasons.
 
 Why a process. A regorus ``Engine`` holds the GIL for a whole evaluation (a 5 s evaluation in a worker thread
 froze the event loop for 5 s), panics when used from a thread other than its creator, and has no execution
