@@ -72,6 +72,7 @@ from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.errors import KubeschedError
+from kubesched.run_async import run_returning
 from kubesched.testing.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
 
 KUBESCHED = "kubesched"
@@ -529,7 +530,7 @@ def run_scheduler(scheduler: str, options: Options, run_dir: Path, *, profile: b
         else:
             assert options.peer is not None
             command = _peer_command(options.peer, config)
-        return asyncio.run(_measure(scheduler, command, options, plane, run_dir, kubeconfig))
+        return run_returning(_measure(scheduler, command, options, plane, run_dir, kubeconfig))
 
 
 # ---------------------------------------------------------------------------------------------- reporting

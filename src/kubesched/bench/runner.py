@@ -45,6 +45,7 @@ from kubesched.config.loader import default_config, load_config_dict, load_confi
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.runtime.registry import Registry, with_entry_points
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.run_async import run_returning
 from kubesched.scheduler.scheduler import Scheduler
 
 DEFAULT_WORKLOAD_DIR = Path("bench/workloads")
@@ -248,7 +249,7 @@ def run_workload(
         if workload.opa_server is not None:
             substitutions["OPA_URL"] = stack.enter_context(opa_server_process(workload.opa_server))
         config = _load_config(workload, registry, substitutions)
-        return asyncio.run(_run_async(workload, registry, config, use_batch, inspect))
+        return run_returning(_run_async(workload, registry, config, use_batch, inspect))
 
 
 def _load_config(workload: Workload, registry: Registry, substitutions: Mapping[str, str]) -> SchedulerConfiguration:

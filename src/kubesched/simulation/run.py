@@ -21,6 +21,7 @@ from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.listers import Listers
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.types import PodInfo
+from kubesched.run_async import run_returning
 from kubesched.scheduler.results import (
     SCHEDULING_GATED,
     SCHEDULING_GATED_MESSAGE,
@@ -63,7 +64,7 @@ def simulate(
     observers: Sequence[AttemptObserver] = (),
     start_time: float | None = None,
 ) -> SimulationReport:
-    return asyncio.run(
+    return run_returning(
         simulate_async(
             manifests,
             config,
