@@ -33,7 +33,11 @@ def test_the_result_is_returned_and_never_repr_d() -> None:
 
 def test_a_simulation_report_is_never_repr_d(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(SimulationReport, "__repr__", lambda self: calls.append(1) or "report")
+    def counting_repr(self: SimulationReport) -> str:
+        calls.append(1)
+        return "report"
+
+    monkeypatch.setattr(SimulationReport, "__repr__", counting_repr)
     from kubesched.api.manifests import LoadedManifests
     from kubesched.cli.common import load_config, plugin_registry
 

@@ -2,9 +2,11 @@
 
 Built by ``kubesched run`` from a :class:`~kubesched.backends.kube.kubeconfig.ClusterConnection` and the
 configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader
-elector of this package and by nothing else. It is aiohttp, as for remote OPA (DESIGN rule 8), rather than
-lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`) straight
-from JSON, so lightkube's typed models would be a second decode of every object (README, "Live mode").
+elector of this package and by nothing else. Watches are aiohttp streams, as for remote OPA (DESIGN rule 8);
+every other request goes through :mod:`kubesched.backends.kube.http1`, a keep-alive HTTP/1.1 exchange a
+quarter of aiohttp's CPU per request (two per scheduled pod). Not lightkube: the scheduler decodes API
+objects into its own types (:mod:`kubesched.api.objects`) straight from JSON, so lightkube's typed models
+would be a second decode of every object (README, "Live mode").
 
 * Every request (not a watch: a watch is one long request that must not hold a token) first takes a token
   from a bucket refilled at ``qps`` and holding at most ``burst`` (client-go's flowcontrol limiter).
@@ -31,6 +33,7 @@ import socket
 import ssl
 import tempfile
 import time
+import urllib.parse
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -40,6 +43,7 @@ import aiohttp
 import aiohttp.http_exceptions
 
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
+from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_request
 from kubesched.backends.kube.kubeconfig import ClusterConnection, ExecCredentialPlugin
 
 MAX_RETRY_AFTER = 30.0
@@ -203,7 +207,8 @@ async def _run_exec_plugin(plugin: ExecCredentialPlugin) -> tuple[str, float | N
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
+    """``Retry-After`` of an answer (our parser's lower-cased headers, or aiohttp's case-insensitive ones)."""
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:
@@ -281,7 +286,18 @@ class KubeClient:
         self._credentials = _Credentials(connection)
         self._server_hostname = connection.tls_server_name or None
         self._sockets = _OpenedSockets()
-        connector = aiohttp.TCPConnector(ssl=_ssl_context(connection), limit=0, socket_factory=self._sockets)
+        context = _ssl_context(connection)
+        connector = aiohttp.TCPConnector(ssl=context, limit=0, socket_factory=self._sockets)
+        url = urllib.parse.urlsplit(self.server)
+        self._prefix = url.path.rstrip("/")
+        self._host_header = url.netloc.rpartition("@")[2]
+        self._pool = Http1Pool(
+            url.hostname or "",
+            url.port or (443 if url.scheme == "https" else 80),
+            ssl_context=context if isinstance(context, ssl.SSLContext) else None,
+            server_hostname=self._server_hostname or url.hostname,
+        )
+        self._fixed_headers = f"User-Agent: {user_agent}\r\nAccept: {JSON}\r\n".encode("latin-1")
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(),
@@ -294,9 +310,10 @@ class KubeClient:
 
     @property
     def connections_opened(self) -> int:
-        return self._sockets.count
+        return self._sockets.count + self._pool.opened
 
     async def aclose(self) -> None:
+        await self._pool.aclose(CLOSE_GRACE_SECONDS)
         await self._session.close()
         await self._sockets.wait_closed(CLOSE_GRACE_SECONDS)
 
@@ -350,23 +367,17 @@ class KubeClient:
         authorization = await self._credentials.header()
         if authorization:
             headers["Authorization"] = authorization
+        target = self._prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        request = encode_request(method, target, self._host_header, headers, data, self._fixed_headers)
         self.requests_sent += 1
         try:
             async with asyncio.timeout(timeout if timeout is not None else self.timeout):
-                async with self._session.request(
-                    method,
-                    self.server + path,
-                    params=query,
-                    data=data,
-                    headers=headers,
-                    server_hostname=self._server_hostname,
-                ) as response:
-                    payload = await response.read()
-                    return response.status, _decode(payload), _retry_after(response.headers)
+                answer = await self._pool.exchange(request)
         except TimeoutError as error:
             raise KubeTransportError(f"{method} {path}: no answer within the deadline") from error
-        except (aiohttp.ClientError, OSError) as error:
+        except (ProtocolError, OSError) as error:  # ConnectionClosed and ssl.SSLError are OSErrors
             raise KubeTransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
+        return answer.status, _decode(answer.body), _retry_after(answer.headers)
 
     @asynccontextmanager
     async def stream_lines(
