@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+import kubesched.bench
 from kubesched.api.objects import Node, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.checks import check_placements
@@ -18,8 +19,8 @@ from kubesched.bench.workload import WorkloadError, load_workload, parse_workloa
 from kubesched.cli.main import main
 from kubesched.clock import VirtualClock
 
-ROOT = Path(__file__).resolve().parents[2]
-SMALL = ROOT / "bench" / "workloads" / "scheduling-basic-small.yaml"
+WORKLOADS = Path(kubesched.bench.__file__).parent / "workloads"  # bundled as package data
+SMALL = WORKLOADS / "scheduling-basic-small.yaml"
 
 
 @pytest.mark.parametrize("use_batch", [pytest.param(True, id="batch"), pytest.param(False, id="per-node")])
@@ -41,7 +42,7 @@ def test_bench_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_shipped_performance_workload_parses() -> None:
-    workload = load_workload(ROOT / "bench" / "workloads" / "scheduling-basic.yaml")
+    workload = load_workload(WORKLOADS / "scheduling-basic.yaml")
     assert workload.name == "SchedulingBasic"
     assert [(op.opcode, op.count, op.collect_metrics) for op in workload.ops] == [
         ("createNodes", 5000, False),
@@ -78,7 +79,6 @@ def test_unknown_workload_name_lists_known(capsys: pytest.CaptureFixture[str]) -
 
 # ---- scheduler_perf shapes: the shipped workloads at small sizes; placements checked, never speed ----------
 
-WORKLOADS = ROOT / "bench" / "workloads"
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -113,11 +113,13 @@ _KINDS: dict[str, _Kind] = {
 }
 
 
-def load_manifests(paths: Sequence[str], *, strict: bool = False) -> LoadedManifests:
+def load_manifests(
+    paths: Sequence[str], *, strict: bool = False, on_object: Callable[[str], None] | None = None
+) -> LoadedManifests:
     """Load files (or every .yaml/.yml/.json file directly inside a directory, in name order; a file named
     twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities. What ``kubectl apply
     --validate=strict`` would refuse (:mod:`kubesched.api.manifest_checks`) is a warning, or with ``strict`` an
-    error."""
+    error. ``on_object(source)`` hears of each object read (items of a List one by one), for a progress line."""
     loaded = LoadedManifests(strict=strict)
     seen: set[str] = set()
     for path in paths:
@@ -131,7 +133,7 @@ def load_manifests(paths: Sequence[str], *, strict: bool = False) -> LoadedManif
                 raise ManifestError(str(exc)) from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{STDIN_SOURCE}: could not read: {exc}") from None
-            _load_text(loaded, text, STDIN_SOURCE)
+            _load_text(loaded, text, STDIN_SOURCE, on_object)
             continue
         for file in _expand(path):
             # "-f dir -f dir/pods.yaml" names one file twice; reading it once avoids false duplicates.
@@ -147,7 +149,7 @@ def load_manifests(paths: Sequence[str], *, strict: bool = False) -> LoadedManif
                 raise ManifestError(f"{file}: no such file") from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{file}: could not read file: {exc}") from None
-            _load_text(loaded, text, file)
+            _load_text(loaded, text, file, on_object)
     resolve_priorities(loaded)
     return loaded
 
@@ -170,18 +172,16 @@ def _expand(path: str) -> list[str]:
     )
 
 
-def _load_text(loaded: LoadedManifests, text: str, source: str) -> None:
+def _load_text(loaded: LoadedManifests, text: str, source: str, on_object: Callable[[str], None] | None = None) -> None:
     duplicates = DuplicateKeyTracker()
-    documents = (
-        _json_documents(text, source) if source.endswith(".json") else _yaml_documents(text, source, duplicates)
-    )
+    documents = _json_documents(text, source) if source.endswith(".json") else _yaml_documents(text, source, duplicates)
     for label, document in documents:
         for found in duplicates.found:
             loaded.finding(f"{source}: {found}")
         duplicates.found.clear()
         if document is None:
             continue
-        _add_document(loaded, document, source, label)
+        _add_document(loaded, document, source, label, on_object)
 
 
 def _json_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
@@ -219,7 +219,13 @@ def _yaml_documents(text: str, source: str, duplicates: DuplicateKeyTracker) -> 
         loader.dispose()
 
 
-def _add_document(loaded: LoadedManifests, document: object, source: str, label: str) -> None:
+def _add_document(
+    loaded: LoadedManifests,
+    document: object,
+    source: str,
+    label: str,
+    on_object: Callable[[str], None] | None = None,
+) -> None:
     where = f"{source}: {label}"
     if not isinstance(document, Mapping):
         raise ManifestError(f"{where}: expected a mapping, got {type_name(document)}")
@@ -237,9 +243,11 @@ def _add_document(loaded: LoadedManifests, document: object, source: str, label:
             if item_kind and isinstance(item, Mapping) and "kind" not in item:
                 item = {"apiVersion": api_version, "kind": item_kind, **item}
             if item is not None:
-                _add_document(loaded, item, source, f"{label} items[{i}]")
+                _add_document(loaded, item, source, f"{label} items[{i}]", on_object)
         return
     _add_object(loaded, document, kind, api_version, source, where)
+    if on_object is not None:
+        on_object(source)
 
 
 def _header(document: Mapping[str, Any], key: str, where: str) -> str:

@@ -4,6 +4,12 @@ Throughput is measured pods bound per wall-clock second over the measured ``crea
 its pods are queued first, then the scheduler drains them); latency is the wall time of each
 scheduling attempt (the serial scheduling cycle, which bounds throughput). Medians over ``--repeat``
 runs. A benchmark, not a test: nothing here asserts a speed.
+
+``main`` runs every selected workload in turn and reports each as it finishes (a table row, flushed; JSON is
+one document at the end). A workload that cannot be read or run is one error line naming its file, and the
+others still run; the exit code is 1 when any failed or any placement check did. On a terminal, stderr
+carries a progress line (``SchedulingBasic: 3000/10000 pods``); nothing is written there otherwise, and no
+progress hook is installed at all, so measured runs are the same with or without one.
 """
 
 from __future__ import annotations
@@ -21,34 +27,40 @@ import string
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import Any, TextIO
 
 from kubesched.api.objects import Node, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.checks import check_placements
+from kubesched.bench.report import Failure, JsonReport, Report, TableReport
 from kubesched.bench.workload import (
     HOSTNAME_LABEL,
     Op,
     OpaServerSpec,
     Workload,
     WorkloadError,
-    find_workloads,
+    bundled_workloads,
     load_workload,
+    scan_workloads,
 )
+from kubesched.bounded_input import InputTooLarge, read_text
+from kubesched.cli.progress import Progress
 from kubesched.clock import VirtualClock
-from kubesched.config.loader import default_config, load_config_dict, load_config_file
+from kubesched.config.loader import default_config, load_config_dict, parse_yaml
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.errors import KubeschedError
+from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.runtime.registry import Registry, with_entry_points
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.run_async import run_returning
 from kubesched.scheduler.scheduler import Scheduler
 
-DEFAULT_WORKLOAD_DIR = Path("bench/workloads")
+OnProgress = Callable[[int, int, str], None]
+"""``(done, total, what)``: ``what`` is ``"nodes"``, ``"setup pods"`` or ``"pods"`` (the measured ones); each
+op starts with ``done == 0``."""
 
 
 @dataclass(slots=True)
@@ -115,6 +127,47 @@ def _make_node(workload: Workload, op: Op, op_index: int, index: int, i: int) ->
     return Node.from_dict(raw, f"{workload.source}: ops[{op_index}] node {i}")
 
 
+class _BindCounter:
+    """A cluster event handler that counts the bindings of the pods being drained and reports them.
+
+    Subscribed only when progress is shown: it then costs one set lookup per binding."""
+
+    def __init__(self, on_progress: OnProgress) -> None:
+        self.on_progress = on_progress
+        self.watched: frozenset[str] = frozenset()
+        self.what = "pods"
+        self.bound = 0
+
+    def watch(self, pods: list[Pod], what: str) -> None:
+        self.watched = frozenset(pod.metadata.uid for pod in pods)
+        self.what = what
+        self.bound = 0
+        self.on_progress(0, len(self.watched), what)
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        if new.spec.node_name and not old.spec.node_name and new.metadata.uid in self.watched:
+            self.bound += 1
+            self.on_progress(self.bound, len(self.watched), self.what)
+
+    def on_node_add(self, node: Node) -> None:
+        pass
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        pass
+
+    def on_node_delete(self, node: Node) -> None:
+        pass
+
+    def on_pod_add(self, pod: Pod) -> None:
+        pass
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        pass
+
+    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
+        pass
+
+
 async def _churn(cluster: SimulatedCluster, factory: _PodFactory, op: Op, op_index: int, created: set[str]) -> None:
     """One pod per ``op.interval_seconds`` of wall time until cancelled (scheduler_perf's churn, create mode).
 
@@ -139,11 +192,15 @@ async def _run_async(
     config: SchedulerConfiguration,
     use_batch: bool,
     inspect: Callable[[SimulatedCluster], None] | None,
+    on_progress: OnProgress | None,
 ) -> BenchResult:
     clock = VirtualClock()
     cluster = SimulatedCluster(clock)
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=0, use_batch=use_batch)
     cluster.subscribe(scheduler.event_handlers)
+    counter = _BindCounter(on_progress) if on_progress is not None else None
+    if counter is not None:
+        cluster.subscribe(counter)
     factory = _PodFactory(workload)
     nodes = 0
     measured = scheduled = policy_calls = 0
@@ -155,8 +212,12 @@ async def _run_async(
     try:
         for op_index, op in enumerate(workload.ops):
             if op.opcode == "createNodes":
+                if on_progress is not None:
+                    on_progress(0, op.count, "nodes")
                 for i in range(op.count):
                     cluster.add_node(_make_node(workload, op, op_index, nodes + i, i))
+                    if on_progress is not None:
+                        on_progress(i + 1, op.count, "nodes")
                 nodes += op.count
                 continue
             if op.opcode == "churn":
@@ -164,6 +225,8 @@ async def _run_async(
                 continue
             pods = [factory.make(op, op_index, i) for i in range(op.count)]
             (expected_pending if op.expect_unschedulable else created).update(p.metadata.uid for p in pods)
+            if counter is not None:
+                counter.watch(pods, "pods" if op.collect_metrics else "setup pods")
             if op.collect_metrics:
                 calls_before = _policy_calls(scheduler)
                 scheduler.cycles.attempt_latencies = latencies
@@ -241,28 +304,53 @@ def run_workload(
     use_batch: bool = True,
     registry: Registry | None = None,
     inspect: Callable[[SimulatedCluster], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> BenchResult:
-    """Run one workload; ``inspect`` is handed the final simulated cluster (tests look at the placements)."""
+    """Run one workload; ``inspect`` is handed the final simulated cluster (tests look at the placements);
+    ``on_progress`` hears of every node created and every pod bound (it should throttle itself)."""
     registry = registry if registry is not None else with_entry_points(in_tree_registry())
     with contextlib.ExitStack() as stack:
-        substitutions: dict[str, str] = {}
+        substitutions = {"WORKLOAD_DIR": str(Path(workload.source).resolve().parent)}
         if workload.opa_server is not None:
+            _check_files(workload, workload.opa_server)
             substitutions["OPA_URL"] = stack.enter_context(opa_server_process(workload.opa_server))
         config = _load_config(workload, registry, substitutions)
-        return run_returning(_run_async(workload, registry, config, use_batch, inspect))
+        return run_returning(_run_async(workload, registry, config, use_batch, inspect, on_progress))
+
+
+def _check_files(workload: Workload, spec: OpaServerSpec) -> None:
+    """A missing policy would otherwise surface as a server that never starts, a minute later."""
+    for key, paths in (("policies", spec.policies), ("data", spec.data)):
+        for index, path in enumerate(paths):
+            if not Path(path).is_file():
+                raise WorkloadError(f"{workload.source}: opaServer.{key}[{index}]: {path}: no such file")
 
 
 def _load_config(workload: Workload, registry: Registry, substitutions: Mapping[str, str]) -> SchedulerConfiguration:
+    """The workload's config file with ``${NAME}`` replaced in its strings; placeholders are substituted
+    after parsing, so a value (a path with a ``#`` or a quote) can never change the YAML's structure."""
     if not workload.config:
         return default_config(registry)
-    if not substitutions:
-        return load_config_file(workload.config, registry)
+    path = workload.config
     try:
-        text = Path(workload.config).read_text()
+        text = read_text(path)
+    except InputTooLarge as exc:
+        raise WorkloadError(f"{workload.source}: config: {exc}") from None
     except OSError as exc:
-        raise WorkloadError(f"{workload.config}: {exc.strerror}") from exc
-    text = string.Template(text).safe_substitute(substitutions)
-    return load_config_dict(yaml.safe_load(text), workload.config, registry)
+        raise WorkloadError(f"{workload.source}: config: {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{workload.source}: config: {path}: not UTF-8 text ({exc.reason})") from None
+    return load_config_dict(_substitute(parse_yaml(text, path), substitutions), path, registry)
+
+
+def _substitute(value: Any, substitutions: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return string.Template(value).safe_substitute(substitutions)
+    if isinstance(value, list):
+        return [_substitute(item, substitutions) for item in value]
+    if isinstance(value, dict):
+        return {key: _substitute(item, substitutions) for key, item in value.items()}
+    return value
 
 
 def _serve(spec: OpaServerSpec, port_out: Connection, stop_in: Connection) -> None:
@@ -327,24 +415,48 @@ def _params(pairs: list[str]) -> dict[str, int]:
     return params
 
 
-def _select(names: list[str], directory: Path, params: Mapping[str, int] | None = None) -> list[Workload]:
-    available = find_workloads(directory, params) if directory.is_dir() else {}
+@dataclass(slots=True)
+class Selection:
+    """The workloads to run, in order, and the failures known before any runs (files that cannot be read)."""
+
+    workloads: list[Workload] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+
+def _failure(exc: KubeschedError, source: str | None) -> Failure:
+    """One line naming the workload file: an error from elsewhere (its config file) gets the file in front."""
+    text = "; ".join(str(exc).splitlines())  # a config's every validation error, on the one line
+    where = source or getattr(exc, "source", None) or ""
+    if where and not text.startswith(where):
+        text = f"{where}: {text}"
+    return Failure(where, text)
+
+
+def _select(
+    names: list[str], directory: Path, params: Mapping[str, int] | None = None, *, bundled: bool = False
+) -> Selection:
+    scan = scan_workloads(directory, params) if directory.is_dir() else None
+    available = scan.workloads if scan is not None else {}
+    broken = [_failure(exc, exc.source) for exc in scan.failures] if scan is not None else []
     if not names:
-        if not available:
-            raise WorkloadError(
-                f"{directory}: no workloads found (run from the repository root or pass --workload-dir)"
-            )
-        return list(available.values())
-    chosen: list[Workload] = []
+        if scan is None or not (available or broken):
+            hint = "the installed package lacks its workloads" if bundled else "pass a directory of workload YAML"
+            raise WorkloadError(f"{directory}: no workloads found ({hint})")
+        return Selection(list(available.values()), broken)
+    selection = Selection()
     for name in names:
         if name in available:
-            chosen.append(available[name])
+            selection.workloads.append(available[name])
         elif Path(name).is_file():
-            chosen.append(load_workload(Path(name), params))
+            try:
+                selection.workloads.append(load_workload(Path(name), params))
+            except WorkloadError as exc:
+                selection.failures.append(_failure(exc, name))
         else:
             known = ", ".join(sorted(available)) or "none"
-            raise WorkloadError(f"unknown workload {name!r} (known in {directory}: {known})")
-    return chosen
+            unreadable = f"; unreadable there: {', '.join(f.source for f in broken)}" if broken else ""
+            raise WorkloadError(f"unknown workload {name!r} (known in {directory}: {known}{unreadable})")
+    return selection
 
 
 def machine_description() -> str:
@@ -353,59 +465,55 @@ def machine_description() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()}"
 
 
-def main(args: argparse.Namespace) -> int:
-    directory = Path(args.workload_dir) if args.workload_dir else DEFAULT_WORKLOAD_DIR
+def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
     params = _params(list(getattr(args, "param", []) or []))
-    workloads = _select(list(args.workloads), directory, params)
-    results = []
-    for workload in workloads:
-        runs = [run_workload(workload, use_batch=not args.reference) for _ in range(args.repeat)]
-        results.append(median_result(runs))
-    if args.output == "json":
-        documents = [{**asdict(r), "check": r.check} for r in results]
-        document = {"machine": machine_description(), "params": params, "results": documents}
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 1 if any(r.violations for r in results) else 0
-    header = (
-        "WORKLOAD",
-        "MODE",
-        "NODES",
-        "PODS",
-        "SCHEDULED",
-        "SECONDS",
-        "PODS/S",
-        "P50 MS",
-        "P99 MS",
-        "POLICY CALLS",
-        "PENDING",
-        "PREEMPTED",
-        "CHECK",
-    )
-    rows = [
-        (
-            r.workload,
-            r.mode,
-            str(r.nodes),
-            str(r.measured_pods),
-            str(r.scheduled),
-            f"{r.seconds:.2f}",
-            f"{r.throughput:.1f}",
-            f"{r.p50_ms:.2f}",
-            f"{r.p99_ms:.2f}",
-            str(r.policy_calls),
-            str(r.pending),
-            str(r.preempted),
-            r.check,
-        )
-        for r in results
-    ]
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    overrides = f"; params overridden: {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
-    print(f"machine: {machine_description()}; medians of {args.repeat} run(s){overrides}")
-    for r in results:
-        for violation in r.violations[:10]:
-            print(f"{r.workload}: {violation}", file=sys.stderr)
-    return 1 if any(r.violations for r in results) else 0
+    with contextlib.ExitStack() as stack:
+        if args.workload_dir:
+            directory, bundled = Path(args.workload_dir), False
+        else:
+            directory, bundled = stack.enter_context(bundled_workloads()), True
+        selection = _select(list(args.workloads), directory, params, bundled=bundled)
+        progress = stack.enter_context(Progress(err))
+        report: Report = JsonReport(out, err) if args.output == "json" else TableReport(out, err)
+        report.start([workload.name for workload in selection.workloads])
+        failed = len(selection.failures)
+        for failure in selection.failures:
+            report.failure(failure)
+        for workload in selection.workloads:
+            try:
+                runs = [
+                    run_workload(
+                        workload,
+                        use_batch=not args.reference,
+                        on_progress=_progress_line(progress, workload.name, run, args.repeat),
+                    )
+                    for run in range(args.repeat)
+                ]
+            except KubeschedError as exc:
+                progress.clear()
+                report.failure(_failure(exc, workload.source))
+                failed += 1
+                continue
+            progress.clear()
+            result = median_result(runs)
+            report.result(result)
+            failed += bool(result.violations)
+        report.finish(machine_description(), params, args.repeat)
+    return 1 if failed else 0
+
+
+def _progress_line(progress: Progress, name: str, run: int, repeat: int) -> OnProgress | None:
+    """The runner's hook writing ``SchedulingBasic: 3000/10000 pods``; None (no hook) when not a terminal."""
+    if not progress.enabled:
+        return None
+    label = f"{name} (run {run + 1}/{repeat})" if repeat > 1 else name
+
+    def on_progress(done: int, total: int, what: str) -> None:
+        if done == 0:  # a new op: shown at once, whatever the throttle (a few lines per workload)
+            progress.update(f"{label}: 0/{total} {what}", force=True)
+        else:
+            progress.count(label, done, total, what)
+
+    return on_progress

@@ -12,11 +12,19 @@ A workload names its node and pod templates (ordinary manifests with ``metadata.
   narrowed to pods: while the next ``createPods`` op is being drained, one pod from the template is created
   every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
   cannot fit).
+
+Relative paths in a workload (``config``, ``opaServer.policies``, ``opaServer.data``) are relative to the
+workload file, and the runner replaces ``${WORKLOAD_DIR}`` in the strings of its config file with the
+workload file's directory: the workloads bundled in the package (:func:`bundled_workloads`) then run from any
+working directory. As in scheduler_perf, an op with a field it does not know is an error (a typo such as
+``colectMetrics`` would otherwise silently measure nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import importlib.resources
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +36,24 @@ from kubesched.errors import KubeschedError
 
 OPCODES = ("createNodes", "createPods", "churn")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+WORKLOAD_FIELDS = frozenset(
+    {"name", "description", "labels", "params", "nodeTemplate", "podTemplate", "ops", "config", "opaServer"}
+)
+OP_FIELDS: Mapping[str, frozenset[str]] = {
+    "createNodes": frozenset({"opcode", "count", "nodeTemplate", "labelNodePrepareStrategy", "hostnameLabel"}),
+    "createPods": frozenset(
+        {"opcode", "count", "namespace", "collectMetrics", "podTemplate", "uniqueLabels", "expectUnschedulable"}
+    ),
+    "churn": frozenset({"opcode", "podTemplate", "intervalMilliseconds", "namespace"}),
+}
 
 
 class WorkloadError(KubeschedError):
-    pass
+    """A workload that cannot be read or run; ``source`` is its file, when the error concerns one."""
+
+    def __init__(self, message: str, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +99,34 @@ def _count(value: object, params: Mapping[str, Any], where: str) -> int:
     return value
 
 
+def _unknown_fields(raw: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    unknown = sorted(str(key) for key in raw if key not in known)
+    if unknown:
+        raise WorkloadError(f"{where}: unknown field {unknown[0]!r} (known fields: {', '.join(sorted(known))})")
+
+
+def _flag(raw: Mapping[str, Any], key: str, where: str) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise WorkloadError(f"{where}.{key}: must be true or false, got {value!r}")
+    return value
+
+
+def _string(raw: Mapping[str, Any], key: str, where: str, default: str) -> str:
+    value = raw.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise WorkloadError(f"{where}.{key}: must be a non-empty string, got {value!r}")
+    return value
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise WorkloadError(f"{where}: must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
 def _node_labels(value: object, where: str) -> tuple[str, tuple[str, ...]] | None:
     if value is None:
         return None
@@ -93,7 +143,8 @@ def _node_labels(value: object, where: str) -> tuple[str, tuple[str, ...]] | Non
 def parse_workload(document: object, source: str, params: Mapping[str, Any] | None = None) -> Workload:
     """``params`` override the document's (a smaller run of the same shape, for tests)."""
     if not isinstance(document, Mapping):
-        raise WorkloadError(f"{source}: a workload must be a mapping")
+        raise WorkloadError(f"{source}: a workload must be a mapping, got {type(document).__name__}")
+    _unknown_fields(document, WORKLOAD_FIELDS, source)
     name = document.get("name")
     if not isinstance(name, str) or not name:
         raise WorkloadError(f"{source}: name: Required value")
@@ -118,6 +169,7 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
             raise WorkloadError(
                 f"{where}.opcode: Unsupported value: {opcode!r}: supported values: {', '.join(OPCODES)}"
             )
+        _unknown_fields(raw, OP_FIELDS[opcode], where)
         template_key = "nodeTemplate" if opcode == "createNodes" else "podTemplate"
         template = raw.get(template_key) or templates["createNodes" if opcode == "createNodes" else "createPods"]
         if not isinstance(template, Mapping):
@@ -132,40 +184,78 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
             Op(
                 opcode=opcode,
                 count=0 if opcode == "churn" else _count(raw.get("count"), params, f"{where}.count"),
-                namespace=str(raw.get("namespace", "default")),
-                collect_metrics=bool(raw.get("collectMetrics", False)),
+                namespace=_string(raw, "namespace", where, "default"),
+                collect_metrics=_flag(raw, "collectMetrics", where),
                 template=template,
-                unique_labels=bool(raw.get("uniqueLabels", False)),
+                unique_labels=_flag(raw, "uniqueLabels", where),
                 node_labels=_node_labels(raw.get("labelNodePrepareStrategy"), f"{where}.labelNodePrepareStrategy"),
-                hostname_label=bool(raw.get("hostnameLabel", False)),
-                expect_unschedulable=bool(raw.get("expectUnschedulable", False)),
+                hostname_label=_flag(raw, "hostnameLabel", where),
+                expect_unschedulable=_flag(raw, "expectUnschedulable", where),
                 interval_seconds=interval,
             )
         )
     if raw_ops and isinstance(raw_ops[-1], Mapping) and raw_ops[-1].get("opcode") == "churn":
         raise WorkloadError(f"{source}: ops[{len(raw_ops) - 1}]: a churn op must come before a createPods op")
-    labels = document.get("labels") or []
+    _check_nodes_before_pods(ops, raw_ops, source)
+    labels = _strings(document.get("labels"), f"{source}: labels")
+    description = document.get("description", "")
+    if not isinstance(description, str):
+        raise WorkloadError(f"{source}: description: must be a string, got {description!r}")
     config = document.get("config")
+    if config is not None and (not isinstance(config, str) or not config):
+        raise WorkloadError(f"{source}: config: must be the path of a KubeSchedulerConfiguration file, got {config!r}")
+    here = Path(source).parent
     server = document.get("opaServer")
     opa_server = None
     if server is not None:
-        if not isinstance(server, Mapping) or not isinstance(server.get("policies"), list):
+        if not isinstance(server, Mapping) or not server.get("policies"):
             raise WorkloadError(f"{source}: opaServer.policies: Required value (a list of .rego files)")
-        opa_server = OpaServerSpec(
-            tuple(str(p) for p in server["policies"]), tuple(str(d) for d in server.get("data") or [])
-        )
+        _unknown_fields(server, frozenset({"policies", "data"}), f"{source}: opaServer")
+        policies = _strings(server["policies"], f"{source}: opaServer.policies")
+        data = _strings(server.get("data"), f"{source}: opaServer.data")
+        opa_server = OpaServerSpec(tuple(str(here / p) for p in policies), tuple(str(here / d) for d in data))
     return Workload(
         name=name,
-        description=str(document.get("description", "")),
-        labels=tuple(str(label) for label in labels),
+        description=description,
+        labels=labels,
         ops=tuple(ops),
         source=source,
-        config=str(Path(source).parent / config) if isinstance(config, str) else None,
+        config=str(here / config) if config is not None else None,
         opa_server=opa_server,
     )
 
 
+def _check_nodes_before_pods(ops: Sequence[Op], raw_ops: Sequence[Mapping[str, Any]], source: str) -> None:
+    """Refuse pods created while there are no nodes. scheduler_perf accepts a zero count, then waits for the
+    pods until its timeout fails the test; here such pods would be retried with backoff forever (no plugin
+    rejected them: kube-scheduler's "no nodes available"), so the workload is refused before it runs."""
+    nodes = 0
+    counts: list[str] = []
+    for index, op in enumerate(ops):
+        if op.opcode == "createNodes":
+            nodes += op.count
+            param = raw_ops[index].get("count")
+            counts.append(f"ops[{index}].count" + (f" ({param} = {op.count})" if isinstance(param, str) else ""))
+        elif op.opcode == "createPods" and op.count and not nodes:
+            never = (
+                f"ops[{index}] creates {op.count} pod(s) that could never be scheduled "
+                "(scheduler_perf would wait for them until it timed out)"
+            )
+            if not counts:
+                raise WorkloadError(f"{source}: ops[{index}]: no createNodes op before it: {never}")
+            raise WorkloadError(f"{source}: {', '.join(counts)}: 0 nodes, but {never}")
+
+
 def load_workload(path: Path, params: Mapping[str, Any] | None = None, *, partial: bool = False) -> Workload:
+    """Read and parse the workload file ``path``; every error is a one-line :class:`WorkloadError` naming it."""
+    try:
+        return _load_workload(path, params, partial)
+    except WorkloadError as exc:
+        exc.source = exc.source or str(path)
+        raise
+
+
+def _load_workload(path: Path, params: Mapping[str, Any] | None, partial: bool) -> Workload:
     try:
         text = read_text(path)
         document = load_yaml(text, str(path))
@@ -175,18 +265,56 @@ def load_workload(path: Path, params: Mapping[str, Any] | None = None, *, partia
         raise WorkloadError(f"{path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{path}: not UTF-8 text ({exc.reason}): is it a workload file?") from None
+    except yaml.MarkedYAMLError as exc:
+        # str(exc) spans several lines (it quotes the offending line); the error is one line.
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}: line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
+        raise WorkloadError(f"{where}: could not parse YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
-        raise WorkloadError(f"{path}: could not parse YAML: {exc}") from exc
+        raise WorkloadError(f"{path}: could not parse YAML: {' '.join(str(exc).split())}") from None
     if partial and params and isinstance(document, Mapping):
         declared = document.get("params")
         params = {k: v for k, v in params.items() if isinstance(declared, Mapping) and k in declared}
     return parse_workload(document, str(path), params)
 
 
-def find_workloads(directory: Path, params: Mapping[str, Any] | None = None) -> dict[str, Workload]:
-    """Every workload in ``directory``; ``params`` override the params of those that declare them."""
-    workloads: dict[str, Workload] = {}
+@dataclass(slots=True)
+class WorkloadScan:
+    """What a directory holds: the workloads read, by name, and one error per file that could not be."""
+
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    failures: list[WorkloadError] = field(default_factory=list)
+
+
+def scan_workloads(directory: Path, params: Mapping[str, Any] | None = None) -> WorkloadScan:
+    """Every workload in ``directory`` (its ``*.yaml`` files, in name order); ``params`` override the params
+    of those that declare them. A file that cannot be read is a failure naming it, and the others still load:
+    one broken file must not stop a night of benchmarks."""
+    scan = WorkloadScan()
+    origin: dict[str, str] = {}
     for path in sorted(directory.glob("*.yaml")):
-        workload = load_workload(path, params, partial=True)
-        workloads[workload.name] = workload
-    return workloads
+        try:
+            workload = load_workload(path, params, partial=True)
+        except WorkloadError as exc:
+            scan.failures.append(exc)
+            continue
+        if workload.name in origin:
+            scan.failures.append(
+                WorkloadError(
+                    f"{path}: name: Duplicate value: {workload.name!r} (also the name in {origin[workload.name]})",
+                    str(path),
+                )
+            )
+            continue
+        origin[workload.name] = str(path)
+        scan.workloads[workload.name] = workload
+    return scan
+
+
+@contextlib.contextmanager
+def bundled_workloads() -> Iterator[Path]:
+    """The directory of the workloads shipped inside the package (``kubesched/bench/workloads``), as a real
+    path for as long as the context lasts, wherever the package is installed and whatever the working
+    directory."""
+    with importlib.resources.as_file(importlib.resources.files("kubesched.bench") / "workloads") as path:
+        yield path

@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -25,9 +25,34 @@ from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
 from kubesched.cli.common import load_config, plugin_registry, warn
 from kubesched.cli.explain import add_explain_command
 from kubesched.cli.policy_test import UsageExitParser, add_policy_test_command
+from kubesched.cli.progress import Progress
 from kubesched.errors import KubeschedError
 
+if TYPE_CHECKING:
+    from kubesched.scheduler.results import AttemptObserver, AttemptRecord
+
 log = logging.getLogger("kubesched")
+
+
+class _SchedulingProgress:
+    """An attempt observer for the progress line: ``scheduling: 3000/10000 pods attempted, 2990 scheduled``."""
+
+    def __init__(self, progress: Progress, pending: int) -> None:
+        from kubesched.scheduler.results import SCHEDULED  # lazily: building the parser imports nothing heavy
+
+        self.scheduled_result = SCHEDULED
+        self.progress = progress
+        self.pending = pending
+        self.attempted: set[str] = set()
+        self.scheduled = 0
+
+    def on_attempt(self, record: AttemptRecord) -> None:
+        self.attempted.add(record.pod.uid)
+        self.scheduled += record.result == self.scheduled_result
+        if self.progress.due():
+            self.progress.update(
+                f"scheduling: {len(self.attempted)}/{self.pending} pods attempted, {self.scheduled} scheduled"
+            )
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -39,26 +64,41 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     registry = plugin_registry()
     config = load_config(args.config, registry)
-    manifests = load_manifests(args.filename, strict=args.strict)
-    warn(manifests.warnings)
-    warn(config.warnings)
-    history = None
-    if args.output == "html":
-        from kubesched.explain.run import AttemptHistory
+    # On a terminal, stderr says how far reading and scheduling are; the progress line is erased on exit,
+    # before the report goes to stdout. No hook is installed when stderr is not a terminal.
+    with Progress(sys.stderr) as progress:
+        read: dict[str, int] = {}
 
-        history = AttemptHistory()
-    with simulation_audit(args) as audit_observers:
-        observers = [*audit_observers, history] if history is not None else audit_observers
-        report = simulate(
-            manifests,
-            config,
-            registry,
-            seed=args.seed,
-            use_batch=not args.reference,
-            max_attempts=args.max_attempts,
-            observers=observers,
-            start_time=args.time,
-        )
+        def on_object(source: str) -> None:
+            read[source] = read.get(source, 0) + 1
+            progress.count(f"reading {source}", read[source], None, "objects")
+
+        manifests = load_manifests(args.filename, strict=args.strict, on_object=on_object if progress.enabled else None)
+        progress.clear()
+        warn(manifests.warnings)
+        warn(config.warnings)
+        history = None
+        if args.output == "html":
+            from kubesched.explain.run import AttemptHistory
+
+            history = AttemptHistory()
+        with simulation_audit(args) as audit_observers:
+            observers: list[AttemptObserver] = [*audit_observers]
+            if history is not None:
+                observers.append(history)
+            if progress.enabled:
+                pending = sum(1 for pod in manifests.pods if not pod.spec.node_name)
+                observers.append(_SchedulingProgress(progress, pending))
+            report = simulate(
+                manifests,
+                config,
+                registry,
+                seed=args.seed,
+                use_batch=not args.reference,
+                max_attempts=args.max_attempts,
+                observers=observers,
+                start_time=args.time,
+            )
     if report.ignored_pods:
         warn(
             [
@@ -367,7 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="run scheduler_perf-style benchmark workloads")
     bench.add_argument("workloads", nargs="*", help="workload names or YAML files (default: all bundled)")
     bench.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    bench.add_argument("--workload-dir", help="directory of workload YAML files")
+    bench.add_argument(
+        "--workload-dir", help="directory of workload YAML files (default: the workloads bundled with kubesched)"
+    )
     bench.add_argument("--repeat", type=positive_int, default=1, help="runs per workload; medians are reported")
     bench.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
     bench.add_argument(

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+import kubesched.bench
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.runner import run_workload
 from kubesched.bench.workload import load_workload
 from kubesched.plugins.interpodaffinity.inter_pod_affinity import InterPodAffinity
 
-WORKLOADS = Path(__file__).resolve().parents[4] / "bench" / "workloads"
+WORKLOADS = Path(kubesched.bench.__file__).parent / "workloads"
 
 
 def _placements(file: str, params: dict[str, int]) -> dict[str, str]:
