@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
+from kubesched.errors import json_type_phrase
 from kubesched.framework.policy import PolicyError
 from kubesched.policy.embedded import _merge
 
@@ -189,7 +190,8 @@ def _place(document: Any, entry: _DataFile) -> dict[str, Any]:
     if not entry.prefix:
         if not isinstance(document, dict):
             raise PolicyError(
-                f"{entry.shown}: a data file loaded at data must hold an object at the top level, not {_kind(document)}"
+                f"{entry.shown}: a data file loaded at data must hold an object at the top level, "
+                f"not {json_type_phrase(document)}"
             )
         return document
     placed: dict[str, Any] = {entry.prefix[-1]: document}
@@ -198,13 +200,3 @@ def _place(document: Any, entry: _DataFile) -> dict[str, Any]:
     return placed
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return type(value).__name__

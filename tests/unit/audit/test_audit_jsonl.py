@@ -161,7 +161,8 @@ def _hashless(lines: list[bytes]) -> bytes:
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        pytest.param(_torn, "it does not end with a newline", id="torn-last-line"),
+        # A torn last line counted by the head file: a record that was acknowledged, then damaged.
+        pytest.param(_torn, "audit.jsonl.head says the log had 3 records but it has 2", id="torn-counted-last-line"),
         pytest.param(_garbled, "the last line is not an intact audit record (Expecting", id="garbled-last-line"),
         pytest.param(_altered, "its content does not match its hash", id="altered-last-line"),
         pytest.param(_hashless, "it has no hash", id="last-line-without-hash"),
@@ -180,6 +181,23 @@ def test_corrupt_tail_is_refused_naming_the_file(
     assert message in str(raised.value)
     assert "kubesched audit verify" in str(raised.value)
     assert path.read_bytes() == before, "a refused log is left untouched"
+
+
+def test_a_torn_last_line_from_a_crash_is_moved_aside_and_the_chain_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    write_log(path, 3)
+    intact = path.read_bytes()
+    torn = b'{"schema": "kubesched.io/audit/v1", "pod": {"namespace": "prod", "na'  # the process died mid-write
+    path.write_bytes(intact + torn)
+    with JsonlSink(path) as sink:
+        sink.write(make_record(3))
+    assert path.read_bytes().startswith(intact), "the intact records are kept as they were"
+    result = verify_chain(path)
+    assert (result.ok, result.records) == (True, 4), result.describe()
+    assert (tmp_path / "audit.jsonl.torn").read_bytes() == torn + b"\n"
+    assert "its last line was torn (68 bytes: a write cut short); moved to audit.jsonl.torn" in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,7 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     [
         pytest.param("data.json", "{bad", "not valid JSON", id="json-that-does-not-parse"),
         pytest.param("data.yaml", "a: [1\n", "not valid YAML: line 2", id="yaml-that-does-not-parse"),
-        pytest.param("data.json", "[1, 2]", "must hold an object at the top level, not a list", id="top-not-object"),
+        pytest.param("data.json", "[1, 2]", "must hold an object at the top level, not an array", id="top-not-object"),
         pytest.param("data.yaml", "just a string\n", "not a string", id="top-a-string"),
         pytest.param("data.yaml", ALIAS_BOMB, "alias bomb", id="yaml-alias-bomb"),
         pytest.param("data.yaml", "x: .nan\n", "JSON cannot represent", id="nan"),

@@ -67,11 +67,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, Self
 
 from kubesched.audit.chain import (
     GENESIS,
@@ -193,8 +193,11 @@ class JsonlSink:
                 if durability != DURABILITY_NEVER:
                     _fsync_directory(self.path)
             else:
-                self._size = os.fstat(self._fd).st_size
+                size = os.fstat(self._fd).st_size
+                self._size = _intact_size(self.path, size)
                 chain = Head(*_resume(self.path, self._size, last))
+                if self._size < size:
+                    _move_torn_tail(self.path, self._fd, self._size, size, fsync=durability != DURABILITY_NEVER)
                 if self._checkpointer is not None:
                     self._check_last_checkpoint(last, chain)
         except BaseException:
@@ -654,12 +657,54 @@ def _refuse(path: Path, why: str) -> AuditLogError:
     return AuditLogError(f"{path}: cannot append: {why}; `kubesched audit verify {path}` names the problem")
 
 
+def _intact_size(path: Path, size: int) -> int:
+    """Where the log's last whole line ends: ``size`` unless its last line is torn (no newline)."""
+    if size == 0:
+        return 0
+    with open(path, "rb") as handle:
+        end = size
+        while end > 0:
+            start = max(0, end - (1 << 16))
+            handle.seek(start)
+            chunk = handle.read(end - start)
+            if end == size and chunk.endswith(b"\n"):
+                return size
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return 0
+
+
+def _move_torn_tail(path: Path, fd: int, intact: int, size: int, *, fsync: bool) -> None:
+    """Cut off a torn last line — a write the process died in, never acknowledged, counted by no head file or
+    checkpoint (``_resume`` checked) — after appending its bytes to ``<log>.torn`` for whoever investigates."""
+    with open(path, "rb") as handle:
+        handle.seek(intact)
+        torn = handle.read(size - intact)
+    kept = path.with_name(path.name + ".torn")
+    with open(kept, "ab") as out:
+        out.write(torn + b"\n")
+        out.flush()
+        if fsync:
+            os.fsync(out.fileno())
+    os.ftruncate(fd, intact)
+    if fsync:
+        os.fsync(fd)
+    log.warning(
+        "%s: its last line was torn (%d bytes: a write cut short); moved to %s, appending after the intact records",
+        path,
+        len(torn),
+        kept.name,
+    )
+
+
 def _resume(path: Path, size: int, checkpoint: Checkpoint | None = None) -> tuple[int, str]:
     """(records, last hash) of an existing log, after checking its last line, its head file and its last
     checkpoint (whoever signed it: the chain must still pass through what was signed)."""
     head = read_head(path)
     wanted = {anchor.records for anchor in (head, checkpoint) if anchor is not None}
-    records, last, hashes = _scan(path, wanted)
+    records, last, hashes = _scan(path, wanted, size)
     if checkpoint is not None and checkpoint.records > 0:
         # Checked first: a signed statement outranks the unsigned head file.
         name = path.name + ".checkpoints"
@@ -691,18 +736,28 @@ def _resume(path: Path, size: int, checkpoint: Checkpoint | None = None) -> tupl
     return records, str(obj[HASH_KEY])
 
 
-def _scan(path: Path, anchor_lines: set[int]) -> tuple[int, bytes, dict[int, str | None]]:
-    """One pass over the log: number of lines, the last line (raw), and the hashes of lines ``anchor_lines``."""
+def _scan(path: Path, anchor_lines: set[int], size: int) -> tuple[int, bytes, dict[int, str | None]]:
+    """One pass over the log's first ``size`` bytes: number of lines, the last line (raw), and the hashes of
+    lines ``anchor_lines``."""
     count = 0
     last = b""
     hashes: dict[int, str | None] = {}
     with open(path, "rb") as handle:
-        for raw in handle:
+        for raw in _lines_up_to(handle, size):
             count += 1
             last = raw
             if count in anchor_lines:
                 hashes[count] = _hash_of(raw)
     return count, last, hashes
+
+
+def _lines_up_to(handle: BinaryIO, size: int) -> Iterator[bytes]:
+    read = 0
+    for raw in handle:
+        if read + len(raw) > size:
+            return
+        read += len(raw)
+        yield raw
 
 
 def _hash_of(raw: bytes) -> str | None:
