@@ -155,3 +155,33 @@ def test_permit_decides_over_remote_opa(ticket: str, slow: bool, result: str, me
     [record] = report.records
     assert record.result == result
     assert message in record.message
+
+
+@pytest.mark.parametrize("decision_logging", [pytest.param(True, id="logging-on"), pytest.param(False, id="off")])
+@pytest.mark.parametrize(("plugin", "point"), [("SecurityAuditFilter", "filter"), ("SecurityAuditPermit", "permit")])
+def test_an_undefined_decision_under_ignore_is_judged_on_the_decision_alone(
+    plugin: str, point: str, decision_logging: bool
+) -> None:
+    """OPA's answer carries a decision_id when decision logging is on; whether the decision was undefined must
+    not depend on it, at Filter as at Permit."""
+    registry = in_tree_registry()
+    policies = {"placement.rego": (POLICIES / "placement.rego").read_text()}
+    with OpaTestServer(policies, {}, decision_logging=decision_logging) as server:
+        server.faults.undefined = True
+        args = {"opaEndpoint": f"{server.url}/v1/data/kubernetes/authz", "failurePolicy": "Ignore"}
+        document: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": "default-scheduler",
+                    "plugins": {point: {"enabled": [{"name": plugin}]}},
+                    "pluginConfig": [{"name": plugin, "args": args}],
+                }
+            ],
+        }
+        report = simulate(cluster(), load_config_dict(document, "t", registry), registry, max_attempts=2)
+        answered = server.requests
+    [record] = report.records
+    assert answered >= 1, "the policy was asked"
+    assert (record.result, record.message) == ("Scheduled", "")
