@@ -24,38 +24,61 @@ from kubesched.framework.types import NodeInfo
 SlotFunction = Callable[[NodeInfo], int]
 
 
-class SlotValues:
-    """``fn(node)`` for every live slot of one table; 0 for empty slots."""
+class SlotStamps:
+    """The table stamp each slot was last seen at, so a reader learns which slots changed since its last read.
+    Shared by :class:`SlotValues` and other per-slot caches (InterPodAffinity's existing-term counts)."""
 
-    __slots__ = ("_stamps", "_table", "fn", "values")
+    __slots__ = ("_stamps", "_table")
 
-    def __init__(self, fn: SlotFunction) -> None:
-        self.fn = fn
-        self.values: IntArray = np.zeros(0, dtype=np.int64)
+    def __init__(self) -> None:
         self._stamps: IntArray = np.zeros(0, dtype=np.int64)
         self._table: NodeTable | None = None
 
-    def read(self, table: NodeTable) -> IntArray:
-        """The values over all of ``table``'s slots (index with a snapshot's or batch's ``slots``)."""
+    def changed(self, table: NodeTable) -> tuple[IntArray, bool]:
+        """The slots whose stamp moved since the last call (marked seen now), and whether ``table`` is another
+        table than last time (then every slot is reported and the caller's per-slot state must start afresh).
+        A grown table reports its new slots; the caller grows its arrays to ``table.capacity``."""
         capacity = table.capacity
-        if self._table is not table:
+        fresh = self._table is not table
+        if fresh:
             self._table = table
-            self.values = np.zeros(capacity, dtype=np.int64)
             self._stamps = np.full(capacity, -1, dtype=np.int64)
         elif self._stamps.shape[0] != capacity:
             grown = np.full(capacity, -1, dtype=np.int64)
             grown[: self._stamps.shape[0]] = self._stamps
-            values = np.zeros(capacity, dtype=np.int64)
-            values[: self.values.shape[0]] = self.values
-            self._stamps, self.values = grown, values
+            self._stamps = grown
         versions = table.versions
         changed = np.flatnonzero(self._stamps != versions)
+        if changed.shape[0]:
+            self._stamps[changed] = versions[changed]
+        return changed, fresh
+
+
+class SlotValues:
+    """``fn(node)`` for every live slot of one table; 0 for empty slots."""
+
+    __slots__ = ("_stamps", "fn", "values")
+
+    def __init__(self, fn: SlotFunction) -> None:
+        self.fn = fn
+        self.values: IntArray = np.zeros(0, dtype=np.int64)
+        self._stamps = SlotStamps()
+
+    def read(self, table: NodeTable) -> IntArray:
+        """The values over all of ``table``'s slots (index with a snapshot's or batch's ``slots``)."""
+        changed, fresh = self._stamps.changed(table)
+        capacity = table.capacity
+        if fresh:
+            self.values = np.zeros(capacity, dtype=np.int64)
+        elif self.values.shape[0] != capacity:
+            values = np.zeros(capacity, dtype=np.int64)
+            values[: self.values.shape[0]] = self.values
+            self.values = values
         if changed.shape[0]:
             fn, infos, values = self.fn, table.infos, self.values
             for slot in changed.tolist():
                 info = infos[slot]
                 values[slot] = 0 if info is None else fn(info)
-            self._stamps[changed] = versions[changed]
         return self.values
 
 

@@ -33,10 +33,10 @@ import numpy as np
 
 from kubesched.api.objects import Pod
 from kubesched.framework.node_table import BoolArray, ClassColumn, IntArray, NodeTable
-from kubesched.framework.slot_values import SlotFunction, SlotValueCache
+from kubesched.framework.slot_values import SlotFunction, SlotStamps, SlotValueCache
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import NodeInfo
-from kubesched.plugins.helper.classes import ClassSpec
+from kubesched.plugins.helper.classes import label_value
 from kubesched.plugins.interpodaffinity.node_pods import (
     PREFERRED_AFFINITY,
     PREFERRED_ANTI_AFFINITY,
@@ -65,20 +65,8 @@ _MEMO_LIMIT = 1 << 16
 
 # ---- topology-value class columns --------------------------------------------------------------------------
 
-_TOPOLOGY_SPECS: dict[str, ClassSpec[str | None]] = {}
-
-
-def topology_spec(key: str) -> ClassSpec[str | None]:
-    """One class column per topology key: the node's value for the key, ``None`` when it has none. The key
-    function must be the same object every time the column is asked for, hence the module-level table."""
-    spec = _TOPOLOGY_SPECS.get(key)
-    if spec is None:
-
-        def value_of(info: NodeInfo, key: str = key) -> str | None:
-            return info.labels.get(key)
-
-        spec = _TOPOLOGY_SPECS[key] = ClassSpec(f"interpodaffinity-topology:{key}", value_of)
-    return spec
+# The node-label-value column every plugin shares for a key (one NodeTable column, not one per plugin).
+topology_spec = label_value
 
 
 class KeyColumn:
@@ -154,28 +142,21 @@ class TopologyColumns:
 class _ExistingTerms:
     """How many pods of the table carry each distinct term, updated from the slots whose stamp moved."""
 
-    __slots__ = ("_per_slot", "_stamps", "_table", "totals")
+    __slots__ = ("_per_slot", "_stamps", "totals")
 
     def __init__(self) -> None:
-        self._table: NodeTable | None = None
-        self._stamps: IntArray = np.zeros(0, dtype=np.int64)
+        self._stamps = SlotStamps()
         self._per_slot: list[Mapping[TermKey, int] | None] = []
         self.totals: dict[TermKey, int] = {}
 
     def refresh(self, table: NodeTable, pods_of: PodsOf) -> Mapping[TermKey, int]:
+        changed, fresh = self._stamps.changed(table)
         capacity = table.capacity
-        if self._table is not table:
-            self._table = table
-            self._stamps = np.full(capacity, -1, dtype=np.int64)
+        if fresh:
             self._per_slot = [None] * capacity
             self.totals = {}
-        elif self._stamps.shape[0] != capacity:
-            grown = np.full(capacity, -1, dtype=np.int64)
-            grown[: self._stamps.shape[0]] = self._stamps
-            self._stamps = grown
+        elif len(self._per_slot) != capacity:
             self._per_slot.extend([None] * (capacity - len(self._per_slot)))
-        versions = table.versions
-        changed = np.flatnonzero(self._stamps != versions)
         if changed.shape[0]:
             totals, per_slot, infos = self.totals, self._per_slot, table.infos
             for slot in changed.tolist():
@@ -193,7 +174,6 @@ class _ExistingTerms:
                     for key, count in new.items():
                         totals[key] = totals.get(key, 0) + count
                 per_slot[slot] = new
-            self._stamps[changed] = versions[changed]
         return self.totals
 
 

@@ -26,7 +26,7 @@ from kubesched.api.objects import Pod, Toleration
 from kubesched.errors import FieldError
 from kubesched.framework.listers import Listers
 from kubesched.framework.types import NodeInfo, PodInfo
-from kubesched.plugins.helper.classes import ClassSpec
+from kubesched.plugins.helper.classes import label_value
 from kubesched.plugins.helper.label_selector import compile_label_selector
 from kubesched.plugins.helper.node_selector import (
     IN,
@@ -346,20 +346,9 @@ def with_default_selector(pod: Pod, constraints: Sequence[Constraint], listers: 
 
 # ---- batch support ---------------------------------------------------------------------------------
 
-_TOPOLOGY_COLUMNS: dict[str, ClassSpec[str | None]] = {}
 
-
-def topology_column(key: str) -> ClassSpec[str | None]:
-    """The class column holding each node's value of label ``key`` (None when absent); one key function per
-    key for the whole process, since a NodeTable refuses a second one under the same column name."""
-    spec = _TOPOLOGY_COLUMNS.get(key)
-    if spec is None:
-
-        def value(info: NodeInfo) -> str | None:
-            return info.labels.get(key)
-
-        spec = _TOPOLOGY_COLUMNS[key] = ClassSpec(f"podtopologyspread-topology:{key}", value)
-    return spec
+# The node-label-value column every plugin shares for a key (one NodeTable column, not one per plugin).
+topology_column = label_value
 
 
 def is_hostname(constraint: Constraint) -> bool:
