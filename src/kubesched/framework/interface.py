@@ -99,6 +99,26 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
 
 
 @runtime_checkable
+class NodeOnlyFilter(Protocol):
+    def filter_ignores_node_pods(self) -> bool:
+        """True when Filter reads only the node object and the incoming pod, never the pods on the node nor
+        state a PreFilter AddPod/RemovePod extension changes: nominated pods added to the node cannot change
+        its verdict, so the nominated-pods pass leaves the plugin out."""
+        ...
+
+
+@runtime_checkable
+class AddedPodsBatchFilter(Protocol):
+    def filter_batch_with_added_pods(
+        self, state: CycleState, pod: PodInfo, nodes: NodeBatch, added: Sequence[Sequence[PodInfo]]
+    ) -> BatchFilterResult | None:
+        """Filter's verdicts for ``nodes`` as if node i also ran the pods ``added[i]`` (none of them on it
+        yet): the nominated-pods pass for many nodes at once. Must equal :meth:`FilterPlugin.filter` on a
+        clone of each node with those pods added; ``None`` means all pass."""
+        ...
+
+
+@runtime_checkable
 class FilterPrefetcher(Protocol):
     async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         """Fetch what Filter will read about ``nodes`` (remote decisions), before the runtime filters them.

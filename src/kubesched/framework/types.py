@@ -116,6 +116,7 @@ class PodInfo:
     """A pod plus everything the framework derives from it once: requests, priority, host ports."""
 
     __slots__ = (
+        "has_pod_affinity",
         "host_ports",
         "key",
         "name",
@@ -142,6 +143,11 @@ class PodInfo:
         self.non_zero_memory = non_zero.get(MEMORY, DEFAULT_MEMORY_REQUEST)
         self.tolerations: tuple[Toleration, ...] = tuple(pod.spec.tolerations)
         self.host_ports: tuple[HostPort, ...] = pod_host_ports(pod)
+        affinity = pod.spec.affinity
+        # Upstream's PodsWithAffinity test: a pod with pod (anti-)affinity of any kind, required or preferred.
+        self.has_pod_affinity = affinity is not None and (
+            affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
+        )
 
     @property
     def node_name(self) -> str:
@@ -185,6 +191,7 @@ class NodeInfo:
         "node",
         "non_zero_requested",
         "pods",
+        "pods_with_affinity",
         "requested",
         "slot",
         "used_ports",
@@ -195,6 +202,8 @@ class NodeInfo:
         self.node = node
         self.slot = slot
         self.pods: dict[str, PodInfo] = {}
+        # How many of ``pods`` have pod (anti-)affinity terms: InterPodAffinity skips nodes without any.
+        self.pods_with_affinity = 0
         self.requested = Resource()
         self.non_zero_requested = Resource()
         self.used_ports: dict[str, set[tuple[str, int]]] = {}
@@ -221,6 +230,7 @@ class NodeInfo:
 
     def add_pod(self, pod_info: PodInfo) -> None:
         self.pods[pod_info.uid] = pod_info
+        self.pods_with_affinity += pod_info.has_pod_affinity
         self.requested.add(pod_info.request)
         self.non_zero_requested.milli_cpu += pod_info.non_zero_milli_cpu
         self.non_zero_requested.memory += pod_info.non_zero_memory
@@ -231,6 +241,7 @@ class NodeInfo:
         pod_info = self.pods.pop(uid, None)
         if pod_info is None:
             return None
+        self.pods_with_affinity -= pod_info.has_pod_affinity
         self.requested.subtract(pod_info.request)
         self.non_zero_requested.milli_cpu -= pod_info.non_zero_milli_cpu
         self.non_zero_requested.memory -= pod_info.non_zero_memory
@@ -248,6 +259,7 @@ class NodeInfo:
         copy.node = self.node
         copy.slot = self.slot
         copy.pods = dict(self.pods)
+        copy.pods_with_affinity = self.pods_with_affinity
         copy.requested = self.requested.copy()
         copy.non_zero_requested = self.non_zero_requested.copy()
         copy.used_ports = {ip: set(ports) for ip, ports in self.used_ports.items()}

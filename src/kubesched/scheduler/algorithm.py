@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -247,6 +248,10 @@ class ScheduleAlgorithm:
             self.next_start_node_index = (start + len(take)) % len(all_nodes)
             return NodeBatch(table, feasible_slots), diagnosis, len(take)
 
+        nominated_slots: IntArray | None = None
+        if nominated_nodes:
+            found = (snapshot.get(name) for name in nominated_nodes)
+            nominated_slots = np.fromiter((info.slot for info in found if info is not None), dtype=np.int64)
         feasible: list[int] = []
         processed = 0
         position = 0
@@ -268,9 +273,9 @@ class ScheduleAlgorithm:
             if outcome.error is not None:
                 raise SchedulingError(outcome.error)
             status_ids = outcome.status_ids
-            if nominated_nodes:
+            if nominated_slots is not None:
                 status_ids = self._recheck_nominated(
-                    fwk, state, pod, batch, outcome.statuses, status_ids, nominated_nodes
+                    fwk, state, pod, batch, outcome.statuses, status_ids, nominated_slots
                 )
             passing = np.flatnonzero(status_ids == 0)
             needed = to_find - len(feasible)
@@ -323,18 +328,38 @@ class ScheduleAlgorithm:
         batch: NodeBatch,
         statuses: list[Status],
         status_ids: IntArray,
-        nominated_nodes: frozenset[str],
+        nominated_slots: IntArray,
     ) -> IntArray:
-        """Nodes with nominated pods are decided by the two-pass per-node filter instead."""
+        """Nodes with nominated pods that passed the batch are filtered again with those pods added: the first
+        pass of the two-pass filter (the second, as the node is, is what the batch did), in columns when the
+        plugins allow it, else node by node."""
+        rows = np.flatnonzero(np.isin(batch.slots, nominated_slots) & (status_ids == 0))
+        if not len(rows):
+            return status_ids
+        infos = batch.table.infos
+        checked: list[int] = []
+        added: list[list[PodInfo]] = []
+        for row, slot in zip(rows.tolist(), batch.slots[rows].tolist(), strict=True):
+            info = infos[slot]
+            others = fwk.nominated_pods_to_add(pod, info.name) if info is not None else []
+            if others:
+                checked.append(row)
+                added.append(others)
+        if not checked:
+            return status_ids
+        checked_slots = batch.slots[checked]
+        verdicts = fwk.run_filter_batch_with_added_pods(state, pod, NodeBatch(batch.table, checked_slots), added)
+        if verdicts is None:
+            verdicts = [
+                fwk.run_filter_plugins_with_nominated_pods(state, pod, cast(NodeInfo, infos[slot]), passes_as_is=True)
+                for slot in checked_slots.tolist()
+            ]
         status_ids = status_ids.copy()
-        for index, info in enumerate(batch.infos):
-            if info.name not in nominated_nodes or status_ids[index] != 0:
-                continue
-            status = fwk.run_filter_plugins_with_nominated_pods(state, pod, info)
+        for row, status in zip(checked, verdicts, strict=True):
             if status is None:
                 continue
             if status.code is Code.ERROR:
                 raise SchedulingError(status)
             statuses.append(status)
-            status_ids[index] = len(statuses)
+            status_ids[row] = len(statuses)
         return status_ids

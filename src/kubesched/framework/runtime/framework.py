@@ -43,12 +43,14 @@ from kubesched.framework.interface import (
     MAX_NODE_SCORE,
     MAX_PERMIT_TIMEOUT_SECONDS,
     MIN_NODE_SCORE,
+    AddedPodsBatchFilter,
     BatchFilterPlugin,
     BatchScorePlugin,
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
     FilterPrefetcher,
+    NodeOnlyFilter,
     NodeToStatus,
     PermitPlugin,
     Plugin,
@@ -441,14 +443,21 @@ class Framework(ContextHandle):
                 return Status.error(f'running {which} on PreFilter plugin "{name}": {status.message}', plugin=name)
         return None
 
-    def run_filter_plugins_with_nominated_pods(
-        self, state: CycleState, pod: PodInfo, node_info: NodeInfo
-    ) -> Status | None:
-        nominated = [
+    def nominated_pods_to_add(self, pod: PodInfo, node_name: str) -> list[PodInfo]:
+        """The pods the nominated-pods pass adds to ``node_name``: those nominated there, other than ``pod``,
+        whose priority is at least ``pod``'s."""
+        return [
             other
-            for other in self.context.nominator.nominated_pods_for_node(node_info.name)
+            for other in self.context.nominator.nominated_pods_for_node(node_name)
             if other.uid != pod.uid and other.priority >= pod.priority
         ]
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node_info: NodeInfo, *, passes_as_is: bool = False
+    ) -> Status | None:
+        """Filter ``node_info`` twice: with the nominated pods of at least the pod's priority added, then as it
+        is. ``passes_as_is``: the caller already knows the second pass succeeds (a batch filtered the node)."""
+        nominated = self.nominated_pods_to_add(pod, node_info.name)
         if nominated:
             # Pass 1: as if the nominated pods of at least the pod's priority were running there already.
             state_with = state.clone()
@@ -461,8 +470,51 @@ class Framework(ContextHandle):
             status = self.run_filter(state_with, pod, info_with)
             if status is not None:
                 return status
+        if passes_as_is:
+            return None
         # Pass 2 (or the only one): as the node is.
         return self.run_filter(state, pod, node_info)
+
+    def run_filter_batch_with_added_pods(
+        self, state: CycleState, pod: PodInfo, nodes: NodeBatch, added: Sequence[Sequence[PodInfo]]
+    ) -> list[Status | None] | None:
+        """The first pass of :meth:`run_filter_plugins_with_nominated_pods` for many nodes that pass as they
+        are, each with its pods to add, in columns; ``None`` when that cannot be done (or on the reference
+        path): a PreFilter extension runs for this pod (it must see each pod added), or a plugin that reads
+        the node's pods has no
+        :class:`AddedPodsBatchFilter` form. Plugins that read only the node passed already and are left out."""
+        if not self.use_batch or self.runs_pre_filter_extensions(state):
+            return None
+        steps: list[tuple[str, AddedPodsBatchFilter]] = []
+        for name, candidate in self.filter_plugins_to_run(state):
+            if isinstance(candidate, NodeOnlyFilter) and candidate.filter_ignores_node_pods():
+                continue
+            if not isinstance(candidate, AddedPodsBatchFilter):
+                return None
+            steps.append((name, candidate))
+        verdicts: list[Status | None] = [None] * len(nodes)
+        remaining = np.arange(len(nodes), dtype=np.int64)
+        for name, plugin in steps:
+            if not len(remaining):
+                break
+            picked = remaining.tolist()
+            try:
+                result = plugin.filter_batch_with_added_pods(
+                    state, pod, NodeBatch(nodes.table, nodes.slots[remaining]), [added[i] for i in picked]
+                )
+            except Exception as exc:
+                return [Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)] * len(nodes)
+            if result is None:
+                continue
+            for index, code in zip(picked, result.codes.tolist(), strict=True):
+                if code:
+                    status = result.statuses[code - 1]
+                    if status.code not in REJECTED_CODES:
+                        message = f'running "{name}" filter plugin: {status.message}'
+                        return [Status.error(message, plugin=name)] * len(nodes)
+                    verdicts[index] = status.with_plugin(name)
+            remaining = remaining[result.codes == 0]
+        return verdicts
 
     async def run_prefetch(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> Status | None:
         """Await every prefetching Filter plugin for ``batch``; the first Error aborts the cycle."""

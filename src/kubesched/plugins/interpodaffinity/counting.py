@@ -169,7 +169,8 @@ class _ExistingTerms:
                         else:
                             del totals[key]
                 info = infos[slot]
-                new = pods_of(info).term_counts if info is not None else None
+                # Most nodes hold no pod with terms; their view (built from every pod) is not needed here.
+                new = pods_of(info).term_counts if info is not None and info.pods_with_affinity else None
                 if new:
                     for key, count in new.items():
                         totals[key] = totals.get(key, 0) + count

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         BatchScorePlugin,
         EnqueueExtensions,
         Handle,
+        NodeOnlyFilter,
         PreFilterExtensions,
         PreFilterPlugin,
         PreScorePlugin,
@@ -261,6 +262,9 @@ class NodeAffinity:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
 
+    def filter_ignores_node_pods(self) -> bool:
+        return True
+
     # ---- Queueing hints ------------------------------------------------------------------------
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
@@ -303,6 +307,12 @@ if TYPE_CHECKING:
     def _conforms(
         plugin: NodeAffinity,
     ) -> tuple[
-        PreFilterPlugin, BatchFilterPlugin, PreScorePlugin, BatchScorePlugin, ScoreNormalizer, EnqueueExtensions
+        PreFilterPlugin,
+        BatchFilterPlugin,
+        NodeOnlyFilter,
+        PreScorePlugin,
+        BatchScorePlugin,
+        ScoreNormalizer,
+        EnqueueExtensions,
     ]:
-        return plugin, plugin, plugin, plugin, plugin, plugin
+        return plugin, plugin, plugin, plugin, plugin, plugin, plugin

@@ -20,7 +20,7 @@ from kubesched.plugins import names
 from kubesched.plugins.helper.classes import NODE_NAME
 
 if TYPE_CHECKING:
-    from kubesched.framework.interface import BatchFilterPlugin, EnqueueExtensions, Handle
+    from kubesched.framework.interface import BatchFilterPlugin, EnqueueExtensions, Handle, NodeOnlyFilter
 
 ERR_REASON = "node(s) didn't match the requested node name"
 _REJECTED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON)
@@ -54,6 +54,9 @@ class NodeName:
         codes = (column.ids[nodes.slots] != target).astype(np.int64)
         return BatchFilterResult(codes, [_REJECTED]) if codes.any() else None
 
+    def filter_ignores_node_pods(self) -> bool:
+        return True
+
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         # Only a new node can be the named one; no hint needed (Queue), as upstream with QueueingHints on.
         return [ClusterEventWithHint(NODE_ADD)]
@@ -61,5 +64,5 @@ class NodeName:
 
 if TYPE_CHECKING:
 
-    def _conforms(plugin: NodeName) -> tuple[BatchFilterPlugin, EnqueueExtensions]:
-        return plugin, plugin
+    def _conforms(plugin: NodeName) -> tuple[BatchFilterPlugin, NodeOnlyFilter, EnqueueExtensions]:
+        return plugin, plugin, plugin

@@ -59,6 +59,7 @@ from kubesched.plugins.noderesources.resource_allocation import (
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import (
+        AddedPodsBatchFilter,
         BatchFilterPlugin,
         BatchScorePlugin,
         EnqueueExtensions,
@@ -287,6 +288,37 @@ class Fit:
         ]
         return fit_columns(table.pod_count[slots], table.alloc_pods[slots], checks)
 
+    def filter_batch_with_added_pods(
+        self, state: CycleState, pod: PodInfo, nodes: NodeBatch, added: Sequence[Sequence[PodInfo]]
+    ) -> BatchFilterResult | None:
+        request = state.get(PRE_FILTER_STATE_KEY, FitRequest)
+        if request is None:
+            return uniform_result(len(nodes), self._missing_state())
+        if len(nodes) == 0:
+            return None
+        table = nodes.table
+        slots = nodes.slots
+        columns = resource_columns(request, table)
+        # What NodeInfo.add_pod does to a clone: every added request counts; a uid already there is replaced,
+        # so it adds no pod to the count.
+        extra = np.array(
+            [[sum(other.request.get(column[0]) for other in pods) for column in columns] for pods in added],
+            dtype=np.int64,
+        ).reshape(len(added), len(columns))
+        new_pods = np.fromiter(
+            (
+                sum(1 for other in pods if other.uid not in info.pods)
+                for info, pods in zip(nodes.infos, added, strict=True)
+            ),
+            dtype=np.int64,
+            count=len(added),
+        )
+        checks = [
+            (amount, alloc[slots], used[slots] + extra[:, j], reason)
+            for j, (_, amount, alloc, used, reason) in enumerate(columns)
+        ]
+        return fit_columns(table.pod_count[slots] + new_pods, table.alloc_pods[slots], checks)
+
     # ---- Score ---------------------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
@@ -402,5 +434,7 @@ if TYPE_CHECKING:
 
     def _conforms(
         plugin: Fit,
-    ) -> tuple[PreFilterPlugin, BatchFilterPlugin, PreScorePlugin, BatchScorePlugin, EnqueueExtensions]:
-        return plugin, plugin, plugin, plugin, plugin
+    ) -> tuple[
+        PreFilterPlugin, BatchFilterPlugin, AddedPodsBatchFilter, PreScorePlugin, BatchScorePlugin, EnqueueExtensions
+    ]:
+        return plugin, plugin, plugin, plugin, plugin, plugin

@@ -29,7 +29,7 @@ from kubesched.plugins.helper.hints import as_nodes, as_pods
 from kubesched.plugins.helper.taints import UNSCHEDULABLE_TAINT, tolerations_tolerate_taint
 
 if TYPE_CHECKING:
-    from kubesched.framework.interface import BatchFilterPlugin, EnqueueExtensions, Handle
+    from kubesched.framework.interface import BatchFilterPlugin, EnqueueExtensions, Handle, NodeOnlyFilter
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 _REJECTED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE)
@@ -57,6 +57,9 @@ class NodeUnschedulable:
             return None
         results, index = per_class(nodes, NODE_UNSCHEDULABLE, lambda cordoned: _REJECTED if cordoned else None)
         return batch_result(results, index)
+
+    def filter_ignores_node_pods(self) -> bool:
+        return True
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
@@ -101,5 +104,5 @@ class NodeUnschedulable:
 
 if TYPE_CHECKING:
 
-    def _conforms(plugin: NodeUnschedulable) -> tuple[BatchFilterPlugin, EnqueueExtensions]:
-        return plugin, plugin
+    def _conforms(plugin: NodeUnschedulable) -> tuple[BatchFilterPlugin, NodeOnlyFilter, EnqueueExtensions]:
+        return plugin, plugin, plugin

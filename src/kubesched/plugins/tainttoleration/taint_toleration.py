@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         BatchScorePlugin,
         EnqueueExtensions,
         Handle,
+        NodeOnlyFilter,
         PreScorePlugin,
         ScoreNormalizer,
     )
@@ -137,6 +138,9 @@ class TaintToleration:
 
     # ---- Queueing hints ------------------------------------------------------------------------
 
+    def filter_ignores_node_pods(self) -> bool:
+        return True
+
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
@@ -181,5 +185,5 @@ if TYPE_CHECKING:
 
     def _conforms(
         plugin: TaintToleration,
-    ) -> tuple[BatchFilterPlugin, PreScorePlugin, BatchScorePlugin, ScoreNormalizer, EnqueueExtensions]:
-        return plugin, plugin, plugin, plugin, plugin
+    ) -> tuple[BatchFilterPlugin, NodeOnlyFilter, PreScorePlugin, BatchScorePlugin, ScoreNormalizer, EnqueueExtensions]:
+        return plugin, plugin, plugin, plugin, plugin, plugin

@@ -1,5 +1,6 @@
 """A node's view built from the previous one and the pods that changed equals the view built from every pod, over
-random sequences of pods bound, deleted, relabelled and re-wrapped (assumed, then bound: a new PodInfo)."""
+random sequences of pods bound, deleted, relabelled and re-wrapped (assumed, then bound: a new PodInfo); and
+NodeInfo's count of pods with affinity terms agrees with the view."""
 
 from __future__ import annotations
 
@@ -69,3 +70,5 @@ def test_incremental_views_equal_fresh_ones(steps: list[tuple[str, int, str, int
             info.add_pod(PodInfo(old))
         view = node_pods(info, view, parse)
         assert summary(view) == summary(fresh_node_pods(info, parse)), (action, uid)
+        # The node's own count, which lets the plugin skip nodes without such pods, follows the same changes.
+        assert info.pods_with_affinity == len(view.with_affinity), (action, uid)
