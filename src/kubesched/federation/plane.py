@@ -71,13 +71,14 @@ def _check_status_left_out(manifests: LoadedManifests, member: MemberCluster, co
 
 
 def split_planes(manifests: LoadedManifests, cluster_profiles: frozenset[str]) -> tuple[LoadedManifests, ClusterPlane]:
-    """(the node plane's manifests, the cluster plane); without MemberClusters and cluster-profile pods the
-    node plane is ``manifests`` itself and the cluster plane is empty."""
+    """(the node plane's manifests, the cluster plane); without MemberClusters, member Nodes and cluster-profile
+    pods the node plane is ``manifests`` itself and the cluster plane is empty."""
     members = {member.name: member for member in manifests.member_clusters}
     plane_pending = [
         pod for pod in manifests.pods if not pod.spec.node_name and pod.spec.scheduler_name in cluster_profiles
     ]
-    if not members and not plane_pending:
+    member_labelled = any(CLUSTER_LABEL in node.metadata.labels for node in manifests.nodes)
+    if not members and not plane_pending and not member_labelled:
         return manifests, ClusterPlane()
 
     hub_nodes = {node.metadata.name for node in manifests.nodes if CLUSTER_LABEL not in node.metadata.labels}
