@@ -174,16 +174,24 @@ class ClusterPlaneFixture:
 
 
 def cluster_plane(
-    members: Sequence[MemberCluster], hub_pods: Sequence[Pod] = (), *, now: float = 0.0
+    members: Sequence[MemberCluster],
+    hub_pods: Sequence[Pod] = (),
+    *,
+    now: float = 0.0,
+    member_pods: Mapping[str, Sequence[Pod]] | None = None,
+    unknown: Sequence[str] = (),
 ) -> ClusterPlaneFixture:
     """Each member as its super node (with its placeholder pod), ``hub_pods`` bound to the clusters their
-    ``spec.nodeName`` names (in flight), and a :class:`PluginHandle` over them on a virtual clock at ``now``."""
-    states = {member.name: cluster_state(member) for member in members}
+    ``spec.nodeName`` names (in flight), and a :class:`PluginHandle` over them on a virtual clock at ``now``.
+    ``member_pods``: pods running in a member (by name), which its state reports as running workloads;
+    ``unknown``: members whose super node exists but whose state the source does not report."""
+    running = member_pods or {}
+    states = {member.name: cluster_state(member, (), running.get(member.name, ())) for member in members}
     nodes = [super_node(member, states[member.name]) for member in members]
     placeholders = [pod for pod in (allocated_pod(state) for state in states.values()) if pod is not None]
     cache, _ = make_cluster(nodes, [*placeholders, *hub_pods])
     clock = VirtualClock(now)
-    source = StaticClusterStateSource(states.values())
+    source = StaticClusterStateSource(state for name, state in states.items() if name not in unknown)
     services = Services(policy_services(clock))
     services.register(CLUSTER_STATE_SERVICE, lambda spec: source)
     handle = PluginHandle(cache, clock=clock, services=services, profile_name="multicluster-scheduler")
