@@ -65,6 +65,7 @@ __all__ = [
     "VERSION",
     "AgentConnection",
     "ApiEnablement",
+    "ClusterConnection",
     "ClusterCost",
     "MemberCluster",
     "MemberClusterStatus",

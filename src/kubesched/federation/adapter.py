@@ -39,7 +39,7 @@ def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
 
 
 def _has_placeholder(state: ClusterState) -> bool:
-    return any(amount for name, amount in state.allocated.items())
+    return any(state.allocated.values())
 
 
 def super_node(member: MemberCluster, state: ClusterState) -> Node:

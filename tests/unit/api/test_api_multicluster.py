@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -293,7 +293,8 @@ def test_a_member_named_twice_is_refused() -> None:
 
 
 def _crd_properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
-    return schema.get("properties", {})
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    return properties
 
 
 def _schema_paths(schema: Schema, prefix: str) -> list[str]:
@@ -302,7 +303,8 @@ def _schema_paths(schema: Schema, prefix: str) -> list[str]:
         paths.append(prefix + name)
         item = sub.item if isinstance(sub, ListOf) else sub
         if item is not ANY:
-            paths.extend(_schema_paths(item, f"{prefix}{name}{'[]' if isinstance(sub, ListOf) else ''}."))  # type: ignore[arg-type]
+            marker = "[]" if isinstance(sub, ListOf) else ""
+            paths.extend(_schema_paths(cast(Schema, item), f"{prefix}{name}{marker}."))
     return paths
 
 
