@@ -22,6 +22,17 @@ ALLOWED = {
     "api": {"kubesched.api", "kubesched.errors", "kubesched.bounded_input"},
     "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input"},
     "backends": {"kubesched.backends", "kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock"},
+    # Member clusters as framework nodes: the object model and the framework's cluster contract, plus the cluster
+    # plugins' names (which profiles place onto clusters); never the scheduler, a backend or a plugin itself.
+    "federation": {
+        "kubesched.federation",
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+        "kubesched.config",
+        "kubesched.plugins.names",
+    },
 }
 
 

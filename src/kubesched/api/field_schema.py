@@ -15,7 +15,8 @@ A schema maps each field name (the Go struct's json tag) to one of:
   map whose keys are data rather than field names (labels, annotations, nodeSelector, resource lists,
   StorageClass parameters), which accepts any key.
 
-Sources: ``staging/src/k8s.io/api/{core,apps,policy,scheduling,storage}/v1/types.go``. Fields added up to v1.35
+Sources: ``staging/src/k8s.io/api/{core,apps,policy,scheduling,storage}/v1/types.go``; kubesched's own
+MemberCluster follows :mod:`kubesched.api.multicluster` (and the CRD in ``deploy/crds``). Fields added up to v1.35
 are included (``spec.resources``, ``hostnameOverride`` and ``workloadRef`` on a PodSpec, ``restartPolicyRules``
 on a container, ``claims[].request``, the ``image`` volume source, ``status.declaredFeatures`` on a Node), so a
 dump from a current cluster is clean; a field that only a newer Kubernetes has is reported, as an older API
@@ -354,6 +355,29 @@ _PERSISTENT_VOLUME = _typed(
     fields("phase", "message", "reason", "lastPhaseTransitionTime"),
 )
 
+_SECRET_REF = fields("namespace", "name", "key")
+
+# kubesched's own kind (multicluster.kubesched.io/v1alpha1), as deploy/crds/memberclusters.yaml declares it.
+_MEMBER_CLUSTER = _typed(
+    fields(
+        taints=ListOf(fields("key", "value", "effect", "timeAdded")),
+        cost=fields("currency", "cpuPerCoreHour", "memoryPerGiBHour", extendedPerUnitHour=FREE),
+        connection=fields(
+            kubeconfigSecretRef=_SECRET_REF,
+            agent=fields("url", "caBundle", tokenSecretRef=_SECRET_REF),
+        ),
+    ),
+    fields(
+        "ready",
+        "observedAt",
+        conditions=ListOf(fields("type", "status", "lastTransitionTime", "reason", "message", "observedGeneration")),
+        allocatable=FREE,
+        allocated=FREE,
+        nodeSummary=ListOf(fields("count", free=FREE)),
+        apiEnablements=ListOf(fields("groupVersion", resources=ListOf(fields("name", "kind")))),
+    ),
+)
+
 KINDS: Final[Mapping[str, Schema]] = {
     "Pod": _typed(POD_SPEC),
     "Node": _NODE,
@@ -427,6 +451,7 @@ KINDS: Final[Mapping[str, Schema]] = {
         metadata=OBJECT_META,
         spec=fields(drivers=ListOf(fields("name", "nodeID", "topologyKeys", allocatable=fields("count")))),
     ),
+    "MemberCluster": _MEMBER_CLUSTER,
 }
 """Kind -> the schema of its whole object, for every kind :mod:`kubesched.api.manifests` loads."""
 

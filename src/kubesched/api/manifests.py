@@ -7,7 +7,9 @@ object and the field; kinds kubesched has no use for (Deployments, ConfigMaps, .
 Loaded kinds: Pod, Node, Namespace (core), PriorityClass (scheduling.k8s.io), PodDisruptionBudget (policy),
 and the objects plugins read through the framework's listers: Service, ReplicationController,
 PersistentVolume, PersistentVolumeClaim (core), ReplicaSet, StatefulSet (apps), StorageClass, CSINode
-(storage.k8s.io). A kind is recognised by its API group; the version is not checked.
+(storage.k8s.io); and kubesched's own MemberCluster (multicluster.kubesched.io, see
+:mod:`kubesched.api.multicluster`). A kind is recognised by its API group; a version the kind is not served
+at is a finding (a warning, or an error with ``strict``).
 
 After loading, pod priorities are resolved from PriorityClasses as the API server's Priority admission plugin
 would have done on create (:func:`resolve_priorities`).
@@ -29,6 +31,10 @@ from kubesched.errors import FieldError, ManifestError
 
 from ._fields import type_name
 from .manifest_checks import DuplicateKeyTracker, name_problems, unknown_fields, version_problem
+from .multicluster import GROUP as MULTICLUSTER_GROUP
+from .multicluster import KIND as MEMBER_CLUSTER
+from .multicluster import VERSION as MULTICLUSTER_VERSION
+from .multicluster import MemberCluster
 from .objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
 from .storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 from .workloads import ReplicaSet, ReplicationController, Service, StatefulSet
@@ -73,6 +79,7 @@ class LoadedManifests:
     persistent_volume_claims: list[PersistentVolumeClaim] = field(default_factory=list)
     storage_classes: list[StorageClass] = field(default_factory=list)
     csi_nodes: list[CSINode] = field(default_factory=list)
+    member_clusters: list[MemberCluster] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     origins: dict[tuple[str, str, str], str] = field(default_factory=dict)
     strict: bool = False
@@ -110,6 +117,13 @@ _KINDS: dict[str, _Kind] = {
     "PersistentVolumeClaim": _Kind("", True, PersistentVolumeClaim.from_dict, lambda m: m.persistent_volume_claims),
     "StorageClass": _Kind("storage.k8s.io", False, StorageClass.from_dict, lambda m: m.storage_classes),
     "CSINode": _Kind("storage.k8s.io", False, CSINode.from_dict, lambda m: m.csi_nodes),
+    MEMBER_CLUSTER: _Kind(
+        MULTICLUSTER_GROUP,
+        False,
+        MemberCluster.from_dict,
+        lambda m: m.member_clusters,
+        versions=(MULTICLUSTER_VERSION,),
+    ),
 }
 
 

@@ -14,6 +14,16 @@ import os
 import sys
 
 
+def rfc3339_seconds(text: str) -> float:
+    """An RFC 3339 timestamp with a zone, as seconds since the epoch (argparse reports the error)."""
+    from kubesched.audit.records import parse_rfc3339
+
+    try:
+        return parse_rfc3339(text).timestamp()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_explain_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     explain = commands.add_parser(
         "explain", help="simulate the manifests and show, for one pod, every node's Filter and Score verdicts"
@@ -27,6 +37,12 @@ def add_explain_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
     explain.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
     explain.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
+    explain.add_argument(
+        "--time",
+        type=rfc3339_seconds,
+        metavar="RFC3339",
+        help="the simulated clock's start, e.g. 2026-01-01T00:00:00Z (default: now), as for simulate",
+    )
     explain.set_defaults(func=cmd_explain)
 
 
@@ -45,7 +61,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     manifests = load_manifests(args.filename, strict=args.strict)
     warn(manifests.warnings)
     warn(config.warnings)
-    explanation = explain(manifests, config, plugins, args.pod, seed=args.seed, use_batch=not args.reference)
+    explanation = explain(
+        manifests, config, plugins, args.pod, seed=args.seed, use_batch=not args.reference, start_time=args.time
+    )
     if args.output == "json":
         json.dump(explanation_json(explanation), sys.stdout, indent=2)
         sys.stdout.write("\n")

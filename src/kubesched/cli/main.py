@@ -23,7 +23,7 @@ import yaml
 
 from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
 from kubesched.cli.common import load_config, plugin_registry, warn
-from kubesched.cli.explain import add_explain_command
+from kubesched.cli.explain import add_explain_command, rfc3339_seconds
 from kubesched.cli.policy_test import UsageExitParser, add_policy_test_command
 from kubesched.cli.progress import Progress
 from kubesched.errors import KubeschedError
@@ -107,19 +107,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                 + (" ..." if len(report.ignored_pods) > 10 else "")
             ]
         )
-    preempted = report.cluster.preempted if report.cluster is not None else None
+    warn(report.warnings)
+    preempted = report.preempted
+    clusters = report.cluster_profiles
     if args.output == "json":
-        events = report.cluster.events if report.cluster is not None else ()
-        json.dump(report_json(report.records, preempted, events), sys.stdout, indent=2)
+        json.dump(report_json(report.records, preempted, report.events, clusters), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.output == "html":
+        from kubesched.api.multicluster import CLUSTER_LABEL
         from kubesched.explain.html import report_html
 
-        nodes = [node.metadata.name for node in manifests.nodes]
+        nodes = [node.metadata.name for node in manifests.nodes if CLUSTER_LABEL not in node.metadata.labels]
+        members = [member.name for member in manifests.member_clusters]
         attempts = history.attempts if history is not None else None
-        sys.stdout.write(report_html(report.records, config, nodes, preempted, attempts))
+        sys.stdout.write(report_html(report.records, config, nodes, preempted, attempts, members, clusters))
     else:
-        print(report_table(report.records))
+        print(report_table(report.records, clusters))
     # A SchedulingGated pod does not fail the gate: it was never offered to any node, so nothing says it would
     # not fit, and gates are held on purpose (a quota or an approval controller lifts them). "Do my workloads
     # still fit?" fails only on pods that were tried and fit nowhere (Unschedulable) or whose attempts failed (Error).
@@ -247,16 +250,6 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     return _whole_number(text, 0, "is negative")
-
-
-def rfc3339_seconds(text: str) -> float:
-    """An RFC 3339 timestamp with a zone, as seconds since the epoch (argparse reports the error)."""
-    from kubesched.audit.records import parse_rfc3339
-
-    try:
-        return parse_rfc3339(text).timestamp()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _version() -> str:

@@ -1,12 +1,14 @@
 """Turn simulation records into the ``simulate`` outputs: the JSON document and the people's table.
 
 Called by ``kubesched simulate`` (:mod:`kubesched.cli.main`) and by tests that compare runs. The JSON keys
-are a documented contract (README): more may be added, none removed.
+are a documented contract (README): more may be added, none removed. A pod of a cluster profile (its nodes are
+member clusters) also has ``"cluster"``: the member it was placed on (its ``node``, the super node, is the same
+name), or null; the table then has a CLUSTER column, and such a pod's NODE is "-".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import TYPE_CHECKING, Any
 
 from kubesched.audit.records import rfc3339
@@ -18,8 +20,11 @@ if TYPE_CHECKING:
     from kubesched.backends.simulated.cluster import RecordedEvent
 
 
-def record_to_json(record: AttemptRecord, preempted: Sequence[str] = ()) -> dict[str, Any]:
-    """One pod's entry; ``preempted`` (the pods evicted for it, "namespace/name") is listed when not empty."""
+def record_to_json(
+    record: AttemptRecord, preempted: Sequence[str] = (), cluster_profiles: Set[str] = frozenset()
+) -> dict[str, Any]:
+    """One pod's entry; ``preempted`` (the pods evicted for it, "namespace/name") is listed when not empty;
+    a pod of one of ``cluster_profiles`` gets ``cluster``."""
     scores: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
     if record.scored_nodes:
@@ -35,6 +40,10 @@ def record_to_json(record: AttemptRecord, preempted: Sequence[str] = ()) -> dict
         "profile": record.profile,
         "result": record.result,
         "node": record.node,
+    }
+    if record.profile in cluster_profiles:
+        entry["cluster"] = record.node
+    entry |= {
         "message": record.message,
         "attempts": record.attempts,
         "filter": {
@@ -116,26 +125,35 @@ def report_json(
     records: list[AttemptRecord],
     preempted: Mapping[str, Sequence[str]] | None = None,
     events: Sequence[RecordedEvent] = (),
+    cluster_profiles: Set[str] = frozenset(),
 ) -> dict[str, Any]:
     """``preempted``: preemptor uid -> the pods evicted for it (the simulated cluster's ``preempted``);
-    ``events``: what the run emitted (the simulated cluster's ``events``), listed under ``events``."""
+    ``events``: what the run emitted (the simulated cluster's ``events``), listed under ``events``;
+    ``cluster_profiles``: the profiles whose pods are placed onto member clusters."""
     evicted = preempted or {}
     return {
-        "pods": [record_to_json(record, evicted.get(record.pod.uid, ())) for record in records],
+        "pods": [record_to_json(record, evicted.get(record.pod.uid, ()), cluster_profiles) for record in records],
         "events": events_to_json(events),
     }
 
 
-def report_table(records: list[AttemptRecord]) -> str:
+def report_table(records: list[AttemptRecord], cluster_profiles: Set[str] = frozenset()) -> str:
+    """The people's table; a CLUSTER column joins it when some pod belongs to one of ``cluster_profiles``."""
+    with_clusters = any(record.profile in cluster_profiles for record in records)
     header: tuple[str, ...] = ("POD", "PROFILE", "RESULT", "NODE", "SCORE", "ATTEMPTS", "REASON")
+    if with_clusters:
+        header = ("POD", "PROFILE", "RESULT", "NODE", "CLUSTER", "SCORE", "ATTEMPTS", "REASON")
     rows: list[tuple[str, ...]] = []
     for record in records:
         total = chosen_total(record)
+        place = [record.node or "-"]
+        if with_clusters:
+            place = ["-", record.node or "-"] if record.profile in cluster_profiles else [record.node or "-", "-"]
         cells = (
             record.pod.key,
             record.profile,
             record.result,
-            record.node or "-",
+            *place,
             "" if total is None else str(total),
             str(record.attempts),
             record.message,

@@ -13,7 +13,7 @@ a headless browser's ``--dump-dom`` shows the sorted table.
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.explain.model import NOT_RUN, PASSED, REJECTED, SKIPPED, AttemptExplanation, explain_attempt
@@ -148,16 +148,20 @@ def report_html(
     node_names: Sequence[str],
     preempted: Mapping[str, Sequence[str]] | None = None,
     attempts: Mapping[str, Sequence[AttemptRecord]] | None = None,
+    cluster_names: Sequence[str] = (),
+    cluster_profiles: Set[str] = frozenset(),
 ) -> str:
     """The whole page for a simulation's records (each pod's last attempt); ``attempts`` (every attempt by
-    pod uid) adds what DefaultPreemption found in earlier attempts."""
+    pod uid) adds what DefaultPreemption found in earlier attempts. The pods of ``cluster_profiles`` are shown
+    against ``cluster_names`` (their nodes are the member clusters) instead of ``node_names``."""
     evicted = preempted or {}
     profiles = {profile.scheduler_name: profile for profile in config.profiles}
     summary = []
     sections = []
     for index, record in enumerate(records):
         profile = profiles[record.profile]
-        attempt = explain_attempt(record, profile, node_names)
+        targets = cluster_names if record.profile in cluster_profiles else node_names
+        attempt = explain_attempt(record, profile, targets)
         filters = [ref.name for ref in profile.plugins.get("filter", ())]
         scores = [(ref.name, ref.weight or 1) for ref in profile.plugins.get("score", ())]
         rejected = [n for n in attempt.nodes if n.outcome == "rejected"]

@@ -131,6 +131,7 @@ class PodExplanation:
     attempts: list[AttemptExplanation]
     preempted: tuple[str, ...] = ()  # pods evicted for this one
     bound_in_manifests: str | None = None  # spec.nodeName was already set: nothing was scheduled
+    target: str = "node"  # what the profile's nodes are: "node", or "cluster" for a cluster profile
 
     @property
     def key(self) -> str:
@@ -279,8 +280,10 @@ def explain_pod(
     node_names: Sequence[str],
     *,
     preempted: Sequence[str] = (),
+    target: str = "node",
 ) -> PodExplanation:
-    """Every attempt of one pod (``records`` in the order they happened; at least one)."""
+    """Every attempt of one pod (``records`` in the order they happened; at least one); ``target`` "cluster"
+    when the profile's nodes are member clusters."""
     pod = records[-1].pod
     filters, scores = profile_plugins(profile)
     return PodExplanation(
@@ -292,4 +295,5 @@ def explain_pod(
         score_plugins=scores,
         attempts=[explain_attempt(record, profile, node_names) for record in records],
         preempted=tuple(preempted),
+        target=target,
     )

@@ -6,6 +6,8 @@ added, none removed or renamed)::
     {"schema": "kubesched.io/explain/v1",
      "pod": {"namespace": "default", "name": "web-1", "uid": "…"}, "profile": "default-scheduler",
      "result": "Scheduled", "node": "node-a", "message": "", "boundInManifests": null,
+     "target": "node",                                     # "cluster": the nodes are member clusters, and
+     "cluster": "us-east-a",                               # (only then) the cluster chosen, or null
      "preempted": ["default/low-1"],                       # pods evicted for this one
      "filterPlugins": ["NodeUnschedulable", …],            # in the order they run
      "scorePlugins": [{"name": "NodeResourcesFit", "weight": 1}, …],
@@ -128,7 +130,14 @@ def explanation_json(explanation: PodExplanation) -> dict[str, Any]:
         "filterPlugins": list(explanation.filter_plugins),
         "scorePlugins": [{"name": name, "weight": weight} for name, weight in explanation.score_plugins],
         "attempts": [_attempt_json(attempt) for attempt in explanation.attempts],
-    }
+    } | _target_json(explanation)
+
+
+def _target_json(explanation: PodExplanation) -> dict[str, Any]:
+    if explanation.target != "cluster":
+        return {"target": explanation.target}
+    last = explanation.last
+    return {"target": explanation.target, "cluster": last.node if last is not None else explanation.bound_in_manifests}
 
 
 # ---- text ---------------------------------------------------------------------------------------
@@ -207,8 +216,9 @@ def _attempt_text(explanation: PodExplanation, attempt: AttemptExplanation, colo
     skipped = ", ".join(attempt.skipped_filter) or "none"
     out.append(f"  PreFilter: passed (Filter plugins skipped for this pod: {skipped})")
     out.append("")
-    out.append("  Filter (in order; a node stops at its first rejection, '-' = did not run):")
-    header = ["NODE", *explanation.filter_plugins, "RESULT"]
+    target = explanation.target
+    out.append(f"  Filter (in order; a {target} stops at its first rejection, '-' = did not run):")
+    header = [target.upper(), *explanation.filter_plugins, "RESULT"]
     rows = []
     for node in attempt.nodes:
         cells = [_CELL[v.verdict] for v in node.filters]
@@ -229,7 +239,7 @@ def _attempt_text(explanation: PodExplanation, attempt: AttemptExplanation, colo
                 )
             marker = " <- chosen" if node.outcome == CHOSEN else ""
             score_rows.append([node.name, "TOTAL", "", "", "", f"{_num(node.total)}{marker}"])
-        out.append(table(["NODE", "PLUGIN", "RAW", "NORMALIZED", "WEIGHT", "WEIGHTED"], score_rows))
+        out.append(table([target.upper(), "PLUGIN", "RAW", "NORMALIZED", "WEIGHT", "WEIGHTED"], score_rows))
     out.append("")
     out.append(f"  Selection: {attempt.selection.explanation}")
     for node in attempt.nodes:

@@ -10,10 +10,12 @@ import difflib
 from collections.abc import Sequence
 
 from kubesched.api.manifests import LoadedManifests
+from kubesched.api.multicluster import CLUSTER_LABEL
 from kubesched.api.objects import Pod
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.errors import KubeschedError
 from kubesched.explain.model import PodExplanation, explain_pod, profile_plugins
+from kubesched.federation.profiles import is_cluster_profile
 from kubesched.framework.runtime.registry import Registry
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.simulation.run import DEFAULT_MAX_ATTEMPTS, simulate
@@ -74,11 +76,18 @@ def explain(
     seed: int | None = 0,
     use_batch: bool = True,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    start_time: float | None = None,
 ) -> PodExplanation:
+    """``start_time``: the simulated clock's start (``--time``), as for ``simulate``."""
     pod = find_pod(manifests, query)
     profiles = {profile.scheduler_name: profile for profile in config.profiles}
     profile = profiles.get(pod.spec.scheduler_name)
-    node_names = [node.metadata.name for node in manifests.nodes]
+    # A cluster profile's nodes are the member clusters (kubesched.federation): the explanation lists them.
+    target = "cluster" if profile is not None and is_cluster_profile(profile) else "node"
+    if target == "cluster":
+        node_names = [member.name for member in manifests.member_clusters]
+    else:
+        node_names = [node.metadata.name for node in manifests.nodes if CLUSTER_LABEL not in node.metadata.labels]
     if pod.spec.node_name:
         name = profile.scheduler_name if profile is not None else pod.spec.scheduler_name
         filters, scores = profile_plugins(profile) if profile is not None else ((), ())
@@ -91,6 +100,7 @@ def explain(
             scores,
             [],
             bound_in_manifests=pod.spec.node_name,
+            target=target,
         )
     if profile is None:
         names = ", ".join(sorted(profiles))
@@ -102,7 +112,14 @@ def explain(
         raise ExplainError(f'pod "{pod.key}" is {pod.status.phase} and not bound: nothing schedules it')
     watcher = AttemptHistory(pod.metadata.uid)
     report = simulate(
-        manifests, config, registry, seed=seed, use_batch=use_batch, max_attempts=max_attempts, observers=[watcher]
+        manifests,
+        config,
+        registry,
+        seed=seed,
+        use_batch=use_batch,
+        max_attempts=max_attempts,
+        observers=[watcher],
+        start_time=start_time,
     )
     records: Sequence[AttemptRecord] = watcher.attempts.get(pod.metadata.uid, [])
     if not records:
@@ -110,5 +127,5 @@ def explain(
         records = [record for record in report.records if record.pod.uid == pod.metadata.uid]
     if not records:
         raise ExplainError(f'pod "{pod.key}" was never considered by the scheduler')
-    preempted = report.cluster.preempted.get(pod.metadata.uid, []) if report.cluster is not None else []
-    return explain_pod(records, profile, node_names, preempted=preempted)
+    preempted = report.preempted.get(pod.metadata.uid, [])
+    return explain_pod(records, profile, node_names, preempted=preempted, target=target)

@@ -34,6 +34,14 @@ SECURITY_AUDIT_FILTER: Final = "SecurityAuditFilter"
 SECURITY_AUDIT_PERMIT: Final = "SecurityAuditPermit"
 COMPLIANCE_SCORE: Final = "ComplianceScore"
 
+# kubesched's cluster plugins: the nodes of a multi-cluster profile are member clusters.
+CLUSTER_READINESS: Final = "ClusterReadiness"
+CLUSTER_API_ENABLEMENT: Final = "ClusterAPIEnablement"
+CLUSTER_CAPACITY: Final = "ClusterCapacity"
+CLUSTER_BALANCE: Final = "ClusterBalance"
+CLUSTER_COST: Final = "ClusterCost"
+CLUSTER_LOCALITY: Final = "ClusterLocality"
+
 ALL: Final = (
     SCHEDULING_GATES,
     PRIORITY_SORT,
@@ -59,3 +67,14 @@ ALL: Final = (
 
 KUBESCHED: Final = (SECURITY_AUDIT_FILTER, COMPLIANCE_SCORE, SECURITY_AUDIT_PERMIT)
 """kubesched's own plugins, in registry order; enabled only where a profile names them."""
+
+MULTICLUSTER: Final = (
+    CLUSTER_READINESS,
+    CLUSTER_API_ENABLEMENT,
+    CLUSTER_CAPACITY,
+    CLUSTER_BALANCE,
+    CLUSTER_COST,
+    CLUSTER_LOCALITY,
+)
+"""kubesched's cluster plugins, in registry order. A profile enabling any of them places pods onto member
+clusters (:func:`kubesched.federation.profiles.cluster_profiles`)."""

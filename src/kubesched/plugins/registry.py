@@ -19,6 +19,20 @@ from kubesched.plugins.defaultpreemption import DefaultPreemption, DefaultPreemp
 from kubesched.plugins.dynamicresources import DynamicResources, DynamicResourcesArgs
 from kubesched.plugins.imagelocality import ImageLocality
 from kubesched.plugins.interpodaffinity import InterPodAffinity, InterPodAffinityArgs
+from kubesched.plugins.multicluster import (
+    ClusterAPIEnablement,
+    ClusterAPIEnablementArgs,
+    ClusterBalance,
+    ClusterBalanceArgs,
+    ClusterCapacity,
+    ClusterCapacityArgs,
+    ClusterCost,
+    ClusterCostArgs,
+    ClusterLocality,
+    ClusterLocalityArgs,
+    ClusterReadiness,
+    ClusterReadinessArgs,
+)
 from kubesched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from kubesched.plugins.nodename import NodeName
 from kubesched.plugins.nodeports import NodePorts
@@ -89,5 +103,21 @@ def in_tree_registry() -> Registry:
         ),
         names.SECURITY_AUDIT_PERMIT: PluginRegistration.of(
             names.SECURITY_AUDIT_PERMIT, SecurityAuditPermit, args_type=SecurityAuditPermitArgs
+        ),
+        names.CLUSTER_READINESS: PluginRegistration.of(
+            names.CLUSTER_READINESS, ClusterReadiness, args_type=ClusterReadinessArgs
+        ),
+        names.CLUSTER_API_ENABLEMENT: PluginRegistration.of(
+            names.CLUSTER_API_ENABLEMENT, ClusterAPIEnablement, args_type=ClusterAPIEnablementArgs
+        ),
+        names.CLUSTER_CAPACITY: PluginRegistration.of(
+            names.CLUSTER_CAPACITY, ClusterCapacity, args_type=ClusterCapacityArgs
+        ),
+        names.CLUSTER_BALANCE: PluginRegistration.of(
+            names.CLUSTER_BALANCE, ClusterBalance, args_type=ClusterBalanceArgs
+        ),
+        names.CLUSTER_COST: PluginRegistration.of(names.CLUSTER_COST, ClusterCost, args_type=ClusterCostArgs),
+        names.CLUSTER_LOCALITY: PluginRegistration.of(
+            names.CLUSTER_LOCALITY, ClusterLocality, args_type=ClusterLocalityArgs
         ),
     }

@@ -5,6 +5,11 @@ Used by the scheduling cycle (:mod:`kubesched.scheduler.schedule_one`) when no n
 ``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint(s). no new claims to
 deallocate, preemption: 0/5 nodes are available: 5 No preemption victims found for incoming pod.`` -- the
 summary ends with a full stop, the PostFilter plugins' reasons follow it as they are.
+
+A scheduler whose nodes are member clusters (the cluster plane, :mod:`kubesched.federation`) says
+``clusters`` instead: ``0/5 clusters are available: 1 cluster(s) had untolerated taint(s), 1 cluster(s) were
+not ready.`` -- the upstream plugins' ``node(s) ...`` reasons then read ``cluster(s) ...`` in the message (the
+per-node statuses keep the plugins' own strings), as Karmada words its FitError.
 """
 
 from __future__ import annotations
@@ -14,6 +19,13 @@ from dataclasses import dataclass, field
 from kubesched.framework.status import Status
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+NO_CLUSTERS_AVAILABLE = "no clusters available to schedule pods"
+
+TARGET_NODES = "nodes"
+TARGET_CLUSTERS = "clusters"
+TARGETS = (TARGET_NODES, TARGET_CLUSTERS)
+_NODE_PREFIX = "node(s) "
+_CLUSTER_PREFIX = "cluster(s) "
 
 
 @dataclass(slots=True)
@@ -28,7 +40,11 @@ class Diagnosis:
     post_filter_msg: str = ""
 
 
-def reasons_histogram(diagnosis: Diagnosis) -> str:
+def _as_cluster_reason(reason: str) -> str:
+    return _CLUSTER_PREFIX + reason.removeprefix(_NODE_PREFIX) if reason.startswith(_NODE_PREFIX) else reason
+
+
+def reasons_histogram(diagnosis: Diagnosis, targets: str = TARGET_NODES) -> str:
     counts: dict[str, int] = {}
     for status in diagnosis.node_to_status.values():
         for reason in status.reasons:
@@ -36,19 +52,26 @@ def reasons_histogram(diagnosis: Diagnosis) -> str:
     if diagnosis.absent_nodes_status is not None and diagnosis.absent_node_count:
         for reason in diagnosis.absent_nodes_status.reasons:
             counts[reason] = counts.get(reason, 0) + diagnosis.absent_node_count
+    if targets == TARGET_CLUSTERS:
+        relabelled: dict[str, int] = {}
+        for reason, count in counts.items():
+            key = _as_cluster_reason(reason)
+            relabelled[key] = relabelled.get(key, 0) + count
+        counts = relabelled
     # Sorted as strings, as kube-scheduler does ("10 Insufficient cpu" before "2 Insufficient cpu").
     return ", ".join(sorted(f"{count} {reason}" for reason, count in counts.items()))
 
 
-def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis, targets: str = TARGET_NODES) -> str:
+    """``targets``: :data:`TARGET_NODES`, or :data:`TARGET_CLUSTERS` for a scheduler placing onto clusters."""
     if num_all_nodes == 0:
         # kube-scheduler does not build a FitError for an empty cluster: the error itself is the message.
-        return NO_NODES_AVAILABLE
-    message = f"0/{num_all_nodes} nodes are available:"
+        return NO_CLUSTERS_AVAILABLE if targets == TARGET_CLUSTERS else NO_NODES_AVAILABLE
+    message = f"0/{num_all_nodes} {targets} are available:"
     if diagnosis.pre_filter_msg:
         message += f" {diagnosis.pre_filter_msg}."
     else:
-        histogram = reasons_histogram(diagnosis)
+        histogram = reasons_histogram(diagnosis, targets)
         if histogram:
             message += f" {histogram}."
     if diagnosis.post_filter_msg:

@@ -33,7 +33,7 @@ from kubesched.framework.types import PodInfo
 from kubesched.framework.verdict import seal_verdicts, verdicts_of
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, ScheduleResult, SchedulingError
 from kubesched.scheduler.cache.cache import Cache
-from kubesched.scheduler.diagnosis import Diagnosis, fit_error_message
+from kubesched.scheduler.diagnosis import TARGET_NODES, Diagnosis, fit_error_message
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 from kubesched.scheduler.results import ERROR, SCHEDULED, UNSCHEDULABLE, AttemptObserver, AttemptRecord, Phase
 
@@ -71,8 +71,11 @@ class ScheduleOne:
         pending: Mapping[str, Pod],
         waiting_pods: WaitingPods,
         observer: AttemptObserver | None,
+        targets: str = TARGET_NODES,
     ) -> None:
         self.cache = cache
+        # What the FailedScheduling message calls the nodes: "nodes", or "clusters" in the cluster plane.
+        self.targets = targets
         self.queue = queue
         self.nominator = queue.nominator
         self.snapshot = snapshot
@@ -191,7 +194,7 @@ class ScheduleOne:
             if post_result is not None:
                 nominated = post_result.nominated_node_name
         code = Code.PENDING if diagnosis.pending_plugins else Code.UNSCHEDULABLE
-        status = Status(code, fit_error_message(err.num_all_nodes, diagnosis))
+        status = Status(code, fit_error_message(err.num_all_nodes, diagnosis, self.targets))
         self._fail(attempt, status, diagnosis, nominated_node=nominated)
 
     def _fail_on_node(self, attempt: _Attempt, node: str, status: Status) -> None:
@@ -203,7 +206,7 @@ class ScheduleOne:
         (diagnosis.pending_plugins if status.code is Code.PENDING else diagnosis.unschedulable_plugins).add(
             status.plugin
         )
-        self._fail(attempt, Status(status.code, fit_error_message(1, diagnosis)), diagnosis)
+        self._fail(attempt, Status(status.code, fit_error_message(1, diagnosis, self.targets)), diagnosis)
 
     def _fail(
         self, attempt: _Attempt, status: Status, diagnosis: Diagnosis, *, nominated_node: str | None = None

@@ -39,6 +39,7 @@ from kubesched.framework.types import PodInfo
 from kubesched.policy.clients import policy_services
 from kubesched.scheduler.algorithm import ScheduleAlgorithm
 from kubesched.scheduler.cache.cache import Cache
+from kubesched.scheduler.diagnosis import TARGET_NODES
 from kubesched.scheduler.event_handlers import EventHandlers
 from kubesched.scheduler.queue.nominator import PodNominator
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
@@ -66,7 +67,10 @@ class Scheduler:
         observer: AttemptObserver | None = None,
         services: Services | None = None,
         metrics: SchedulerMetrics | None = None,
+        targets: str = TARGET_NODES,
     ) -> None:
+        """``targets``: :data:`~kubesched.scheduler.diagnosis.TARGET_CLUSTERS` when the backend's nodes are
+        member clusters (the messages then say "0/3 clusters are available")."""
         self.config = config
         self.metrics = metrics
         if metrics is not None:
@@ -126,6 +130,7 @@ class Scheduler:
             pending=self.pending,
             waiting_pods=self.waiting_pods,
             observer=observer,
+            targets=targets,
         )
         if metrics is not None:
             metrics.attach(

@@ -47,7 +47,7 @@ def test_names_are_the_v1_35_default_set_in_its_order() -> None:
 
 def test_registry_keys_are_the_names() -> None:
     registry = in_tree_registry()
-    assert list(registry) == [*names.ALL, *names.KUBESCHED]
+    assert list(registry) == [*names.ALL, *names.KUBESCHED, *names.MULTICLUSTER]
     assert all(registration.name == name for name, registration in registry.items())
 
 
@@ -58,7 +58,11 @@ def test_extension_points_are_upstreams(name: str, points: set[str]) -> None:
 
 @pytest.mark.parametrize(
     "registration",
-    [pytest.param(r, id=r.name) for r in in_tree_registry().values() if r.implemented and r.name in names.ALL],
+    [
+        pytest.param(r, id=r.name)
+        for r in in_tree_registry().values()
+        if r.implemented and r.name in (*names.ALL, *names.MULTICLUSTER)
+    ],
 )
 def test_built_plugins_construct_with_default_args(registration: PluginRegistration) -> None:
     assert registration.factory is not None

@@ -1,0 +1,152 @@
+"""From MemberCluster manifests to the cluster state plugins read, and the source that serves it in simulation.
+
+Who calls it: :mod:`kubesched.federation.plane` (building a simulation's cluster plane) and tests. A member is
+described one of two ways:
+
+- by its status alone (``allocatable``, ``allocated``, optionally ``nodeSummary``): the figures are taken as
+  they are;
+- by its own Nodes (Node manifests labelled ``multicluster.kubesched.io/cluster: <member name>``) and the Pods
+  bound to them: ``allocatable`` is the nodes' sum, ``allocated`` the running pods' requests (and their count as
+  ``pods``), the node summary one bucket per distinct free capacity of the schedulable (not cordoned) nodes, and
+  the pods' owners and app labels are the workloads already running there. The status must then leave
+  ``allocatable``, ``allocated`` and ``nodeSummary`` out; readiness, ``observedAt`` and ``apiEnablements``
+  still come from it.
+
+:class:`StaticClusterStateSource` serves those states unchanged for the whole simulation: a state without
+``observedAt`` is reported as observed at every snapshot (its member keeps reporting), one with ``observedAt``
+was last heard of then, and grows stale as the simulated clock moves on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from kubesched.api.multicluster import MemberCluster
+from kubesched.api.objects import Node, Pod, object_uid
+from kubesched.api.resources import pod_requests
+from kubesched.framework.clusters import (
+    ClusterSnapshot,
+    ClusterState,
+    NodeBucket,
+    PriceList,
+    WorkloadKey,
+    workload_keys,
+)
+
+__all__ = ["PLACEHOLDER_NAMESPACE", "StaticClusterStateSource", "cluster_state", "placeholder_uid"]
+
+PODS = "pods"
+
+PLACEHOLDER_NAMESPACE = "kubesched-multicluster"
+"""The namespace of the pods that stand for a member's already-allocated capacity on its super node."""
+
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def placeholder_uid(cluster: str) -> str:
+    """The uid of the pod standing for ``cluster``'s allocated capacity (deterministic, like manifest uids)."""
+    return object_uid("Pod", PLACEHOLDER_NAMESPACE, f"{cluster}-allocated")
+
+
+def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0) + amount
+
+
+def _running(pods: Iterable[Pod]) -> list[Pod]:
+    return [pod for pod in pods if pod.status.phase not in _TERMINAL_PHASES]
+
+
+def _derived(
+    nodes: Sequence[Node], pods: Sequence[Pod]
+) -> tuple[dict[str, int], dict[str, int], tuple[NodeBucket, ...]]:
+    """(allocatable, allocated, node buckets) of a member described by its own nodes and pods."""
+    by_node: dict[str, list[Pod]] = {}
+    for pod in pods:
+        by_node.setdefault(pod.spec.node_name, []).append(pod)
+    allocatable: dict[str, int] = {}
+    allocated: dict[str, int] = {}
+    buckets: dict[tuple[tuple[str, int], ...], int] = {}
+    for node in nodes:
+        _add(allocatable, node.allocatable)
+        requested: dict[str, int] = {}
+        on_node = by_node.get(node.metadata.name, [])
+        for pod in on_node:
+            _add(requested, pod_requests(pod))
+        _add(allocated, requested)
+        allocated[PODS] = allocated.get(PODS, 0) + len(on_node)
+        if node.spec_unschedulable:
+            continue  # counts in the totals, takes no new pod
+        free = {name: max(amount - requested.get(name, 0), 0) for name, amount in node.allocatable.items()}
+        free[PODS] = max(node.allocatable.get(PODS, 0) - len(on_node), 0)
+        key = tuple(sorted(free.items()))
+        buckets[key] = buckets.get(key, 0) + 1
+    allocated.setdefault(PODS, 0)
+    return allocatable, allocated, tuple(NodeBucket(count, dict(free)) for free, count in buckets.items())
+
+
+def _workloads(pods: Iterable[Pod]) -> dict[WorkloadKey, int]:
+    counts: dict[WorkloadKey, int] = {}
+    for pod in pods:
+        for key in workload_keys(pod):
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _apis(member: MemberCluster) -> frozenset[str] | None:
+    enablements = member.status.api_enablements
+    if enablements is None:
+        return None
+    return frozenset(f"{entry.group_version}/{kind}" for entry in enablements for kind in entry.kinds)
+
+
+def cluster_state(member: MemberCluster, nodes: Sequence[Node] = (), pods: Sequence[Pod] = ()) -> ClusterState:
+    """The state of ``member``; with ``nodes`` (its own, see the module doc) and the ``pods`` bound to them, the
+    capacity figures and running workloads are derived from those. The caller has checked that the status then
+    gives no figures of its own."""
+    status = member.status
+    running = _running(pods)
+    if nodes:
+        allocatable, allocated, buckets = _derived(nodes, running)
+        node_buckets: tuple[NodeBucket, ...] | None = buckets
+    else:
+        allocatable = dict(status.allocatable or {})
+        allocated = dict(status.allocated or {})
+        node_buckets = (
+            tuple(NodeBucket(bucket.count, dict(bucket.free)) for bucket in status.node_summary)
+            if status.node_summary is not None
+            else None
+        )
+    cost = member.cost
+    prices = (
+        PriceList(cost.cpu_per_core_hour, cost.memory_per_gib_hour, dict(cost.extended_per_unit_hour))
+        if cost is not None
+        else None
+    )
+    return ClusterState(
+        name=member.name,
+        ready=status.ready,
+        ready_reason=status.ready_reason,
+        observed_at=status.observed_at,
+        allocatable=allocatable,
+        allocated=allocated,
+        nodes=node_buckets,
+        apis=_apis(member),
+        prices=prices,
+        workloads=_workloads(running),
+        accounted_pods=frozenset({placeholder_uid(member.name)}),
+    )
+
+
+class StaticClusterStateSource:
+    """A :class:`~kubesched.framework.clusters.ClusterStateSource` over fixed states (simulation, tests)."""
+
+    def __init__(self, states: Iterable[ClusterState]) -> None:
+        self._states: dict[str, ClusterState] = {state.name: state for state in states}
+
+    @property
+    def states(self) -> Mapping[str, ClusterState]:
+        return self._states
+
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        return ClusterSnapshot(taken_at=now, clusters=self._states)

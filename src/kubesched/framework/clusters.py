@@ -1,0 +1,188 @@
+"""The member-cluster contract cluster plugins program against: cluster state, one snapshot per cycle, its source.
+
+In a multi-cluster profile every framework node is a member cluster (a "super node": its name, labels, taints
+and capacity are the cluster's, see :mod:`kubesched.federation.adapter`). What a Node cannot carry -- readiness,
+when the state was observed, per-node free capacity, served APIs, prices, which workloads already run there --
+is a :class:`ClusterState`. Plugins never fetch it: they ask the Handle for the scheduler's
+:class:`ClusterStateSource` (:func:`cluster_state_source`, service kind :data:`CLUSTER_STATE_SERVICE`) and take
+one consistent :class:`ClusterSnapshot` per scheduling cycle (:func:`take_cycle_snapshot`, at PreFilter or
+PreScore), which every other cluster plugin of the cycle then reads from CycleState (:func:`cycle_snapshot`).
+
+Who implements a source: the simulation (:class:`kubesched.federation.state.StaticClusterStateSource`, from
+MemberCluster manifests) now; later a cache refreshed in the background from every member's agent. Either
+way ``snapshot()`` does no I/O: it hands out what was last observed, so the cycle never waits on a member.
+
+A hub pod bound to a super node is "in flight" until the member's own state counts it: plugins overlay the
+pods of the super node's NodeInfo that are not in :attr:`ClusterState.accounted_pods` on the reported state
+(the overcommit guard Karmada calls assume-and-deduct).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Protocol, cast, runtime_checkable
+
+from kubesched.api.objects import Pod
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import Handle
+
+__all__ = [
+    "APP_LABELS",
+    "CLUSTER_SNAPSHOT_STATE_KEY",
+    "CLUSTER_STATE_SERVICE",
+    "CORE_POD_API",
+    "ClusterSnapshot",
+    "ClusterState",
+    "ClusterStateSource",
+    "NodeBucket",
+    "PriceList",
+    "WorkloadKey",
+    "cluster_state_source",
+    "cycle_snapshot",
+    "take_cycle_snapshot",
+    "workload_keys",
+]
+
+CLUSTER_STATE_SERVICE = "cluster-state"
+"""The service kind under which the scheduler provides the :class:`ClusterStateSource` (spec ``""``)."""
+
+CLUSTER_SNAPSHOT_STATE_KEY = "multicluster/ClusterSnapshot"
+"""Where the cycle's :class:`ClusterSnapshot` lives in CycleState."""
+
+CORE_POD_API = "v1/Pod"
+"""Every workload the hub places is created in the member as a Pod: the API every candidate must serve."""
+
+APP_LABELS = ("app.kubernetes.io/name", "app")
+"""The labels naming a pod's application, in the order looked at (the first present wins)."""
+
+WorkloadKey = tuple[str, ...]
+"""``("owner", namespace, kind, name)`` for a pod's controller, ``("app", namespace, value)`` for its app label."""
+
+
+def workload_keys(pod: Pod) -> tuple[WorkloadKey, ...]:
+    """What makes two pods "the same workload" for locality: the same controller (kind and name, in the same
+    namespace), or the same application label; a pod with neither has no key."""
+    keys: list[WorkloadKey] = []
+    namespace = pod.metadata.namespace
+    owner = pod.metadata.controller_ref()
+    if owner is not None:
+        keys.append(("owner", namespace, owner.kind, owner.name))
+    labels = pod.metadata.labels
+    for label in APP_LABELS:
+        value = labels.get(label)
+        if value:
+            keys.append(("app", namespace, value))
+            break
+    return tuple(keys)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBucket:
+    """``count`` nodes of a member that each have ``free`` left (canonical units: milli-CPU, bytes, counts);
+    a resource absent from ``free`` is 0 there, except ``pods``: absent means the slots are not limited."""
+
+    count: int
+    free: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PriceList:
+    """Hourly prices on one member (see ``MemberCluster.spec.cost``)."""
+
+    cpu_per_core_hour: Decimal = Decimal(0)
+    memory_per_gib_hour: Decimal = Decimal(0)
+    extended_per_unit_hour: Mapping[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """What the hub last knew of one member cluster; immutable (a new observation is a new value).
+
+    ``observed_at`` None: the source has it fresh at every snapshot. ``allocatable``/``allocated``: the whole
+    cluster, canonical units. ``nodes`` None: no per-node figures (capacity is estimated from the totals).
+    ``apis`` None: served APIs not reported (every kind counts as served); otherwise ``"group/version/Kind"``
+    (``"v1/Pod"`` for the core group). ``workloads``: pods already running there per :data:`WorkloadKey`.
+    ``accounted_pods``: uids of pods on the super node this state already counts (the rest are in flight).
+    ``generation`` changes whenever the state does, so derived values can be cached by it.
+    """
+
+    name: str
+    ready: bool
+    ready_reason: str = ""
+    observed_at: float | None = None
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    allocated: Mapping[str, int] = field(default_factory=dict)
+    nodes: tuple[NodeBucket, ...] | None = None
+    apis: frozenset[str] | None = None
+    prices: PriceList | None = None
+    workloads: Mapping[WorkloadKey, int] = field(default_factory=dict)
+    accounted_pods: frozenset[str] = frozenset()
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Every member's state as one cycle sees it, taken at ``taken_at`` (the scheduler's clock)."""
+
+    taken_at: float
+    clusters: Mapping[str, ClusterState]
+
+    def clone(self) -> ClusterSnapshot:
+        return self
+
+    def get(self, name: str) -> ClusterState | None:
+        return self.clusters.get(name)
+
+    def age(self, name: str) -> float | None:
+        """Seconds since the cluster's state was observed (0 for a state observed at every snapshot); None for
+        a cluster the snapshot does not know."""
+        state = self.clusters.get(name)
+        if state is None:
+            return None
+        if state.observed_at is None:
+            return 0.0
+        return max(self.taken_at - state.observed_at, 0.0)
+
+
+@runtime_checkable
+class ClusterStateSource(Protocol):
+    """Where the scheduler's cluster state comes from; implementations live outside the framework."""
+
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        """One consistent view of every member as last observed, stamped ``now``. Must not do I/O or wait:
+        refreshing is the source's own background work."""
+        ...
+
+
+class NoClusterStateSource(LookupError):
+    """The scheduler provides no cluster state: a cluster plugin runs in a profile that has no member clusters."""
+
+
+def cluster_state_source(handle: Handle) -> ClusterStateSource:
+    """The scheduler's cluster state source; :class:`NoClusterStateSource` when it has none."""
+    try:
+        return cast(ClusterStateSource, handle.service(CLUSTER_STATE_SERVICE, ""))
+    except KeyError as exc:
+        raise NoClusterStateSource(
+            "this scheduler has no member-cluster state (cluster plugins need MemberClusters: "
+            "kubesched simulate -f <MemberCluster manifests>)"
+        ) from exc
+
+
+def take_cycle_snapshot(state: CycleState, handle: Handle) -> ClusterSnapshot:
+    """The cycle's snapshot: the one an earlier plugin of this cycle took, else a new one from the source
+    (written to CycleState for the rest of the cycle). Call it from PreFilter or PreScore, never from Filter
+    or Score."""
+    existing = state.get(CLUSTER_SNAPSHOT_STATE_KEY, ClusterSnapshot)
+    if existing is not None:
+        return existing
+    taken = cluster_state_source(handle).snapshot(handle.clock.now())
+    state.write(CLUSTER_SNAPSHOT_STATE_KEY, taken)
+    return taken
+
+
+def cycle_snapshot(state: CycleState) -> ClusterSnapshot | None:
+    """The snapshot PreFilter/PreScore took this cycle, for Filter and Score (None if none was taken)."""
+    return state.get(CLUSTER_SNAPSHOT_STATE_KEY, ClusterSnapshot)

@@ -1,0 +1,235 @@
+"""ClusterCapacity (PreFilter, Filter): the pod must fit on one node of the cluster, not only in its total.
+
+A cluster with 100 free CPUs spread as 2 per node cannot run a pod asking for 8. Two paths, per cluster:
+
+- **Node-level fit** when the cluster reports per-node free capacity (``status.nodeSummary``, or its own Nodes
+  in simulation) and ``nodeLevelFit`` is on: the hub pods already bound to the cluster that its state does
+  not count yet (in flight) are first placed on those nodes first-fit, in bind order, as Karmada's accurate
+  estimator places assumed workloads; then the pod fits when some node has every resource it requests free
+  (and a free pod slot where slots are reported). Otherwise the reasons say what no node has:
+  ``cluster(s) had no node with enough free <resource>`` per resource no single node has enough of,
+  ``cluster(s) had no node with a free pod slot``, or, when each resource alone is somewhere but never
+  together, ``cluster(s) had no node that fits the pod``. An in-flight pod that fits no node is left out (the
+  member has it pending; the next observation counts it).
+- **General estimate** otherwise (Karmada's ``general.go``, multi-cluster.md §2.1): for each resource r the pod
+  requests, avail_r = allocatable_r − allocated_r − allocating_r, where allocated is what the member reported
+  and allocating the in-flight pods' requests (both are the super node's requested amount, see
+  :mod:`kubesched.federation.adapter`); replicas = min(free pod slots, min_r ⌊avail_r / q_r⌋); the pod fits
+  when replicas ≥ 1. Reasons: ``Insufficient <resource>`` and ``Too many pods``, as NodeResourcesFit words
+  the same cluster-wide statement.
+
+The pod's request (component-helpers ``PodRequests``, no non-zero defaults) is computed once at PreFilter.
+A request larger than the whole cluster's allocatable is UnschedulableAndUnresolvable, anything else
+Unschedulable. The in-flight overlay is cached per cluster by the state and the super node's generation, so
+Filter recomputes it only after a bind to that cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kubesched.framework.clusters import ClusterState, NodeBucket, take_cycle_snapshot
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo, PreFilterResult, Resource
+from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
+from kubesched.plugins.multicluster.args import ClusterCapacityArgs
+from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, in_flight, read_snapshot, request_items
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import FilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
+
+PRE_FILTER_STATE_KEY = "PreFilter" + names.CLUSTER_CAPACITY
+
+TOO_MANY_PODS = "Too many pods"
+ERR_REASON_NO_POD_SLOT = "cluster(s) had no node with a free pod slot"
+ERR_REASON_NO_NODE_FITS = "cluster(s) had no node that fits the pod"
+
+
+def insufficient(resource: str) -> str:
+    return f"Insufficient {resource}"
+
+
+def no_node_with(resource: str) -> str:
+    return f"cluster(s) had no node with enough free {resource}"
+
+
+def general_estimate(
+    allocatable: Mapping[str, int],
+    allocated: Mapping[str, int],
+    allocating: Mapping[str, int],
+    request: Mapping[str, int],
+) -> int:
+    """Karmada's general estimator: how many replicas of ``request`` the cluster's totals allow. ``pods`` in the
+    maps counts pods (``request`` needs none: each replica is one pod). A resource the cluster does not report,
+    or has nothing of left, allows 0."""
+    replicas = allocatable.get(PODS, 0) - allocated.get(PODS, 0) - allocating.get(PODS, 0)
+    for name, amount in request.items():
+        if amount <= 0 or name == PODS:
+            continue
+        avail = allocatable.get(name, 0) - allocated.get(name, 0) - allocating.get(name, 0)
+        if avail <= 0:
+            return 0
+        replicas = min(replicas, avail // amount)
+    return max(replicas, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    items: tuple[tuple[str, int], ...]
+    """(resource, amount) the pod requests, non-zero, cpu/memory/ephemeral-storage first."""
+
+    def clone(self) -> _Request:
+        return self
+
+
+# A node summary as a mutable first-fit working set: [count, free] per bucket of alike nodes.
+_Buckets = list[tuple[int, dict[str, int]]]
+
+
+def _fits(free: Mapping[str, int], request: Sequence[tuple[str, int]]) -> bool:
+    if PODS in free and free[PODS] < 1:
+        return False
+    return all(free.get(name, 0) >= amount for name, amount in request)
+
+
+def place_first_fit(buckets: _Buckets, request: Sequence[tuple[str, int]]) -> bool:
+    """Take ``request`` (and one pod slot) from the first bucket with a node it fits on; False if none."""
+    for index, (count, free) in enumerate(buckets):
+        if not _fits(free, request):
+            continue
+        left = dict(free)
+        for name, amount in request:
+            left[name] = left.get(name, 0) - amount
+        if PODS in left:
+            left[PODS] -= 1
+        if count == 1:
+            buckets[index] = (1, left)
+        else:
+            buckets[index] = (count - 1, free)
+            buckets.append((1, left))
+        return True
+    return False
+
+
+def overlay(nodes: Sequence[NodeBucket], pods: Sequence[Sequence[tuple[str, int]]]) -> _Buckets:
+    """The reported node buckets with ``pods`` (their requests) placed first-fit, in order."""
+    buckets: _Buckets = [(bucket.count, dict(bucket.free)) for bucket in nodes]
+    for request in pods:
+        place_first_fit(buckets, request)
+    return buckets
+
+
+def _amounts(resource: Resource, pods: int) -> dict[str, int]:
+    amounts = {CPU: resource.milli_cpu, MEMORY: resource.memory, EPHEMERAL_STORAGE: resource.ephemeral_storage}
+    amounts.update(resource.scalar)
+    amounts[PODS] = pods
+    return amounts
+
+
+_STATUSES: dict[tuple[Code, tuple[str, ...]], Status] = {}
+
+
+def _status(code: Code, reasons: list[str]) -> Status:
+    # The reasons come from a few constant strings: one shared Status per combination.
+    key = (code, tuple(reasons))
+    status = _STATUSES.get(key)
+    if status is None:
+        status = _STATUSES[key] = Status(code, *reasons)
+    return status
+
+
+class ClusterCapacity:
+    """Filter: clusters without a node the pod fits on (node summaries), or without room in their totals."""
+
+    def __init__(self, args: ClusterCapacityArgs | None, handle: Handle) -> None:
+        self.args = validated(args, ClusterCapacityArgs)
+        self._ignored = frozenset(self.args.ignored_resources)
+        self._handle = handle
+        # cluster name -> (the state, super node generation, its pod count, the overlaid buckets)
+        self._overlays: dict[str, tuple[ClusterState, int, int, _Buckets]] = {}
+
+    @property
+    def name(self) -> str:
+        return names.CLUSTER_CAPACITY
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
+        state.write(PRE_FILTER_STATE_KEY, _Request(tuple(request_items(pod.request, self._ignored).items())))
+        take_cycle_snapshot(state, self._handle)
+        return None
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        request = state.get(PRE_FILTER_STATE_KEY, _Request)
+        if request is None:
+            return Status.error(f"{PRE_FILTER_STATE_KEY} not found: the plugin's PreFilter did not run")
+        cluster = read_snapshot(state).get(node_info.name)
+        if cluster is None:
+            return UNKNOWN_CLUSTER
+        if cluster.nodes is None or not self.args.node_level_fit:
+            return self._estimate(request.items, cluster, node_info)
+        return self._node_fit(request.items, cluster, self._buckets(cluster, node_info))
+
+    def _code(self, request: Sequence[tuple[str, int]], cluster: ClusterState, short: Sequence[str]) -> Code:
+        whole = cluster.allocatable
+        if any(amount > whole.get(name, 0) for name, amount in request if name in short):
+            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        return Code.UNSCHEDULABLE
+
+    def _estimate(
+        self, request: Sequence[tuple[str, int]], cluster: ClusterState, node_info: NodeInfo
+    ) -> Status | None:
+        # The super node holds allocatable, and as requested the reported allocation (the placeholder pod)
+        # plus the in-flight pods: allocated + allocating, in the formula's terms.
+        allocatable, requested = node_info.allocatable, node_info.requested
+        totals = _amounts(allocatable, allocatable.allowed_pod_number)
+        used = _amounts(requested, len(node_info.pods))
+        if general_estimate(totals, used, {}, dict(request)) >= 1:
+            return None
+        reasons: list[str] = []
+        if allocatable.allowed_pod_number - len(node_info.pods) < 1:
+            reasons.append(TOO_MANY_PODS)
+        short: list[str] = []
+        for name, amount in request:
+            if allocatable.get(name) - requested.get(name) < amount:
+                short.append(name)
+                reasons.append(insufficient(name))
+        return _status(self._code(request, cluster, short), reasons)
+
+    def _buckets(self, cluster: ClusterState, node_info: NodeInfo) -> _Buckets:
+        cached = self._overlays.get(cluster.name)
+        pods = len(node_info.pods)
+        if cached is not None and cached[0] is cluster and cached[1] == node_info.generation and cached[2] == pods:
+            return cached[3]
+        assert cluster.nodes is not None
+        requests = [tuple(request_items(pod.request, self._ignored).items()) for pod in in_flight(node_info, cluster)]
+        buckets = overlay(cluster.nodes, requests)
+        self._overlays[cluster.name] = (cluster, node_info.generation, pods, buckets)
+        return buckets
+
+    def _node_fit(self, request: Sequence[tuple[str, int]], cluster: ClusterState, buckets: _Buckets) -> Status | None:
+        live = [free for count, free in buckets if count > 0]
+        if any(_fits(free, request) for free in live):
+            return None
+        reasons: list[str] = []
+        short: list[str] = []
+        for name, amount in request:
+            if all(free.get(name, 0) < amount for free in live):
+                short.append(name)
+                reasons.append(no_node_with(name))
+        if live and all(PODS in free and free[PODS] < 1 for free in live):
+            reasons.append(ERR_REASON_NO_POD_SLOT)
+        if not reasons:
+            reasons.append(ERR_REASON_NO_NODE_FITS)
+        return _status(self._code(request, cluster, short), reasons)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(plugin: ClusterCapacity) -> tuple[PreFilterPlugin, FilterPlugin]:
+        return plugin, plugin
