@@ -8,7 +8,8 @@ reference; a property test holds the two equal on random clusters.
 
 Why it is exact. The dry run asks, of a node with some lower-priority pods removed, "does the pod pass every
 Filter, with the nominated pods and without?". This path is used only when every Filter plugin the cycle runs
-is NodeResourcesFit or one whose answer reads the node alone, never its pods (:data:`NODE_ONLY_FILTERS`),
+is NodeResourcesFit or one whose answer reads the node alone, never its pods (a
+:class:`~kubesched.framework.interface.NodeOnlyFilter` that says so),
 those all ordered before NodeResourcesFit, and no PreFilter extension (AddPod/RemovePod) would run. Then, on a
 node whose Filter status this cycle came from NodeResourcesFit, every plugin before it passed (and passes
 whatever pods are removed), so the answer is NodeResourcesFit's on the node's requests minus those of the
@@ -30,28 +31,14 @@ from operator import attrgetter
 import numpy as np
 
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import Handle, PodNominator
+from kubesched.framework.interface import Handle, NodeOnlyFilter, PodNominator
 from kubesched.framework.node_table import IntArray, NodeTable
 from kubesched.framework.slot_values import SlotFunction, SlotValueCache
 from kubesched.framework.status import Status
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo, Resource
 from kubesched.plugins import names
 from kubesched.plugins.defaultpreemption.candidates import EvaluateNode, importance_key
-from kubesched.plugins.nodeaffinity.node_affinity import NodeAffinity
-from kubesched.plugins.nodename.node_name import NodeName
 from kubesched.plugins.noderesources.fit import PRE_FILTER_STATE_KEY, Fit, FitRequest, fit_columns, resource_columns
-from kubesched.plugins.nodeunschedulable.node_unschedulable import NodeUnschedulable
-from kubesched.plugins.tainttoleration.taint_toleration import TaintToleration
-
-NODE_ONLY_FILTERS: Mapping[str, type] = {
-    names.NODE_UNSCHEDULABLE: NodeUnschedulable,
-    names.NODE_NAME: NodeName,
-    names.TAINT_TOLERATION: TaintToleration,
-    names.NODE_AFFINITY: NodeAffinity,
-}
-"""In-tree Filter plugins whose answer reads the node object (and the pod, and PreFilter's state) but never the
-pods on the node, so removing or adding pods cannot change it. Checked by type too: another plugin registered
-under one of these names is not known to be so."""
 
 SplitByPDB = Callable[[Sequence[PodInfo]], tuple[list[PodInfo], list[PodInfo]]]
 """Pods (order kept) -> (those whose eviction violates a PDB, the others)."""
@@ -68,7 +55,7 @@ def fit_request_if_exact(handle: Handle, state: CycleState) -> FitRequest | None
             fit_seen = True
             continue
         # A node-only plugin after Fit has not been asked about the nodes Fit rejected: it would have to be run.
-        if fit_seen or type(plugin) is not NODE_ONLY_FILTERS.get(name):
+        if fit_seen or not (isinstance(plugin, NodeOnlyFilter) and plugin.filter_ignores_node_pods()):
             return None
     if not fit_seen:
         return None
