@@ -1,6 +1,7 @@
 """examples/multicluster end to end: the cluster each hub pod lands on and why the others were refused, the
 simulate JSON and table, explain's cluster-level verdicts, config validate; the node plane and the cluster plane
-kept apart; state growing stale as the simulated clock moves on."""
+kept apart; state growing stale as the simulated clock moves on; the cluster policy deciding on input.cluster
+(labels, annotations) and the audit records naming clusters."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import yaml
 
 from kubesched.api.manifests import load_manifest_text, load_manifests
+from kubesched.audit.builder import AuditObserver
+from kubesched.audit.records import AuditRecord
 from kubesched.cli.main import main
 from kubesched.config.loader import load_config_file
 from kubesched.plugins.registry import in_tree_registry
@@ -43,6 +46,7 @@ EXPECTED = {
     "shop/web-1": (SCHEDULED, "ap-south-a", ""),  # ClusterLocality: web-0 runs there; it tolerates spot
     "analytics/batch-8cpu": (SCHEDULED, "us-east-a", ""),  # ClusterCapacity: eu-west-a has 2 CPUs per node
     "analytics/ray-head": (SCHEDULED, "eu-west-a", ""),  # ClusterAPIEnablement: only eu-west-a serves RayCluster
+    "shop/customer-db": (SCHEDULED, "eu-west-a", ""),  # SecurityAuditFilter: residency eu, the cluster policy
     "analytics/eu-only": (UNSCHEDULABLE, None, REFUSED_EU_ONLY),
     "analytics/huge": (UNSCHEDULABLE, None, REFUSED_HUGE),
 }
@@ -112,7 +116,7 @@ def test_simulate_table_has_a_cluster_column(capsys: pytest.CaptureFixture[str])
     assert lines[0].split() == ["POD", "PROFILE", "RESULT", "NODE", "CLUSTER", "SCORE", "ATTEMPTS", "REASON"]
     row = next(line for line in lines if line.startswith("shop/web-1 "))
     assert row.split()[:5] == ["shop/web-1", "multicluster-scheduler", "Scheduled", "-", "ap-south-a"]
-    assert lines[-1] == "4/6 pods scheduled"
+    assert lines[-1] == "5/7 pods scheduled"
 
 
 def test_explain_shows_cluster_level_verdicts_and_scores(capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,3 +195,69 @@ def test_a_burst_to_one_cluster_stops_at_its_per_node_capacity() -> None:
     assert results.count(SCHEDULED) == 8
     refused = {record.message for record in report.records if record.result == UNSCHEDULABLE}
     assert refused == {"0/1 clusters are available: 1 cluster(s) had no node with enough free cpu."}
+
+
+def test_the_cluster_policy_decides_on_input_cluster() -> None:
+    """customer-db may live only in eu-* regions; the denial names the region the policy read from the
+    cluster's labels (were the input ``node``, every cluster would be denied with region "")."""
+    records = {record.pod.key: record for record in run_example().records}
+    db = records["shop/customer-db"]
+    assert db.node == "eu-west-a"
+    assert db.node_to_status["us-east-a"].plugin == "SecurityAuditFilter"
+    assert db.node_to_status["us-east-a"].reasons == (
+        'Denied by security policy: data residency eu does not allow region "us-east"',
+    )
+    # The attempt's verdict is the one about the chosen cluster.
+    assert [(v.plugin, v.target, v.allowed) for v in db.verdicts] == [("SecurityAuditFilter", "eu-west-a", True)]
+
+
+def test_a_frozen_clusters_annotation_reaches_the_policy() -> None:
+    objects: list[dict[str, Any]] = [
+        make_member("frozen").allocatable(cpu="64", memory="256Gi", pods="110").raw(),
+        make_member("open").allocatable(cpu="64", memory="256Gi", pods="110").raw(),
+        make_pod("p").req(cpu="1").scheduler("multicluster-scheduler").raw(),
+    ]
+    objects[0]["metadata"]["annotations"] = {"multicluster.kubesched.io/change-freeze": "true"}
+    registry = in_tree_registry()
+    report = simulate(
+        load_manifest_text(yaml.safe_dump_all(objects), "m.yaml"),
+        load_config_file(CONFIG, registry),
+        registry,
+        start_time=NOON,
+    )
+    (record,) = report.records
+    assert record.node == "open"
+    assert record.node_to_status["frozen"].reasons == ("Denied by security policy: the cluster is under change freeze",)
+
+
+class _Collect:
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    def write(self, record: AuditRecord) -> None:
+        self.records.append(record)
+
+    def flush(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+def test_audit_records_of_hub_pods_name_the_cluster() -> None:
+    sink = _Collect()
+    registry = in_tree_registry()
+    simulate(
+        load_manifests([MANIFESTS]),
+        load_config_file(CONFIG, registry),
+        registry,
+        start_time=NOON,
+        observers=[AuditObserver(sink)],
+    )
+    targets = {record.pod.key: (record.target.kind, record.target.name) for record in sink.records if record.target}
+    assert targets["shop/customer-db"] == ("cluster", "eu-west-a")
+    assert targets["shop/api"] == ("cluster", "us-east-a")
+    db = next(record for record in sink.records if record.pod.key == "shop/customer-db")
+    assert [(verdict.plugin, verdict.allowed) for verdict in db.verdicts] == [("SecurityAuditFilter", True)]

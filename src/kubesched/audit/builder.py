@@ -157,14 +157,14 @@ class AuditObserver:
     def __init__(
         self,
         *sinks: AuditSink,
-        target_kind: str = TARGET_NODE,
+        target_kind: str | None = None,
         ids: DecisionIds | None = None,
         labels: Mapping[str, str] | None = None,
         metrics: AuditMetrics | None = None,
     ) -> None:
         if not sinks:
             raise ValueError("an audit observer needs at least one sink")
-        if target_kind not in TARGET_KINDS:
+        if target_kind is not None and target_kind not in TARGET_KINDS:
             raise ValueError(f"target_kind must be one of {', '.join(TARGET_KINDS)}, not {target_kind!r}")
         self.sinks = sinks
         self.target_kind = target_kind
@@ -179,7 +179,9 @@ class AuditObserver:
         self.write_errors = 0
 
     def on_attempt(self, record: AttemptRecord) -> None:
-        audit = build_record(record, decision_id=self.ids(record), target_kind=self.target_kind, labels=self.labels)
+        # Without a kind of its own the observer names the record's: node, or cluster in the cluster plane.
+        kind = self.target_kind if self.target_kind is not None else record.target_kind
+        audit = build_record(record, decision_id=self.ids(record), target_kind=kind, labels=self.labels)
         self.records += 1
         for sink in self.sinks:
             try:

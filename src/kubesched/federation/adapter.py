@@ -5,7 +5,8 @@ backend, which lists MemberClusters instead of Nodes). The super node is what up
 
 - ``metadata.name`` is the cluster's name (NodeAffinity's ``matchFields: metadata.name`` picks clusters by
   name), ``metadata.labels`` the cluster's labels (region, zone, provider: ``nodeSelector`` and node affinity
-  select on them), ``spec.taints`` the cluster's taints (TaintToleration filters and scores on them);
+  select on them), ``metadata.annotations`` its annotations (a cluster policy may read them), ``spec.taints``
+  the cluster's taints (TaintToleration filters and scores on them);
 - ``status.allocatable`` the cluster's allocatable, and its already-allocated capacity is the request of one
   placeholder pod bound to the super node (:func:`allocated_pod`), so NodeInfo's requested, NodeResourcesFit,
   LeastAllocated and the columnar table all count it without knowing about clusters. The placeholder counts as
@@ -51,7 +52,13 @@ def super_node(member: MemberCluster, state: ClusterState) -> Node:
     raw: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": member.name, "labels": dict(member.labels), "uid": member.metadata.uid},
+        "metadata": {
+            "name": member.name,
+            "labels": dict(member.labels),
+            # What a cluster policy may read besides labels (input.cluster.metadata.annotations).
+            "annotations": dict(member.metadata.annotations),
+            "uid": member.metadata.uid,
+        },
         "spec": {"taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in member.taints]},
         "status": {"allocatable": _quantities(allocatable), "capacity": _quantities(allocatable)},
     }

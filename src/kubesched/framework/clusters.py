@@ -41,6 +41,7 @@ __all__ = [
     "WorkloadKey",
     "cluster_state_source",
     "cycle_snapshot",
+    "policy_target_kind",
     "take_cycle_snapshot",
     "workload_keys",
 ]
@@ -169,6 +170,17 @@ def cluster_state_source(handle: Handle) -> ClusterStateSource:
             "this scheduler has no member-cluster state (cluster plugins need MemberClusters: "
             "kubesched simulate -f <MemberCluster manifests>)"
         ) from exc
+
+
+def policy_target_kind(handle: Handle) -> str:
+    """What a policy decides about in this framework: ``"cluster"`` when its nodes are member clusters (the
+    scheduler provides cluster state), else ``"node"``; the decision input carries ``input.cluster`` or
+    ``input.node`` accordingly."""
+    try:
+        handle.service(CLUSTER_STATE_SERVICE, "")
+    except KeyError:
+        return "node"
+    return "cluster"
 
 
 def take_cycle_snapshot(state: CycleState, handle: Handle) -> ClusterSnapshot:

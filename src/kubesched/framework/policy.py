@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -173,6 +173,19 @@ def node_document(node: Node) -> dict[str, Any]:
             "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints],
         },
     }
+
+
+def cluster_document(node: Node) -> dict[str, Any]:
+    """A member cluster as the policy sees it (``input.cluster``), from its super node: the MemberCluster's
+    name, labels (region, zone, provider), annotations and taints."""
+    document = node_document(node)
+    del document["spec"]["unschedulable"]
+    return document
+
+
+def target_document(target_kind: str) -> Callable[[Node], dict[str, Any]]:
+    """How a policy target of ``target_kind`` ("node" or "cluster") becomes its input document."""
+    return cluster_document if target_kind == "cluster" else node_document
 
 
 def rfc3339(seconds: float) -> str:

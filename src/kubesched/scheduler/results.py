@@ -57,6 +57,8 @@ class AttemptRecord:
     node: str | None = None
     message: str = ""
     node_to_status: Mapping[str, Status] = field(default_factory=dict)
+    # What the nodes are: "node", or "cluster" for a scheduler whose nodes are member clusters.
+    target_kind: str = "node"
     scored_nodes: Sequence[str] = ()
     plugin_scores: Mapping[str, IntArray] = field(default_factory=dict)
     totals: IntArray | None = None

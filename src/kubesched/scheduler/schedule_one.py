@@ -33,7 +33,7 @@ from kubesched.framework.types import PodInfo
 from kubesched.framework.verdict import seal_verdicts, verdicts_of
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, ScheduleResult, SchedulingError
 from kubesched.scheduler.cache.cache import Cache
-from kubesched.scheduler.diagnosis import TARGET_NODES, Diagnosis, fit_error_message
+from kubesched.scheduler.diagnosis import TARGET_CLUSTERS, TARGET_NODES, Diagnosis, fit_error_message
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 from kubesched.scheduler.results import ERROR, SCHEDULED, UNSCHEDULABLE, AttemptObserver, AttemptRecord, Phase
 
@@ -281,6 +281,7 @@ class ScheduleOne:
             node=bound_to,
             message=message,
             node_to_status=node_to_status if node_to_status is not None else attempt.node_to_status,
+            target_kind="cluster" if self.targets == TARGET_CLUSTERS else "node",
             scored_nodes=result.scored_nodes if result is not None else (),
             plugin_scores=result.plugin_scores if result is not None else {},
             totals=result.totals if result is not None else None,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kubesched.framework.clusters import policy_target_kind
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 from kubesched.framework.interface import Handle, PreFilterExtensions
@@ -40,9 +41,9 @@ from kubesched.framework.policy import (
     decision_input,
     denial_reason,
     digest,
-    node_document,
     pod_document,
     rounded_time,
+    target_document,
 )
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
@@ -249,6 +250,9 @@ class SecurityAuditFilter:
         self.args = args
         self.handle = handle
         self.client = engine_client(args, handle)
+        # In a cluster profile the nodes are member clusters: the policy sees input.cluster.
+        self.target_kind = policy_target_kind(handle)
+        self._document = target_document(self.target_kind)
         self.cache: DecisionCache[NodeDecisions] = DecisionCache(args.cache_size)
         # Node documents per policy-facts class of one table (class ids are per table).
         self._docs: tuple[NodeTable | None, dict[int, dict[str, Any]]] = (None, {})
@@ -316,7 +320,11 @@ class SecurityAuditFilter:
             else:
                 self.calls += 1
                 answers = await self.client.decide_batch(
-                    attempt.pod_doc, documents, target_kind="node", operation=OPERATION_SCHEDULE, time=attempt.time
+                    attempt.pod_doc,
+                    documents,
+                    target_kind=self.target_kind,
+                    operation=OPERATION_SCHEDULE,
+                    time=attempt.time,
                 )
         except PolicyError as exc:
             attempt.fail(str(exc), ignore=self.args.failure_policy == FAILURE_IGNORE)
@@ -338,7 +346,11 @@ class SecurityAuditFilter:
             self.calls += 1
             answers[document["metadata"]["name"]] = await self.client.decide(
                 decision_input(
-                    attempt.pod_doc, document, target_kind="node", operation=OPERATION_SCHEDULE, time=attempt.time
+                    attempt.pod_doc,
+                    document,
+                    target_kind=self.target_kind,
+                    operation=OPERATION_SCHEDULE,
+                    time=attempt.time,
                 )
             )
         return answers
@@ -352,7 +364,7 @@ class SecurityAuditFilter:
         for class_id, info in zip(class_ids, infos, strict=True):
             doc = docs.get(class_id)
             if doc is None:
-                doc = docs[class_id] = node_document(info.node)
+                doc = docs[class_id] = self._document(info.node)
             result.append(doc)
         return result
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kubesched.framework.clusters import policy_target_kind
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle
 from kubesched.framework.policy import (
@@ -27,9 +28,9 @@ from kubesched.framework.policy import (
     decision_input,
     denial_reason,
     digest,
-    node_document,
     pod_document,
     rounded_time,
+    target_document,
 )
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
@@ -51,6 +52,8 @@ class SecurityAuditPermit:
         self.args = args
         self.handle = handle
         self.client = engine_client(args, handle)
+        self.target_kind = policy_target_kind(handle)
+        self._document = target_document(self.target_kind)
         self.calls = 0
 
     @property
@@ -65,7 +68,7 @@ class SecurityAuditPermit:
         node_info = self.handle.snapshot().get(node_name)
         if node_info is None:
             return Status(Code.UNSCHEDULABLE, f"node {node_name} is gone"), 0.0
-        self.handle.spawn(self._decide(state, pod, node_name, node_document(node_info.node)))
+        self.handle.spawn(self._decide(state, pod, node_name, self._document(node_info.node)))
         return Status(Code.WAIT, WAITING_MESSAGE), self.args.permit_timeout_seconds
 
     async def _decide(self, state: CycleState, pod: PodInfo, node_name: str, node_doc: dict[str, Any]) -> None:
@@ -82,7 +85,7 @@ class SecurityAuditPermit:
             document = decision_input(
                 pod_document(latest),
                 node_doc,
-                target_kind="node",
+                target_kind=self.target_kind,
                 operation=OPERATION_PERMIT,
                 time=rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds),
             )
