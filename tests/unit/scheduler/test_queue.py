@@ -200,3 +200,40 @@ def test_activate_moves_to_active_and_delete_forgets() -> None:
     assert queue.counts().active == 1
     queue.delete(info.uid)
     assert queue.pop() is None
+
+
+def test_an_event_no_rejecting_plugin_registered_evaluates_no_hint() -> None:
+    """1000 pods rejected by a plugin registered for NodeAdd only: a bind (AssignedPodAdd) looks at none of
+    them; a NodeAdd asks the hint once per pod and moves them all."""
+    clock = VirtualClock()
+    calls: list[str] = []
+
+    def counting(pod: object, _old: object, _new: object) -> QueueingHint:
+        calls.append("hint")
+        return QueueingHint.QUEUE
+
+    queue = new_queue(clock, {"NodeResourcesFit": [ClusterEventWithHint(NODE_ADD, counting)]})
+    for i in range(1000):
+        queue.add(pod(f"p{i}"))
+        qpi = queue.pop()
+        assert qpi is not None
+        queue.add_unschedulable_if_not_present(qpi, rejected_by={"NodeResourcesFit"}, pending=(), error=False)
+    queue.on_event(ASSIGNED_POD_ADD)
+    assert (len(calls), queue.counts().unschedulable) == (0, 1000)
+    queue.on_event(NODE_ADD)
+    assert (len(calls), queue.counts().unschedulable, queue.counts().backoff) == (1000, 0, 1000)
+
+
+def test_pods_rejected_by_different_plugins_are_requeued_in_the_order_they_were_parked() -> None:
+    clock = VirtualClock()
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(NODE_ADD)], "Q": [ClusterEventWithHint(NODE_ADD)]})
+    for name, plugin in (("a", "P"), ("b", "Q"), ("c", "P"), ("d", "Q")):
+        queue.add(pod(name))
+        qpi = queue.pop()
+        assert qpi is not None
+        queue.add_unschedulable_if_not_present(qpi, rejected_by=(), pending={plugin}, error=False)
+    queue.on_event(NODE_ADD)  # pending plugins' QUEUE skips backoff: all four go to activeQ, in order
+    popped = []
+    while (qpi := queue.pop()) is not None:
+        popped.append(qpi.pod_info.name)
+    assert popped == ["a", "b", "c", "d"]

@@ -61,6 +61,51 @@ class _ActiveEntry:
         return self.sequence < other.sequence
 
 
+class _ParkedByRejectors:
+    """The unschedulable pool's non-gated pods grouped by (profile, plugins that rejected them), in the order
+    they were parked: an event is offered only to the groups a rejecting plugin registered it for, so a pool of
+    1000 pods that a bind cannot help costs one check per group, not one hint evaluation per pod."""
+
+    __slots__ = ("_groups", "_interest", "_key_of", "_sequence")
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, frozenset[str]], dict[str, int]] = {}
+        self._key_of: dict[str, tuple[str, frozenset[str]]] = {}
+        self._interest: dict[tuple[tuple[str, frozenset[str]], EventResource, ActionType], bool] = {}
+        self._sequence = itertools.count()
+
+    def add(self, qpi: QueuedPodInfo) -> None:
+        uid = qpi.pod_info.uid
+        self.remove(uid)
+        key = (qpi.pod.spec.scheduler_name, frozenset(qpi.unschedulable_plugins | qpi.pending_plugins))
+        self._groups.setdefault(key, {})[uid] = next(self._sequence)
+        self._key_of[uid] = key
+
+    def remove(self, uid: str) -> None:
+        key = self._key_of.pop(uid, None)
+        if key is None:
+            return
+        members = self._groups[key]
+        del members[uid]
+        if not members:
+            del self._groups[key]
+
+    def offered(
+        self, event: ClusterEvent, interested: Callable[[str, frozenset[str], ClusterEvent], bool]
+    ) -> list[str]:
+        """The uids whose group ``interested`` says may care about ``event``, in parking order."""
+        found: list[tuple[int, str]] = []
+        for key, members in self._groups.items():
+            cached = (key, event.resource, event.action)
+            verdict = self._interest.get(cached)
+            if verdict is None:
+                verdict = self._interest[cached] = interested(key[0], key[1], event)
+            if verdict:
+                found.extend((sequence, uid) for uid, sequence in members.items())
+        found.sort()
+        return [uid for _, uid in found]
+
+
 @dataclass(slots=True)
 class QueueCounts:
     active: int
@@ -94,6 +139,9 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
         self._backoff_uids: dict[str, QueuedPodInfo] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._parked = _ParkedByRejectors()
+        # A profile's hint table, by scheduler name (the registrations never change once built).
+        self._tables: dict[str, HintTable] = {}
         self._gated: set[str] = set()
         self._in_flight: dict[str, int] = {}
         self._events: list[tuple[int, ClusterEvent, object, object]] = []
@@ -266,6 +314,8 @@ class SchedulingQueue:
             self._requeue(qpi, immediately=immediately, event="ScheduleAttemptFailure", fresh=True)
         else:
             self._unschedulable[uid] = qpi
+            self._table(qpi.pod)  # looked up now, so events can be matched against it
+            self._parked.add(qpi)
             self._count("unschedulable", "ScheduleAttemptFailure")
 
     def done(self, uid: str) -> None:
@@ -284,15 +334,41 @@ class SchedulingQueue:
     # ---- events ------------------------------------------------------------------------------
 
     def on_event(self, event: ClusterEvent, old: object = None, new: object = None) -> None:
-        """A cluster event: requeue unschedulable pods whose rejecting plugins' hints say QUEUE."""
+        """A cluster event: requeue unschedulable pods whose rejecting plugins' hints say QUEUE. Only pods one of
+        whose rejecting plugins registered the event are looked at (upstream's ``isEventOfInterest``, per
+        group of pods rejected alike); the others' hints would all say SKIP."""
         if self._in_flight:
             self._events.append((next(self._sequence), event, old, new))
-        for uid, qpi in list(self._unschedulable.items()):
-            if uid in self._gated:
+        for uid in self._parked.offered(event, self._may_requeue):
+            qpi = self._unschedulable.get(uid)
+            if qpi is None or uid in self._gated:
                 continue
             decision, immediately = self._evaluate_hints(qpi, event, old, new)
             if decision is QueueingHint.QUEUE:
                 self._requeue(qpi, immediately=immediately, event=event.label)
+
+    def _table(self, pod: Pod) -> HintTable:
+        if self._hints_for is None:
+            return {}
+        name = pod.spec.scheduler_name
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = self._hints_for(pod)
+        return table
+
+    def _may_requeue(self, scheduler_name: str, rejectors: frozenset[str], event: ClusterEvent) -> bool:
+        """Whether :meth:`_evaluate_hints` can say QUEUE for a pod of ``scheduler_name`` rejected by
+        ``rejectors`` on ``event``: some rejector registered it (or registered nothing, i.e. everything)."""
+        if event.resource is EventResource.WILDCARD or not rejectors:
+            return True
+        table = self._tables.get(scheduler_name)
+        if table is None:
+            return True  # not looked up yet: let the hints decide
+        for plugin in rejectors:
+            registrations = table.get(plugin)
+            if registrations is None or any(r.event.matches(event) for r in registrations):
+                return True
+        return False
 
     def _evaluate_hints(
         self, qpi: QueuedPodInfo, event: ClusterEvent, old: object, new: object
@@ -303,7 +379,7 @@ class SchedulingQueue:
         rejectors = qpi.unschedulable_plugins | qpi.pending_plugins
         if not rejectors:
             return QueueingHint.QUEUE, False
-        table = self._hints_for(qpi.pod) if self._hints_for is not None else {}
+        table = self._table(qpi.pod)
         queue_after_backoff = False
         for plugin in rejectors:
             registrations = table.get(plugin)
@@ -332,6 +408,7 @@ class SchedulingQueue:
         uid = qpi.pod_info.uid
         if not fresh:
             self._unschedulable.pop(uid, None)
+            self._parked.remove(uid)
         if immediately or backoff_expiry(qpi, self._initial_backoff, self._max_backoff) <= self._clock.now():
             self._push_active(qpi, event)
         else:
@@ -341,6 +418,7 @@ class SchedulingQueue:
         """Move the named pods from the unschedulable pool or backoffQ straight to activeQ."""
         for uid in uids:
             qpi = self._unschedulable.pop(uid, None) or self._backoff_uids.pop(uid, None)
+            self._parked.remove(uid)
             if qpi is None or uid in self._gated:
                 if qpi is not None:
                     self._unschedulable[uid] = qpi
@@ -383,6 +461,7 @@ class SchedulingQueue:
         self._active_uids.pop(uid, None)
         self._backoff_uids.pop(uid, None)
         self._unschedulable.pop(uid, None)
+        self._parked.remove(uid)
         self._gated.discard(uid)
         self._in_flight.pop(uid, None)
 
