@@ -33,6 +33,16 @@ ALLOWED = {
         "kubesched.config",
         "kubesched.plugins.names",
     },
+    # The cluster agent runs beside one member: its API client and the federation wire format, no scheduler.
+    "agent": {
+        "kubesched.agent",
+        "kubesched.backends",
+        "kubesched.federation",
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+    },
 }
 
 
