@@ -5,14 +5,13 @@ agent restart, expiring by themselves), and bind (one pod per reservation, on th
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import signal
 import ssl
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,37 +19,16 @@ import pytest
 
 from kubesched.clock import VirtualClock
 from kubesched.federation.wire import BIND_PATH, RESERVATIONS_PATH, STATE_PATH
-from kubesched.testing.agents import RunningAgent
+from kubesched.testing.agents import RunningAgent, make_node
 from kubesched.testing.certificates import write_server_certificates
 from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
-_names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def member(assets: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A member of its own: these tests count every Node of the cluster, so no other test may add one."""
-    with ControlPlane(assets, tmp_path_factory.mktemp("member")) as plane:
-        yield plane
-
 
 @pytest.fixture
-def namespace(member: ControlPlane) -> Iterator[str]:
-    """A fresh namespace for this test's pods and reservations; its Nodes and pods are removed afterwards."""
-    name = f"agent-test-{next(_names)}"
-    status, _ = member.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    assert status == 201
-    yield name
-    member.request("DELETE", f"/api/v1/namespaces/{name}/pods", query={"gracePeriodSeconds": "0"})
-    member.request("DELETE", "/api/v1/nodes")
-
-
-def make_node(plane: ControlPlane, name: str, cpu: str = "2", memory: str = "4Gi", pods: str = "10") -> None:
-    capacity = {"cpu": cpu, "memory": memory, "pods": pods}
-    status, _ = plane.request("POST", "/api/v1/nodes", {"metadata": {"name": name}, "status": {"capacity": capacity}})
-    assert status == 201
+def namespace(agent_namespace: str) -> str:
+    return agent_namespace
 
 
 def hub_pod(name: str, namespace: str, cpu: str = "1", uid: str = "") -> dict[str, Any]:

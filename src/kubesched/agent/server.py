@@ -43,7 +43,7 @@ from aiohttp import web
 
 from kubesched.agent.core import Agent, Refused, member_pod_summary
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
-from kubesched.clock import Clock, TimerHandle
+from kubesched.clock import sleep
 from kubesched.federation.wire import (
     BIND_PATH,
     RESERVATIONS_PATH,
@@ -80,21 +80,6 @@ def server_ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
 
 def _error(status: int, reason: str, message: str) -> web.Response:
     return web.json_response({"reason": reason, "message": message}, status=status)
-
-
-async def _sleep(clock: Clock, seconds: float) -> None:
-    """Sleep on ``clock`` (a virtual clock wakes us when advanced past the deadline)."""
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def wake() -> None:
-        if not future.done():
-            future.set_result(None)
-
-    timer: TimerHandle = clock.call_later(seconds, wake)
-    try:
-        await future
-    finally:
-        timer.cancel()
 
 
 class AgentServer:
@@ -184,7 +169,7 @@ class AgentServer:
 
     async def _sweep_forever(self) -> None:
         while True:
-            await _sleep(self.agent.clock, self.sweep_interval)
+            await sleep(self.agent.clock, self.sweep_interval)
             try:
                 await self.agent.sweep_expired()
             except (KubeApiError, KubeTransportError) as error:  # the member is down: try again next round

@@ -27,7 +27,7 @@ from kubesched.clock import Clock
 from kubesched.testing.certificates import write_server_certificates
 from kubesched.testing.envtest import ControlPlane
 
-__all__ = ["RunningAgent"]
+__all__ = ["RunningAgent", "make_node"]
 
 
 class RunningAgent:
@@ -116,3 +116,13 @@ class RunningAgent:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def make_node(plane: ControlPlane, name: str, cpu: str = "2", memory: str = "4Gi", pods: str = "10") -> None:
+    """Create Node ``name`` in the member ``plane`` with that capacity (no kubelet: it stays as created)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+    status, answer = plane.request(
+        "POST", "/api/v1/nodes", {"metadata": {"name": name}, "status": {"capacity": capacity}}
+    )
+    if status != 201:
+        raise RuntimeError(f"creating node {name}: {status} {answer}")
