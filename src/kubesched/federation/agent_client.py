@@ -123,7 +123,7 @@ class AgentClient:
         await self._pool.aclose(CLOSE_GRACE_SECONDS)
 
     async def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        data = None if body is None else json.dumps(body, separators=(",", ":"), default=str).encode()
         headers = dict(self._headers)
         if data is not None:
             headers["Content-Type"] = "application/json"
