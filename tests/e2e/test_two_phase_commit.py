@@ -264,3 +264,63 @@ def test_an_agent_lost_between_reserve_and_bind_lets_the_reservation_expire_and_
     [created] = member_pods(second_member, members)
     assert (created["metadata"]["name"], created["spec"]["nodeName"]) == (pod.metadata.name, "west-1")
     assert reservations(second_member, members) == []
+
+
+def test_a_hub_restart_between_reserve_and_bind_leaves_no_reservation_past_its_ttl_and_one_pod(
+    member: ControlPlane, second_member: ControlPlane, members: str, tmp_path: Path
+) -> None:
+    make_node(member, "east-1", cpu="8")
+    make_node(second_member, "west-1", cpu="4")
+    waiting = hub_pod("web", members, cpu="2")
+    approved = make_pod(waiting.metadata.name).namespace(members).scheduler(HUB).req(cpu="2")
+    approved = approved.annotation(APPROVAL_ANNOTATION_KEY, "approved")
+    planes = {"east": member, "west": second_member}
+    held = f"kubesched-reservation-{reservation_id(waiting.metadata.uid, 1)}"
+
+    async def first_hub() -> None:
+        async with running_hub(planes, tmp_path / "1", members, [waiting], hub_config("Annotation")) as hub:
+            assert await hub.scheduler.schedule_next()
+            await hub.scheduler.settle()
+            assert reservations(member, members) == [held]
+        # closing cancels the waiting pod without Unreserve: the hub is gone, its reservation is not
+
+    async def second_hub() -> None:
+        async with running_hub(planes, tmp_path / "2", members, [approved.obj()], hub_config("Annotation")) as hub:
+            assert reservations(member, members) == [held]
+            deadline = asyncio.get_running_loop().time() + 10
+            hub.agent_clock.advance(31)  # past the TTL: the agent's sweep removes what nobody confirmed
+            while reservations(member, members) and asyncio.get_running_loop().time() < deadline:
+                hub.agent_clock.advance(5)
+                await asyncio.sleep(0.05)
+            assert reservations(member, members) == []
+            await hub.scheduler.run_until_idle(hub.clock)
+            # The state it started from still counted east's old reservation: west was the freer then.
+            placed.append(hub.placed(waiting))
+
+    placed: list[str] = []
+    asyncio.run(first_hub())
+    asyncio.run(second_hub())
+    plane = {"east": member, "west": second_member}[placed[0]]
+    assert [p["metadata"]["name"] for p in member_pods(plane, members)] == [waiting.metadata.name]
+    assert len(member_pods(member, members)) + len(member_pods(second_member, members)) == 1  # never twice
+    assert reservations(member, members) == reservations(second_member, members) == []
+
+
+def test_a_burst_never_overcommits_a_member(
+    member: ControlPlane, second_member: ControlPlane, members: str, tmp_path: Path
+) -> None:
+    make_node(member, "east-1", cpu="4")
+    make_node(second_member, "west-1", cpu="3")
+    pods = [hub_pod(f"burst{i}", members, cpu="1") for i in range(10)]
+
+    async def run() -> None:
+        planes = {"east": member, "west": second_member}
+        async with running_hub(planes, tmp_path, members, pods, hub_config()) as hub:
+            await hub.scheduler.run_until_idle(hub.clock)
+            placed = [hub.placed(pod) for pod in pods]
+            assert (placed.count("east"), placed.count("west"), placed.count("")) == (4, 3, 3)
+
+    asyncio.run(run())
+    assert len(member_pods(member, members)) == 4  # 4 CPUs, 1 CPU each: what the hub placed, no more
+    assert len(member_pods(second_member, members)) == 3
+    assert reservations(member, members) == reservations(second_member, members) == []
