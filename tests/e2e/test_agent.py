@@ -320,3 +320,12 @@ def test_the_agent_command_serves_until_sigterm(member: ControlPlane, namespace:
             process.stdout.close()
         if process.stderr is not None:
             process.stderr.close()
+
+
+def test_releasing_a_malformed_id_is_400(member: ControlPlane, namespace: str, tmp_path: Path) -> None:
+    async def run() -> None:
+        async with RunningAgent(member, tmp_path, clock=VirtualClock(), namespace=namespace) as agent:
+            status, answer = await agent.call("DELETE", f"{RESERVATIONS_PATH}/Not_A_Label")
+            assert (status, answer["reason"]) == (400, "Invalid")
+
+    asyncio.run(run())

@@ -7,11 +7,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubesched.agent.core import Agent
+from kubesched.agent.push import PushEndpoint
+from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.clock import VirtualClock
 from kubesched.federation.agent_client import (
     AgentClient,
@@ -237,5 +242,43 @@ def test_a_hung_member_delays_no_one_and_a_new_member_is_not_ready(
             finally:
                 await fast.aclose()
                 await hung.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_push_endpoint_answers_like_an_agent_and_its_refresh_sweeps(
+    member: ControlPlane, agent_namespace: str, tmp_path: Path
+) -> None:
+    make_node(member, "n1", cpu="1")
+    clock = VirtualClock()
+    kubeconfig = member.write_kubeconfig(tmp_path / "member.kubeconfig")
+
+    async def run() -> None:
+        client = KubeClient(load_connection(str(kubeconfig)))
+        down = KubeClient(replace(load_connection(str(kubeconfig)), server="https://127.0.0.1:1"), max_retries=0)
+        try:
+            agent = Agent(client, clock=clock, namespace=agent_namespace, cluster_name="ignored")
+            await agent.ensure_namespace()
+            endpoint = PushEndpoint(agent)
+            held = await endpoint.reserve(ReservationRequest("r1", {"cpu": 1000}, 30))
+            assert (held.node, held.created) == ("n1", True)
+            with pytest.raises(AgentRefused) as unfit:
+                await endpoint.reserve(ReservationRequest("r2", {"cpu": 1000}, 30))
+            assert (unfit.value.status, unfit.value.reason) == (409, "Unfit")
+            state = await endpoint.state("east", generation=3)
+            assert (state.name, state.generation) == ("east", 3)
+            assert state.nodes is not None and state.nodes[0].free["cpu"] == 0
+
+            clock.advance(31)  # no agent process sweeps in push mode: the next refresh does
+            state = await endpoint.state("east")
+            assert state.nodes is not None and state.nodes[0].free["cpu"] == 1000
+            assert await agent.reservations() == []
+
+            unreachable = PushEndpoint(Agent(down, clock=clock, namespace=agent_namespace))
+            with pytest.raises(AgentUnreachable, match="did not answer"):
+                await unreachable.state("east")
+        finally:
+            await client.aclose()
+            await down.aclose()
 
     asyncio.run(run())

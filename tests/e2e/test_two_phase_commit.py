@@ -16,12 +16,16 @@ from typing import Any
 
 import pytest
 
+from kubesched.agent.core import Agent
+from kubesched.agent.push import PushEndpoint
 from kubesched.api.objects import Pod
+from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
 from kubesched.federation.adapter import allocated_pod, super_node
-from kubesched.federation.agent_client import AgentClient
+from kubesched.federation.agent_client import AgentClient, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
 from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
@@ -112,22 +116,36 @@ class Hub:
 
 @asynccontextmanager
 async def running_hub(
-    planes: dict[str, ControlPlane], workdir: Path, namespace: str, pods: list[Pod], config: Any
+    planes: dict[str, ControlPlane],
+    workdir: Path,
+    namespace: str,
+    pods: list[Pod],
+    config: Any,
+    push: frozenset[str] = frozenset(),
 ) -> AsyncIterator[Hub]:
-    """Agents for ``planes`` (on their own virtual clock: expiry is the test's to trigger), the state cache and
-    the committer over them, and a hub scheduler whose nodes are the members' super nodes."""
+    """Agents for ``planes`` (on their own virtual clock: expiry is the test's to trigger) -- or, for the members
+    in ``push``, the agent's logic in the hub on the member's kubeconfig --, the state cache and the committer
+    over them, and a hub scheduler whose nodes are the members' super nodes."""
     agent_clock = VirtualClock()
     clock = VirtualClock()
     agents = {
         name: RunningAgent(plane, workdir / name, clock=agent_clock, namespace=namespace, cluster_name=name)
         for name, plane in planes.items()
+        if name not in push
     }
     for agent in agents.values():
         await agent.start()
-    clients = {
+    clients: dict[str, MemberEndpoint] = {
         name: AgentClient(agent.url, agent.token, ssl_context=agent.client_ssl_context())
         for name, agent in agents.items()
     }
+    kube_clients: list[KubeClient] = []
+    for name in sorted(push):
+        kubeconfig = planes[name].write_kubeconfig(workdir / f"{name}.kubeconfig")
+        kube_clients.append(KubeClient(load_connection(str(kubeconfig))))
+        in_hub = Agent(kube_clients[-1], clock=agent_clock, namespace=namespace, cluster_name=name)
+        await in_hub.ensure_namespace()
+        clients[name] = PushEndpoint(in_hub)
     cache = ClusterStateCache([MemberRefresh(name, client) for name, client in clients.items()], clock=clock)
     await cache.refresh_all()  # one round before the hub starts; refreshing on is the live scheduler's job
     nodes, placeholders = [], []
@@ -151,6 +169,8 @@ async def running_hub(
         await scheduler.close()
         for client in clients.values():
             await client.aclose()
+        for kube_client in kube_clients:
+            await kube_client.aclose()
         for agent in agents.values():
             await agent.__aexit__(None, None, None)
 
@@ -323,4 +343,25 @@ def test_a_burst_never_overcommits_a_member(
     asyncio.run(run())
     assert len(member_pods(member, members)) == 4  # 4 CPUs, 1 CPU each: what the hub placed, no more
     assert len(member_pods(second_member, members)) == 3
+    assert reservations(member, members) == reservations(second_member, members) == []
+
+
+def test_a_push_mode_member_commits_behind_the_same_interface(
+    member: ControlPlane, second_member: ControlPlane, members: str, tmp_path: Path
+) -> None:
+    make_node(member, "east-1", cpu="2")
+    make_node(second_member, "west-1", cpu="2")
+    pods = [hub_pod(f"mixed{i}", members, cpu="1") for i in range(5)]
+
+    async def run() -> None:
+        planes = {"east": member, "west": second_member}
+        async with running_hub(planes, tmp_path, members, pods, hub_config(), push=frozenset({"east"})) as hub:
+            await hub.scheduler.run_until_idle(hub.clock)
+            placed = [hub.placed(pod) for pod in pods]
+            assert (placed.count("east"), placed.count("west"), placed.count("")) == (2, 2, 1)
+
+    asyncio.run(run())
+    east = member_pods(member, members)
+    assert len(east) == 2 and all(p["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kubesched" for p in east)
+    assert len(member_pods(second_member, members)) == 2
     assert reservations(member, members) == reservations(second_member, members) == []

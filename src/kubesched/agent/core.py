@@ -50,6 +50,7 @@ from kubesched.federation.wire import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     RESERVATION_ANNOTATION,
+    RESERVATION_ID_PATTERN,
     RESERVATION_LABEL,
     ReservationRequest,
 )
@@ -287,10 +288,13 @@ class Agent:
                 await self._delete_configmap(request.id)
             nodes, pods, live, now = await self._view()
             held = held_by_node(live)
+            by_node: dict[str, list[Pod]] = {}
+            for pod in pods:
+                by_node.setdefault(pod.spec.node_name, []).append(pod)
             for node in sorted(nodes, key=lambda n: n.metadata.name):
                 if node.spec_unschedulable:
                     continue
-                _, _, buckets = member_capacity([node], [p for p in pods if p.spec.node_name == node.name], held)
+                _, _, buckets = member_capacity([node], by_node.get(node.name, []), held)
                 if buckets and _fits(buckets[0].free, request.requests):
                     break
             else:
@@ -318,6 +322,8 @@ class Agent:
 
     async def release(self, rid: str) -> bool:
         """Drop reservation ``rid``; whether it existed (releasing twice is fine)."""
+        if not RESERVATION_ID_PATTERN.match(rid):
+            raise Refused(400, "Invalid", "id: must be a DNS label (lower-case letters, digits and '-')")
         async with self._lock:
             return await self._delete_configmap(rid)
 

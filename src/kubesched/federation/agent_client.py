@@ -25,7 +25,7 @@ import ssl
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_request
 from kubesched.errors import KubeschedError
@@ -47,6 +47,7 @@ __all__ = [
     "AgentUnreachable",
     "BoundPod",
     "HeldReservation",
+    "MemberEndpoint",
 ]
 
 DEFAULT_TIMEOUT = 2.0
@@ -93,6 +94,22 @@ class BoundPod:
     uid: str
     node: str
     created: bool
+
+
+class MemberEndpoint(Protocol):
+    """What the hub needs of one member, however it reaches it: an :class:`AgentClient` (pull mode, over HTTPS)
+    or :class:`kubesched.agent.push.PushEndpoint` (push mode: the agent's logic in the hub, on the member's
+    kubeconfig). Same calls, same results, same errors."""
+
+    async def state(self, name: str, *, generation: int = 0, timeout: float | None = None) -> ClusterState: ...
+
+    async def reserve(self, request: ReservationRequest, *, timeout: float | None = None) -> HeldReservation: ...
+
+    async def release(self, reservation_id: str, *, timeout: float | None = None) -> bool: ...
+
+    async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod: ...
+
+    async def aclose(self) -> None: ...
 
 
 class AgentClient:

@@ -1,12 +1,13 @@
-"""The hub's :class:`~kubesched.framework.clusters.ClusterCommitter` over the members' agents (pull mode).
+"""The hub's :class:`~kubesched.framework.clusters.ClusterCommitter` over the members' endpoints.
 
 Who calls it: a multi-cluster scheduler registers an :class:`AgentCommitter` as the Handle service
 :data:`~kubesched.framework.clusters.CLUSTER_COMMIT_SERVICE`; the ClusterReservation and ClusterBind plugins
 call it from background work and binding cycles. It maps a cluster name to that member's
-:class:`~kubesched.federation.agent_client.AgentClient` and translates the agent's errors into the framework's
-:class:`~kubesched.framework.clusters.CommitError` (plugins never see an agent error): an answer of the agent
+:class:`~kubesched.federation.agent_client.MemberEndpoint` (its agent's client in pull mode, the push-mode
+endpoint otherwise) and translates their errors into the framework's
+:class:`~kubesched.framework.clusters.CommitError` (plugins never see an agent error): an answer of the member
 is ``refused`` with its reason, no answer is ``Unreachable``. The pod sent to bind is the hub pod's manifest as
-the hub holds it; the agent keeps its spec, labels and annotations and places it on the reserved node.
+the hub holds it; the member keeps its spec, labels and annotations and places it on the reserved node.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kubesched.api.objects import Pod
-from kubesched.federation.agent_client import AgentClient, AgentError, AgentRefused
+from kubesched.federation.agent_client import AgentError, AgentRefused, MemberEndpoint
 from kubesched.federation.wire import ReservationRequest
 from kubesched.framework.clusters import CommitError, CommitLedger
 
@@ -25,9 +26,9 @@ UNKNOWN_CLUSTER_REASON = "UnknownCluster"
 
 
 class AgentCommitter:
-    """Reserve / release / bind through each member's agent; the clients are the caller's (it closes them)."""
+    """Reserve / release / bind through each member's endpoint; the endpoints are the caller's (it closes them)."""
 
-    def __init__(self, clients: Mapping[str, AgentClient]) -> None:
+    def __init__(self, clients: Mapping[str, MemberEndpoint]) -> None:
         self._clients = dict(clients)
         self._ledger = CommitLedger()
 
@@ -35,7 +36,7 @@ class AgentCommitter:
     def ledger(self) -> CommitLedger:
         return self._ledger
 
-    def _client(self, cluster: str) -> AgentClient:
+    def _client(self, cluster: str) -> MemberEndpoint:
         client = self._clients.get(cluster)
         if client is None:
             raise CommitError(cluster, UNKNOWN_CLUSTER_REASON, "no agent is known for it", refused=True)
