@@ -10,7 +10,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,11 @@ from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
 from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
 from kubesched.framework.runtime.services import Services
+from kubesched.framework.verdict import PolicyVerdict
 from kubesched.plugins.multicluster.reservation import APPROVAL_ANNOTATION_KEY, reservation_id
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
+from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.agents import RunningAgent, make_node
 from kubesched.testing.builders import make_pod
@@ -106,12 +108,24 @@ class Hub:
     clock: VirtualClock
     agents: dict[str, RunningAgent]
     agent_clock: VirtualClock
+    records: list[AttemptRecord] = field(default_factory=list)
+
+    def verdicts(self, pod: Pod) -> list[PolicyVerdict]:
+        return [v for r in self.records if r.pod.uid == pod.metadata.uid for v in r.verdicts]
 
     def placed(self, pod: Pod) -> str:
         return self.cluster.pods[pod.metadata.uid].spec.node_name
 
     def messages(self, pod: Pod) -> list[str]:
         return [event.message for event in self.cluster.events_for(pod.metadata.namespace, pod.metadata.name)]
+
+
+@dataclass
+class _Collector:
+    records: list[AttemptRecord]
+
+    def on_attempt(self, record: AttemptRecord) -> None:
+        self.records.append(record)
 
 
 @asynccontextmanager
@@ -158,13 +172,22 @@ async def running_hub(
     services = Services()
     services.register(CLUSTER_STATE_SERVICE, lambda spec: cache)
     services.register(CLUSTER_COMMIT_SERVICE, lambda spec: AgentCommitter(clients))
+    records: list[AttemptRecord] = []
+    observer = _Collector(records)
     scheduler = Scheduler(
-        config, in_tree_registry(), hub, clock=clock, seed=0, services=services, targets=TARGET_CLUSTERS
+        config,
+        in_tree_registry(),
+        hub,
+        clock=clock,
+        seed=0,
+        services=services,
+        targets=TARGET_CLUSTERS,
+        observer=observer,
     )
     scheduler.max_attempts = 4
     hub.subscribe(scheduler.event_handlers)
     try:
-        yield Hub(scheduler, hub, clock, agents, agent_clock)
+        yield Hub(scheduler, hub, clock, agents, agent_clock, records)
     finally:
         await scheduler.close()
         for client in clients.values():
@@ -217,6 +240,11 @@ def test_a_pod_is_placed_by_reserve_approve_and_bind(
         async with running_hub(planes, tmp_path, members, [pod], hub_config(approval)) as hub:
             await hub.scheduler.run_until_idle(hub.clock)
             assert hub.placed(pod) == "east"  # west has 1 CPU: ClusterCapacity filters it out
+            [verdict] = hub.verdicts(pod)  # the audit record's entry for the commit
+            assert (verdict.plugin, verdict.target, verdict.allowed) == ("ClusterReservation", "east", True)
+            assert verdict.decision_id == reservation_id(pod.metadata.uid, 1)
+            assert verdict.reasons[0].startswith("reserved on node east-1 at ")
+            assert verdict.reasons[1].startswith(f"approved ({approval}) at ")
 
     asyncio.run(run())
     [created] = member_pods(member, members)
@@ -242,6 +270,13 @@ def test_a_denied_approval_releases_the_reservation(
             await hub.scheduler.run_until_idle(hub.clock)
             assert hub.placed(pod) == ""
             assert any("approval denied" in message for message in hub.messages(pod))
+            [verdict] = hub.verdicts(pod)  # the audit record says why, and which reservation was released
+            assert (verdict.target, verdict.allowed, verdict.decision_id) == (
+                "east",
+                False,
+                reservation_id(pod.metadata.uid, 1),
+            )
+            assert verdict.reasons[1].startswith("approval denied (Annotation) at ")
 
     asyncio.run(run())
     assert reservations(member, members) == []  # each attempt's reservation released at Unreserve

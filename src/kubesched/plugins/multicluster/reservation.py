@@ -11,7 +11,9 @@ flight) and, in background work spawned through the Handle:
 2. **approves**: ``Automatic``, or ``Annotation`` (the pod's ``multicluster.kubesched.io/approval`` annotation,
    re-read every ``recheckIntervalSeconds``: ``approved`` allows, ``denied`` rejects, anything else waits);
 3. allows the pod (ClusterBind commits it) or rejects it with the reason; the framework's Permit timeout
-   (``permitTimeoutSeconds``) rejects a pod still waiting.
+   (``permitTimeoutSeconds``) rejects a pod still waiting. The decision is a policy verdict in the attempt's
+   audit record (stage ``permit``, the cluster as target, the reservation id as decision id, reasons saying
+   where and when it was reserved and approved or denied, or why reserving failed).
 
 Every rejection goes through the framework: Unreserve (which releases the reservation, in the background; a
 release that fails is left to the TTL), requeue with backoff, a FailedScheduling event with the reason. A
@@ -25,6 +27,7 @@ for ``suspectSeconds`` after the last one: ``cluster(s) were suspect after repea
 from __future__ import annotations
 
 import asyncio
+import datetime
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ from kubesched.framework.clusters import ClusterCommitter, CommitError, NoCluste
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
+from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.multicluster.args import APPROVAL_ANNOTATION, ClusterReservationArgs
@@ -57,6 +61,11 @@ APPROVAL_DENIED = "approval denied"
 NO_COMMITTER = "no cluster committer: "
 
 _SUSPECT = Status(Code.UNSCHEDULABLE, ERR_REASON_SUSPECT)
+VERDICT_ENGINE = "cluster-agent"
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="milliseconds")
 
 
 def reservation_id(pod_uid: str, attempt: int) -> str:
@@ -138,7 +147,7 @@ class ClusterReservation:
         self._attempts[pod.uid] = attempt
         held = HeldReservation(node_name, reservation_id(pod.uid, attempt))
         state.write(RESERVATION_STATE_KEY, held)
-        self.handle.spawn(self._phase_one(pod, held, committer))
+        self.handle.spawn(self._phase_one(state, pod, held, committer))
         return Status(Code.WAIT, WAITING_MESSAGE), self.args.permit_timeout_seconds
 
     async def _reserve(self, pod: PodInfo, held: HeldReservation, committer: ClusterCommitter) -> CommitError | None:
@@ -168,14 +177,20 @@ class ClusterReservation:
             committer.ledger.failed(held.cluster, self.handle.clock.now())
         return failure
 
-    async def _phase_one(self, pod: PodInfo, held: HeldReservation, committer: ClusterCommitter) -> None:
+    async def _phase_one(
+        self, state: CycleState, pod: PodInfo, held: HeldReservation, committer: ClusterCommitter
+    ) -> None:
         await asyncio.sleep(0)  # the binding cycle registers the waiting pod at the end of Permit
         failure = await self._reserve(pod, held, committer)
         if failure is not None:
             waiting = self.handle.get_waiting_pod(pod.uid)
             if waiting is not None:
-                waiting.reject(self.name, RESERVE_FAILED_PREFIX + str(failure))
+                message = RESERVE_FAILED_PREFIX + str(failure)
+                error = "" if failure.refused else str(failure)
+                add_verdict(state, self._verdict(held, False, (message,), error=error))
+                waiting.reject(self.name, message)
             return
+        reserved = f"reserved on node {held.node} at {_stamp(self.handle.clock.now())}"
         while True:
             waiting = self.handle.get_waiting_pod(pod.uid)
             if waiting is None:
@@ -183,13 +198,31 @@ class ClusterReservation:
                     await self._release(held)  # it stopped waiting while the member was reserving
                 return
             verdict = self._approval(self.handle.get_pod(pod.uid) or pod.pod)
-            if verdict is True:
-                waiting.allow(self.name)
-                return
-            if verdict is False:
-                waiting.reject(self.name, APPROVAL_DENIED)
+            if verdict is not None:
+                decided = f"{APPROVAL_DENIED if verdict is False else 'approved'} ({self.args.approval}) at "
+                reasons = (reserved, decided + _stamp(self.handle.clock.now()))
+                add_verdict(state, self._verdict(held, verdict, reasons))
+                if verdict:
+                    waiting.allow(self.name)
+                else:
+                    waiting.reject(self.name, APPROVAL_DENIED)
                 return
             await self.handle.sleep(self.args.recheck_interval_seconds)
+
+    def _verdict(
+        self, held: HeldReservation, allowed: bool, reasons: tuple[str, ...], *, error: str = ""
+    ) -> PolicyVerdict:
+        """The audit trail's entry: the cluster, the reservation id (as the decision id), what happened when."""
+        return PolicyVerdict(
+            plugin=self.name,
+            stage="permit",
+            target=held.cluster,
+            allowed=allowed,
+            reasons=reasons,
+            engine=VERDICT_ENGINE,
+            decision_id=held.reservation_id,
+            error=error,
+        )
 
     def _approval(self, latest: Pod) -> bool | None:
         """True approved, False denied, None not decided yet."""
