@@ -44,7 +44,14 @@ def hub_pod(name: str, namespace: str, cpu: str = "1", uid: str = "") -> dict[st
                 {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u1", "controller": True}
             ],
         },
-        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+            # about the hub's choice of cluster: the agent must drop these, or the member refuses the pod
+            "nodeSelector": {"topology.kubernetes.io/region": "eu"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
+            "priority": 0,
+            "schedulerName": "multicluster-scheduler",
+        },
     }
 
 
@@ -100,10 +107,13 @@ def test_state_reports_capacity_per_node_workloads_and_served_apis(
 ) -> None:
     make_node(member, "n1", cpu="4", memory="8Gi")
     make_node(member, "n2", cpu="2", memory="4Gi")
-    running = hub_pod("already-there", namespace, cpu="1")
+    running, pending = hub_pod("already-there", namespace, cpu="1"), hub_pod("pending", namespace)
+    for pod in (running, pending):
+        for hub_only in ("nodeSelector", "affinity", "priority"):
+            del pod["spec"][hub_only]
     running["spec"]["nodeName"] = "n1"
-    assert member.request("POST", f"/api/v1/namespaces/{namespace}/pods", running)[0] == 201
-    member.request("POST", f"/api/v1/namespaces/{namespace}/pods", hub_pod("pending", namespace))  # no node
+    for pod in (running, pending):  # the pending one has no node: it holds nothing
+        assert member.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod)[0] == 201
 
     clock = VirtualClock(1_800_000_000.0)
 
@@ -219,6 +229,7 @@ def test_bind_creates_one_pod_on_the_reserved_node_and_consumes_the_reservation(
     assert pod["metadata"]["annotations"]["multicluster.kubesched.io/reservation-id"] == "r1"
     assert pod["metadata"]["annotations"]["multicluster.kubesched.io/hub-pod-uid"] == "hub-web-1"
     assert "ownerReferences" not in pod["metadata"]  # the hub's owners do not exist in the member
+    assert ("nodeSelector" in pod["spec"], "affinity" in pod["spec"]) == (False, False)  # cluster-level constraints
     assert configmaps(member, namespace) == []
 
 

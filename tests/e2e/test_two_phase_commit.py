@@ -44,6 +44,7 @@ from kubesched.testing.multicluster_builders import make_member
 pytestmark = pytest.mark.e2e
 
 HUB = "hub-scheduler"
+REGION_LABEL = "topology.kubernetes.io/region"
 _names = itertools.count()
 
 
@@ -74,6 +75,7 @@ def hub_config(approval: str = "Automatic", suspect_after: int = 3) -> Any:
                         "disabled": [{"name": "*"}],
                         "enabled": [
                             {"name": "PrioritySort"},
+                            {"name": "NodeAffinity"},
                             {"name": "ClusterReadiness"},
                             {"name": "ClusterCapacity"},
                             {"name": "ClusterBalance"},
@@ -164,7 +166,7 @@ async def running_hub(
     await cache.refresh_all()  # one round before the hub starts; refreshing on is the live scheduler's job
     nodes, placeholders = [], []
     for name, state in cache.states.items():
-        nodes.append(super_node(make_member(name).obj(), state))
+        nodes.append(super_node(make_member(name).region(name).obj(), state))
         placeholder = allocated_pod(state)
         if placeholder is not None:
             placeholders.append(placeholder)
@@ -198,8 +200,10 @@ async def running_hub(
             await agent.__aexit__(None, None, None)
 
 
-def hub_pod(name: str, namespace: str, cpu: str, approval: str = "") -> Pod:
+def hub_pod(name: str, namespace: str, cpu: str, approval: str = "", region: str = "") -> Pod:
     builder = make_pod(f"{name}-{next(_names)}").namespace(namespace).scheduler(HUB).req(cpu=cpu)
+    if region:
+        builder = builder.node_selector({REGION_LABEL: region})
     if approval:
         builder = builder.annotation(APPROVAL_ANNOTATION_KEY, approval)
     return builder.obj()
@@ -232,14 +236,14 @@ def test_a_pod_is_placed_by_reserve_approve_and_bind(
     member: ControlPlane, second_member: ControlPlane, members: str, tmp_path: Path, approval: str, annotation: str
 ) -> None:
     make_node(member, "east-1", cpu="4")
-    make_node(second_member, "west-1", cpu="1")
-    pod = hub_pod("web", members, cpu="2", approval=annotation)
+    make_node(second_member, "west-1", cpu="4")
+    pod = hub_pod("web", members, cpu="2", approval=annotation, region="east")
 
     async def run() -> None:
         planes = {"east": member, "west": second_member}
         async with running_hub(planes, tmp_path, members, [pod], hub_config(approval)) as hub:
             await hub.scheduler.run_until_idle(hub.clock)
-            assert hub.placed(pod) == "east"  # west has 1 CPU: ClusterCapacity filters it out
+            assert hub.placed(pod) == "east"  # the pod's nodeSelector names east's region
             [verdict] = hub.verdicts(pod)  # the audit record's entry for the commit
             assert (verdict.plugin, verdict.target, verdict.allowed) == ("ClusterReservation", "east", True)
             assert verdict.decision_id == reservation_id(pod.metadata.uid, 1)
@@ -250,6 +254,7 @@ def test_a_pod_is_placed_by_reserve_approve_and_bind(
     [created] = member_pods(member, members)
     assert created["metadata"]["name"] == pod.metadata.name
     assert created["spec"]["nodeName"] == "east-1"
+    assert "nodeSelector" not in created["spec"]  # it chose the cluster; in the member it would refuse the node
     annotations = created["metadata"]["annotations"]
     assert annotations["multicluster.kubesched.io/reservation-id"] == reservation_id(pod.metadata.uid, 1)
     assert annotations["multicluster.kubesched.io/hub-pod-uid"] == pod.metadata.uid

@@ -23,7 +23,8 @@ tests. Everything goes to the member's API server through our own client
   kubesched`` and annotated with the reservation id and the hub pod's uid, then deletes the reservation.
   The same reservation id twice yields one pod: a pod of that name carrying that id is the earlier bind.
   Hub-side owner references are dropped (the owners do not exist in the member: its garbage collector would
-  delete the pod).
+  delete the pod), and so are the hub's placement constraints, which were about clusters (``nodeSelector``,
+  node affinity), with ``priority`` (the member's admission computes it) and scheduling gates.
 
 Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. One agent
 per member is the deployment model; two would each be right about their own holds only.
@@ -64,6 +65,10 @@ DEFAULT_NAMESPACE = "kubesched-system"
 CONFIGMAP_PREFIX = "kubesched-reservation-"
 PODS = "pods"
 DISCOVERY_TTL_SECONDS = 300.0
+# Fields of the hub pod that were about the hub's choice of cluster, or that the member would refuse next to a
+# nodeName: a nodeSelector or node affinity on cluster labels would make the member's kubelet reject the pod, a
+# priority the member's Priority admission computes itself, scheduling gates are forbidden with a nodeName.
+_HUB_ONLY_SPEC = frozenset({"nodeName", "nodeSelector", "priority", "schedulingGates", "nominatedNodeName"})
 
 
 class Refused(KubeschedError):
@@ -348,7 +353,12 @@ class Agent:
         hub_uid = reservation.pod_uid or str(metadata.get("uid") or "")
         if hub_uid:
             annotations[HUB_POD_UID_ANNOTATION] = hub_uid
-        spec = dict(manifest.get("spec") or {})
+        spec = {key: value for key, value in (manifest.get("spec") or {}).items() if key not in _HUB_ONLY_SPEC}
+        affinity = {key: value for key, value in (spec.get("affinity") or {}).items() if key != "nodeAffinity"}
+        if affinity:
+            spec["affinity"] = affinity
+        else:
+            spec.pop("affinity", None)
         spec["nodeName"] = reservation.node
         return {
             "apiVersion": "v1",

@@ -174,6 +174,8 @@ class AgentServer:
                 await self.agent.sweep_expired()
             except (KubeApiError, KubeTransportError) as error:  # the member is down: try again next round
                 log.warning("sweeping expired reservations failed: %s", error)
+            except Exception:  # a bug must not end the sweeps: unconfirmed reservations would then never expire
+                log.exception("sweeping expired reservations failed")
 
     # ------------------------------------------------------------------------------------------- middleware
 

@@ -20,6 +20,10 @@ class AgentUsageError(KubeschedError):
     """A flag of ``kubesched agent`` that cannot be used."""
 
 
+class AgentStartupError(KubeschedError):
+    """The agent could not start serving (the member's API server refused or did not answer)."""
+
+
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port)."""
     host, sep, port = value.rpartition(":")
@@ -51,6 +55,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from kubesched.agent.core import Agent
     from kubesched.agent.server import AgentServer, read_token, server_ssl_context
     from kubesched.backends.kube.client import KubeClient
+    from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
     from kubesched.backends.kube.kubeconfig import load_connection
     from kubesched.clock import RealClock
     from kubesched.live.run import install_signal_handlers
@@ -78,5 +83,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
         finally:
             await client.aclose()
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except (KubeApiError, KubeTransportError) as error:  # the member's API at start-up (its namespace)
+        raise AgentStartupError(f"the member's API server ({connection.server}): {error}") from error
     return 0

@@ -193,6 +193,8 @@ class AgentClient:
     async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod:
         status, body = await self._call("POST", BIND_PATH, {"reservationId": reservation_id, "pod": pod}, timeout)
         member_pod = self._field(body, "pod")
+        if not isinstance(member_pod, Mapping):
+            raise AgentProtocolError(self.url, "the answer's pod is not an object")
         return BoundPod(
             str(member_pod.get("namespace", "")),
             str(member_pod.get("name", "")),

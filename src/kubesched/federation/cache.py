@@ -107,7 +107,9 @@ class ClusterStateCache:
         try:
             async with asyncio.timeout(member.deadline):
                 state = await member.fetcher.state(name, generation=self._generation, timeout=member.deadline)
-        except (KubeschedError, TimeoutError) as error:
+        except Exception as error:  # our errors and the deadline; anything else is counted, not fatal, too
+            if not isinstance(error, KubeschedError | TimeoutError):
+                log.exception("member %s: refreshing its state failed unexpectedly", name)
             message = str(error) or "no answer within the deadline"
             self._health[name] = replace(
                 health,
