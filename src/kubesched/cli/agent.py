@@ -35,7 +35,9 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 def add_agent_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     agent = commands.add_parser("agent", help="serve one member cluster to the hub over HTTPS (the cluster agent)")
-    agent.add_argument("--kubeconfig", required=True, help="kubeconfig of the member cluster")
+    agent.add_argument(
+        "--kubeconfig", default="", help="kubeconfig of the member cluster (default: KUBECONFIG, then in-cluster)"
+    )
     agent.add_argument("--context", default="", help="kubeconfig context (default: its current-context)")
     agent.add_argument("--listen", required=True, metavar="HOST:PORT", help="address to serve on")
     agent.add_argument("--token-file", required=True, help="file holding the bearer token the hub must present")

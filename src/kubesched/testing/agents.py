@@ -42,7 +42,9 @@ class RunningAgent:
         namespace: str = "kubesched-system",
         cluster_name: str = "member",
         sweep_interval: float = 5.0,
+        kubeconfig: Path | None = None,
     ) -> None:
+        """``kubeconfig``: the agent's credentials for the member (default: the plane's admin)."""
         self.plane = plane
         self.workdir = workdir
         self.clock = clock
@@ -52,7 +54,7 @@ class RunningAgent:
         self.token = secrets.token_urlsafe(24)
         workdir.mkdir(parents=True, exist_ok=True)
         self.ca_file, self.cert_file, self.key_file = write_server_certificates(workdir / "agent-pki")
-        self.kubeconfig = plane.write_kubeconfig(workdir / "member.kubeconfig")
+        self.kubeconfig = kubeconfig or plane.write_kubeconfig(workdir / "member.kubeconfig")
         self.port = 0
         self._client: KubeClient | None = None
         self._server: AgentServer | None = None
