@@ -26,7 +26,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Protocol
 
 from kubesched.clock import Clock, sleep
@@ -80,6 +80,7 @@ class ClusterStateCache:
             name: ClusterState(name=name, ready=False, ready_reason=NOT_YET_OBSERVED, observed_at=clock.now())
             for name in self._members
         }
+        self._view: Mapping[str, ClusterState] = MappingProxyType(dict(self._states))
         self._health = {name: MemberHealth() for name in self._members}
         self._generation = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -87,11 +88,11 @@ class ClusterStateCache:
     # ------------------------------------------------------------------------------------------- reading
 
     def snapshot(self, now: float) -> ClusterSnapshot:
-        return ClusterSnapshot(taken_at=now, clusters=dict(self._states))
+        return ClusterSnapshot(taken_at=now, clusters=self._view)
 
     @property
     def states(self) -> Mapping[str, ClusterState]:
-        return dict(self._states)
+        return self._view
 
     def health(self, name: str) -> MemberHealth:
         return self._health[name]
@@ -127,6 +128,7 @@ class ClusterStateCache:
             accounted_pods=state.accounted_pods | {placeholder_uid(name)},
             generation=self._generation,
         )
+        self._view = MappingProxyType(dict(self._states))  # copy on write: snapshots share it, no copy per cycle
         self._health[name] = replace(
             health, refreshes=health.refreshes + 1, consecutive_failures=0, last_success_at=asked_at
         )
