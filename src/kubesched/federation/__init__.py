@@ -12,6 +12,8 @@
 - :mod:`.agent_client`: the hub's client of one agent (state, reserve, release, bind), with its own errors.
 - :mod:`.cache`: :class:`~kubesched.federation.cache.ClusterStateCache`, the live ClusterStateSource refreshed
   from every member's agent in the background.
+- :mod:`.commit`: :class:`~kubesched.federation.commit.AgentCommitter`, the ClusterCommitter (reserve, release,
+  bind) of the two-phase commit over the members' endpoints.
 
 The agent itself (the process beside each member) is :mod:`kubesched.agent`.
 """

@@ -30,6 +30,7 @@ import asyncio
 import datetime
 import hashlib
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,7 @@ NO_COMMITTER = "no cluster committer: "
 
 _SUSPECT = Status(Code.UNSCHEDULABLE, ERR_REASON_SUSPECT)
 VERDICT_ENGINE = "cluster-agent"
+MAX_REMEMBERED_PODS = 65536
 
 
 def _stamp(seconds: float) -> str:
@@ -94,7 +96,9 @@ class ClusterReservation:
         self.args = validated(args, ClusterReservationArgs)
         self.handle = handle
         self._committer: ClusterCommitter | None = None
-        self._attempts: dict[str, int] = {}
+        # Attempt numbers per pod uid, the oldest forgotten past MAX_REMEMBERED_PODS: a forgotten pod starts at 1
+        # again, which at worst meets its own earlier reservation (the same pod: reused, or refused as Conflict).
+        self._attempts: OrderedDict[str, int] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -143,8 +147,10 @@ class ClusterReservation:
             committer = self.committer()
         except NoClusterCommitter as error:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_COMMITTER + str(error)), 0.0
-        attempt = self._attempts.get(pod.uid, 0) + 1
+        attempt = self._attempts.pop(pod.uid, 0) + 1
         self._attempts[pod.uid] = attempt
+        if len(self._attempts) > MAX_REMEMBERED_PODS:
+            self._attempts.popitem(last=False)
         held = HeldReservation(node_name, reservation_id(pod.uid, attempt))
         state.write(RESERVATION_STATE_KEY, held)
         self.handle.spawn(self._phase_one(state, pod, held, committer))
