@@ -85,3 +85,19 @@ class VirtualClock:
 
     def advance(self, seconds: float) -> int:
         return self.advance_to(self._now + seconds)
+
+
+async def sleep(clock: Clock, seconds: float) -> None:
+    """Sleep ``seconds`` on ``clock``: a real clock sleeps, a virtual one wakes the sleeper when it is advanced
+    past the end (background refreshers and sweepers wait this way, so tests run them on virtual time)."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    timer = clock.call_later(seconds, wake)
+    try:
+        await future
+    finally:
+        timer.cancel()

@@ -7,6 +7,7 @@ test here is skipped (with how to get them), with a variable that names no binar
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,29 @@ def uncached_control_plane(assets: Path, tmp_path_factory: pytest.TempPathFactor
     """kube-apiserver without its watch cache: watches and lists read etcd, so compact_etcd() gives 410 at once."""
     with ControlPlane(assets, tmp_path_factory.mktemp("uncached-control-plane"), watch_cache=False) as plane:
         yield plane
+
+
+_agent_namespaces = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def member(assets: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A member cluster for agent tests, one per module: they count every Node of it, so no other test may add
+    one (tests of one module remove theirs: see agent_namespace)."""
+    with ControlPlane(assets, tmp_path_factory.mktemp("member")) as plane:
+        yield plane
+
+
+@pytest.fixture
+def agent_namespace(member: ControlPlane) -> Iterator[str]:
+    """A fresh namespace in ``member`` for this test's pods and reservations; afterwards its pods and every
+    Node of the member are removed."""
+    name = f"agent-test-{next(_agent_namespaces)}"
+    status, _ = member.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    assert status == 201
+    yield name
+    member.request("DELETE", f"/api/v1/namespaces/{name}/pods", query={"gracePeriodSeconds": "0"})
+    member.request("DELETE", "/api/v1/nodes")
 
 
 @pytest.fixture(autouse=True)

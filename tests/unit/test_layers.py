@@ -32,6 +32,19 @@ ALLOWED = {
         "kubesched.clock",
         "kubesched.config",
         "kubesched.plugins.names",
+        # The agent client's transport only (keep-alive HTTP/1.1, a quarter of aiohttp's CPU per request), never
+        # the kube API client: the hub talks to members through their agents.
+        "kubesched.backends.kube.http1",
+    },
+    # The cluster agent runs beside one member: its API client and the federation wire format, no scheduler.
+    "agent": {
+        "kubesched.agent",
+        "kubesched.backends",
+        "kubesched.federation",
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
     },
 }
 

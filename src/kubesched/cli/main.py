@@ -5,7 +5,8 @@ Subcommands: ``run`` (schedule a real cluster), ``simulate`` (schedule manifests
 ``config validate`` / ``config view``,
 ``plugins`` (what is registered, at which points), ``bench`` (scheduler_perf-style workloads) and
 ``audit verify`` / ``audit query`` (decision audit logs, :mod:`kubesched.cli.audit`),
-``policy test`` (Rego unit tests, as ``opa test``: :mod:`kubesched.cli.policy_test`).
+``policy test`` (Rego unit tests, as ``opa test``: :mod:`kubesched.cli.policy_test`),
+``agent`` (the cluster agent in front of one member: :mod:`kubesched.cli.agent`).
 Every user error is one line on stderr and exit code 1; wrong usage exits 2 (argparse), except for
 ``policy test``, which keeps ``opa test``'s codes (2: a test failed; 1: any other error); no tracebacks.
 """
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from kubesched.cli.agent import add_agent_command
 from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
 from kubesched.cli.common import load_config, plugin_registry, warn
 from kubesched.cli.explain import add_explain_command, rfc3339_seconds
@@ -396,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain_command(commands)
 
     add_audit_commands(commands)
+
+    add_agent_command(commands)
 
     bench = commands.add_parser("bench", help="run scheduler_perf-style benchmark workloads")
     bench.add_argument("workloads", nargs="*", help="workload names or YAML files (default: all bundled)")

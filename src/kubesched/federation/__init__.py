@@ -8,5 +8,12 @@
 - :mod:`.plane`: splitting loaded manifests into the node plane and the cluster plane of a simulation.
 - :mod:`.profiles`: which profiles of a configuration place pods onto clusters.
 
-Later increments add here the cluster state cache refreshed from live members, reservations and the agent.
+- :mod:`.wire`: the cluster agent's wire format (paths, labels, ClusterState and reservation requests as JSON).
+- :mod:`.agent_client`: the hub's client of one agent (state, reserve, release, bind), with its own errors.
+- :mod:`.cache`: :class:`~kubesched.federation.cache.ClusterStateCache`, the live ClusterStateSource refreshed
+  from every member's agent in the background.
+- :mod:`.commit`: :class:`~kubesched.federation.commit.AgentCommitter`, the ClusterCommitter (reserve, release,
+  bind) of the two-phase commit over the members' endpoints.
+
+The agent itself (the process beside each member) is :mod:`kubesched.agent`.
 """

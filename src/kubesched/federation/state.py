@@ -33,7 +33,15 @@ from kubesched.framework.clusters import (
     workload_keys,
 )
 
-__all__ = ["PLACEHOLDER_NAMESPACE", "StaticClusterStateSource", "cluster_state", "placeholder_uid"]
+__all__ = [
+    "PLACEHOLDER_NAMESPACE",
+    "StaticClusterStateSource",
+    "cluster_state",
+    "member_capacity",
+    "member_workloads",
+    "placeholder_uid",
+    "running_pods",
+]
 
 PODS = "pods"
 
@@ -53,14 +61,16 @@ def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
         into[name] = into.get(name, 0) + amount
 
 
-def _running(pods: Iterable[Pod]) -> list[Pod]:
+def running_pods(pods: Iterable[Pod]) -> list[Pod]:
     return [pod for pod in pods if pod.status.phase not in _TERMINAL_PHASES]
 
 
-def _derived(
-    nodes: Sequence[Node], pods: Sequence[Pod]
+def member_capacity(
+    nodes: Sequence[Node], pods: Sequence[Pod], held: Mapping[str, Sequence[Mapping[str, int]]] | None = None
 ) -> tuple[dict[str, int], dict[str, int], tuple[NodeBucket, ...]]:
-    """(allocatable, allocated, node buckets) of a member described by its own nodes and pods."""
+    """(allocatable, allocated, node buckets) of a member described by its own nodes and the running ``pods``
+    bound to them; ``held``: per node name, the requests of reservations held there (each also takes a pod
+    slot), counted as allocated like pods. Who calls it: :func:`cluster_state` and the cluster agent."""
     by_node: dict[str, list[Pod]] = {}
     for pod in pods:
         by_node.setdefault(pod.spec.node_name, []).append(pod)
@@ -73,19 +83,22 @@ def _derived(
         on_node = by_node.get(node.metadata.name, [])
         for pod in on_node:
             _add(requested, pod_requests(pod))
+        holds = held.get(node.metadata.name, ()) if held is not None else ()
+        for hold in holds:
+            _add(requested, hold)
         _add(allocated, requested)
-        allocated[PODS] = allocated.get(PODS, 0) + len(on_node)
+        allocated[PODS] = allocated.get(PODS, 0) + len(on_node) + len(holds)
         if node.spec_unschedulable:
             continue  # counts in the totals, takes no new pod
         free = {name: max(amount - requested.get(name, 0), 0) for name, amount in node.allocatable.items()}
-        free[PODS] = max(node.allocatable.get(PODS, 0) - len(on_node), 0)
+        free[PODS] = max(node.allocatable.get(PODS, 0) - len(on_node) - len(holds), 0)
         key = tuple(sorted(free.items()))
         buckets[key] = buckets.get(key, 0) + 1
     allocated.setdefault(PODS, 0)
     return allocatable, allocated, tuple(NodeBucket(count, dict(free)) for free, count in buckets.items())
 
 
-def _workloads(pods: Iterable[Pod]) -> dict[WorkloadKey, int]:
+def member_workloads(pods: Iterable[Pod]) -> dict[WorkloadKey, int]:
     counts: dict[WorkloadKey, int] = {}
     for pod in pods:
         for key in workload_keys(pod):
@@ -105,9 +118,9 @@ def cluster_state(member: MemberCluster, nodes: Sequence[Node] = (), pods: Seque
     capacity figures and running workloads are derived from those. The caller has checked that the status then
     gives no figures of its own."""
     status = member.status
-    running = _running(pods)
+    running = running_pods(pods)
     if nodes:
-        allocatable, allocated, buckets = _derived(nodes, running)
+        allocatable, allocated, buckets = member_capacity(nodes, running)
         node_buckets: tuple[NodeBucket, ...] | None = buckets
     else:
         allocatable = dict(status.allocatable or {})
@@ -133,7 +146,7 @@ def cluster_state(member: MemberCluster, nodes: Sequence[Node] = (), pods: Seque
         nodes=node_buckets,
         apis=_apis(member),
         prices=prices,
-        workloads=_workloads(running),
+        workloads=member_workloads(running),
         accounted_pods=frozenset({placeholder_uid(member.name)}),
     )
 

@@ -12,6 +12,12 @@ Who implements a source: the simulation (:class:`kubesched.federation.state.Stat
 MemberCluster manifests) now; later a cache refreshed in the background from every member's agent. Either
 way ``snapshot()`` does no I/O: it hands out what was last observed, so the cycle never waits on a member.
 
+Committing a placement (the two-phase commit at Permit and Bind) goes through the Handle too: the scheduler's
+:class:`ClusterCommitter` (service kind :data:`CLUSTER_COMMIT_SERVICE`) reserves, releases and binds in a member,
+and keeps a :class:`CommitLedger` of each cluster's consecutive failures, so the cluster plugins that commit
+and the one that avoids suspect clusters share what happened. Its implementation (the agents' client) lives in
+:mod:`kubesched.federation.commit`; plugins call it only from background work and binding cycles.
+
 A hub pod bound to a super node is "in flight" until the member's own state counts it: plugins overlay the
 pods of the super node's NodeInfo that are not in :attr:`ClusterState.accounted_pods` on the reported state
 (the overcommit guard Karmada calls assume-and-deduct).
@@ -30,15 +36,21 @@ from kubesched.framework.interface import Handle
 
 __all__ = [
     "APP_LABELS",
+    "CLUSTER_COMMIT_SERVICE",
     "CLUSTER_SNAPSHOT_STATE_KEY",
     "CLUSTER_STATE_SERVICE",
     "CORE_POD_API",
+    "ClusterCommitter",
     "ClusterSnapshot",
     "ClusterState",
     "ClusterStateSource",
+    "CommitError",
+    "CommitLedger",
+    "NoClusterCommitter",
     "NodeBucket",
     "PriceList",
     "WorkloadKey",
+    "cluster_committer",
     "cluster_state_source",
     "cycle_snapshot",
     "policy_target_kind",
@@ -198,3 +210,83 @@ def take_cycle_snapshot(state: CycleState, handle: Handle) -> ClusterSnapshot:
 def cycle_snapshot(state: CycleState) -> ClusterSnapshot | None:
     """The snapshot PreFilter/PreScore took this cycle, for Filter and Score (None if none was taken)."""
     return state.get(CLUSTER_SNAPSHOT_STATE_KEY, ClusterSnapshot)
+
+
+CLUSTER_COMMIT_SERVICE = "cluster-commit"
+"""The service kind under which the scheduler provides the :class:`ClusterCommitter` (spec ``""``)."""
+
+
+class CommitError(Exception):
+    """A reserve, release or bind in a member failed. ``refused``: the member answered no (``reason`` says why:
+    ``Unfit``, ``NotFound``, ``Expired``, ...); otherwise it could not be reached in time (``Unreachable``), and may
+    or may not have acted: repeating the call with the same reservation id is safe."""
+
+    def __init__(self, cluster: str, reason: str, message: str, *, refused: bool) -> None:
+        super().__init__(f"cluster {cluster}: {message}")
+        self.cluster = cluster
+        self.reason = reason
+        self.refused = refused
+
+
+class CommitLedger:
+    """Consecutive commit failures per cluster and when the last one happened (in-memory, the scheduler's)."""
+
+    def __init__(self) -> None:
+        self._failures: dict[str, tuple[int, float]] = {}
+
+    def failed(self, cluster: str, now: float) -> int:
+        """Count one failure; the cluster's consecutive failures now."""
+        count = self._failures.get(cluster, (0, now))[0] + 1
+        self._failures[cluster] = (count, now)
+        return count
+
+    def succeeded(self, cluster: str) -> None:
+        self._failures.pop(cluster, None)
+
+    def consecutive(self, cluster: str) -> tuple[int, float | None]:
+        """(consecutive failures, time of the last one); (0, None) for a cluster without failures."""
+        entry = self._failures.get(cluster)
+        return (0, None) if entry is None else entry
+
+
+@runtime_checkable
+class ClusterCommitter(Protocol):
+    """Reserve, release and bind in member clusters, by reservation id (each call idempotent for its id).
+    Every call takes a deadline (``timeout`` seconds) and raises :class:`CommitError` on failure."""
+
+    @property
+    def ledger(self) -> CommitLedger: ...
+
+    async def reserve(
+        self,
+        cluster: str,
+        reservation_id: str,
+        pod: Pod,
+        requests: Mapping[str, int],
+        ttl_seconds: float,
+        *,
+        timeout: float,
+    ) -> str:
+        """Hold ``requests`` for ``pod`` in ``cluster`` for ``ttl_seconds``; the member's node holding them."""
+        ...
+
+    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> None: ...
+
+    async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
+        """Create ``pod`` in ``cluster`` under the reservation (consuming it)."""
+        ...
+
+
+class NoClusterCommitter(LookupError):
+    """The scheduler provides no way to commit to member clusters (a simulation without agents)."""
+
+
+def cluster_committer(handle: Handle) -> ClusterCommitter:
+    """The scheduler's cluster committer; :class:`NoClusterCommitter` when it has none."""
+    try:
+        return cast(ClusterCommitter, handle.service(CLUSTER_COMMIT_SERVICE, ""))
+    except KeyError as exc:
+        raise NoClusterCommitter(
+            "this scheduler has no member-cluster committer (ClusterReservation and ClusterBind need the "
+            "members' agents: a hub run with MemberClusters in pull mode)"
+        ) from exc

@@ -41,6 +41,8 @@ CLUSTER_CAPACITY: Final = "ClusterCapacity"
 CLUSTER_BALANCE: Final = "ClusterBalance"
 CLUSTER_COST: Final = "ClusterCost"
 CLUSTER_LOCALITY: Final = "ClusterLocality"
+CLUSTER_RESERVATION: Final = "ClusterReservation"
+CLUSTER_BIND: Final = "ClusterBind"
 
 ALL: Final = (
     SCHEDULING_GATES,
@@ -75,6 +77,8 @@ MULTICLUSTER: Final = (
     CLUSTER_BALANCE,
     CLUSTER_COST,
     CLUSTER_LOCALITY,
+    CLUSTER_RESERVATION,
+    CLUSTER_BIND,
 )
 """kubesched's cluster plugins, in registry order. A profile enabling any of them places pods onto member
 clusters (:func:`kubesched.federation.profiles.cluster_profiles`)."""

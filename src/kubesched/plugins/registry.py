@@ -24,6 +24,8 @@ from kubesched.plugins.multicluster import (
     ClusterAPIEnablementArgs,
     ClusterBalance,
     ClusterBalanceArgs,
+    ClusterBind,
+    ClusterBindArgs,
     ClusterCapacity,
     ClusterCapacityArgs,
     ClusterCost,
@@ -32,6 +34,8 @@ from kubesched.plugins.multicluster import (
     ClusterLocalityArgs,
     ClusterReadiness,
     ClusterReadinessArgs,
+    ClusterReservation,
+    ClusterReservationArgs,
 )
 from kubesched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from kubesched.plugins.nodename import NodeName
@@ -120,4 +124,8 @@ def in_tree_registry() -> Registry:
         names.CLUSTER_LOCALITY: PluginRegistration.of(
             names.CLUSTER_LOCALITY, ClusterLocality, args_type=ClusterLocalityArgs
         ),
+        names.CLUSTER_RESERVATION: PluginRegistration.of(
+            names.CLUSTER_RESERVATION, ClusterReservation, args_type=ClusterReservationArgs
+        ),
+        names.CLUSTER_BIND: PluginRegistration.of(names.CLUSTER_BIND, ClusterBind, args_type=ClusterBindArgs),
     }

@@ -170,3 +170,68 @@ class ClusterLocalityArgs:
             if kind not in MATCH_KINDS:
                 errors.append(FieldError.unsupported(f"{here}[{i}]", kind, MATCH_KINDS))
         return errors
+
+
+APPROVAL_AUTOMATIC = "Automatic"
+APPROVAL_ANNOTATION = "Annotation"
+APPROVAL_MODES = (APPROVAL_ANNOTATION, APPROVAL_AUTOMATIC)
+MAX_PERMIT_TIMEOUT_SECONDS = 900.0  # kube-scheduler's cap on a Permit wait (15 minutes)
+
+
+def _positive_seconds(value: float, path: str, key: str, errors: list[FieldError], limit: float | None = None) -> None:
+    if math.isnan(value) or math.isinf(value) or value <= 0 or (limit is not None and value > limit):
+        allowed = f"a number of seconds in (0, {limit:g}]" if limit is not None else "a finite number of seconds > 0"
+        errors.append(FieldError.invalid(_join(path, key), value, f"must be {allowed}"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterReservationArgs:
+    """``ClusterReservationArgs``: the first phase of the two-phase commit, at Permit.
+
+    ``ttlSeconds``: how long the member holds an unconfirmed reservation. ``permitTimeoutSeconds``: how long the
+    pod may wait at Permit for reserve and approval together (then it is rejected and requeued). Each reserve
+    call has ``reserveTimeoutSeconds`` and is tried ``reserveAttempts`` times while it gets no answer (same
+    reservation id: the repeat is idempotent). ``approval``: ``Automatic`` (approved once reserved) or
+    ``Annotation`` (the pod's ``multicluster.kubesched.io/approval`` must become ``approved``; ``denied``
+    rejects; re-read every ``recheckIntervalSeconds``). A cluster with ``suspectAfterFailures`` consecutive commit
+    failures (reserve or bind) is filtered out for ``suspectSeconds`` after the last one."""
+
+    ttl_seconds: float = 60.0
+    permit_timeout_seconds: float = 30.0
+    reserve_timeout_seconds: float = 2.0
+    reserve_attempts: int = 2
+    approval: str = APPROVAL_AUTOMATIC
+    recheck_interval_seconds: float = 1.0
+    suspect_after_failures: int = 3
+    suspect_seconds: float = 60.0
+
+    def validate(self, path: str) -> list[FieldError]:
+        errors: list[FieldError] = []
+        _positive_seconds(self.ttl_seconds, path, "ttlSeconds", errors, 3600.0)
+        _positive_seconds(self.permit_timeout_seconds, path, "permitTimeoutSeconds", errors, MAX_PERMIT_TIMEOUT_SECONDS)
+        _positive_seconds(self.reserve_timeout_seconds, path, "reserveTimeoutSeconds", errors)
+        _positive_seconds(self.recheck_interval_seconds, path, "recheckIntervalSeconds", errors)
+        _positive_seconds(self.suspect_seconds, path, "suspectSeconds", errors)
+        if not 1 <= self.reserve_attempts <= 10:
+            errors.append(
+                FieldError.invalid(_join(path, "reserveAttempts"), self.reserve_attempts, "must be in [1, 10]")
+            )
+        if self.suspect_after_failures < 1:
+            errors.append(
+                FieldError.invalid(_join(path, "suspectAfterFailures"), self.suspect_after_failures, "must be >= 1")
+            )
+        if self.approval not in APPROVAL_MODES:
+            errors.append(FieldError.unsupported(_join(path, "approval"), self.approval, APPROVAL_MODES))
+        return errors
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterBindArgs:
+    """``ClusterBindArgs``: the deadline of the agent's bind call (``bindTimeoutSeconds``)."""
+
+    bind_timeout_seconds: float = 5.0
+
+    def validate(self, path: str) -> list[FieldError]:
+        errors: list[FieldError] = []
+        _positive_seconds(self.bind_timeout_seconds, path, "bindTimeoutSeconds", errors)
+        return errors

@@ -1,0 +1,442 @@
+"""What the cluster agent does in its member: report state, hold and release reservations, bind pods, expire.
+
+Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints) and
+tests. Everything goes to the member's API server through our own client
+(:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours.
+
+* **State** is read fresh from the member on every ``state()`` call: its Nodes, its running Pods (bound to a
+  node, not finished) and the live reservations, turned into a
+  :class:`~kubesched.framework.clusters.ClusterState` with the same conversion the simulation uses
+  (:func:`kubesched.federation.state.member_capacity`). A reservation counts like a pod on the node it was
+  placed on, so ``allocated`` and the per-node free buckets already leave its capacity out.
+* **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
+  :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
+  ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
+  sees every reservation. Reserving picks the first node, by name, with room for the requests and one pod
+  slot; none -> :class:`Refused` (409). The same id again is the same reservation (idempotent); the same id
+  with other requests is refused.
+* **Expiry**: a reservation past ``expiresAt`` (the agent's injectable clock) holds nothing from that moment;
+  :meth:`Agent.sweep_expired` deletes such ConfigMaps (the server runs it every ``sweep_interval``), so a
+  reservation whose hub never confirms goes away by itself.
+* **Bind** creates the pod in the member, on the reserved node (``spec.nodeName``: the capacity was held
+  there, and the member needs no scheduler pass of its own), labelled ``app.kubernetes.io/managed-by:
+  kubesched`` and annotated with the reservation id and the hub pod's uid, then deletes the reservation.
+  The same reservation id twice yields one pod: a pod of that name carrying that id is the earlier bind.
+  Hub-side owner references are dropped (the owners do not exist in the member: its garbage collector would
+  delete the pod), and so are the hub's placement constraints, which were about clusters (``nodeSelector``,
+  node affinity), with ``priority`` (the member's admission computes it) and scheduling gates.
+
+Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. One agent
+per member is the deployment model; two would each be right about their own holds only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesched.api.objects import Node, Pod
+from kubesched.api.resources import pod_requests
+from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.errors import KubeApiError, is_status
+from kubesched.clock import Clock
+from kubesched.errors import KubeschedError
+from kubesched.federation.state import member_capacity, member_workloads, running_pods
+from kubesched.federation.wire import (
+    HUB_POD_UID_ANNOTATION,
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    RESERVATION_ANNOTATION,
+    RESERVATION_ID_PATTERN,
+    RESERVATION_LABEL,
+    ReservationRequest,
+)
+from kubesched.framework.clusters import ClusterState
+
+__all__ = ["DEFAULT_NAMESPACE", "Agent", "Refused", "Reservation"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESPACE = "kubesched-system"
+CONFIGMAP_PREFIX = "kubesched-reservation-"
+PODS = "pods"
+DISCOVERY_TTL_SECONDS = 300.0
+# Fields of the hub pod that were about the hub's choice of cluster, or that the member would refuse next to a
+# nodeName: a nodeSelector or node affinity on cluster labels would make the member's kubelet reject the pod, a
+# priority the member's Priority admission computes itself, scheduling gates are forbidden with a nodeName.
+_HUB_ONLY_SPEC = frozenset({"nodeName", "nodeSelector", "priority", "schedulingGates", "nominatedNodeName"})
+
+
+class Refused(KubeschedError):
+    """The agent will not do what was asked; ``status`` is the HTTP status it answers with, ``reason`` a
+    constant word (``Unfit``, ``Conflict``, ``NotFound``, ``Expired``, ``Invalid``, ``MemberRejected``)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    id: str
+    node: str
+    requests: Mapping[str, int]
+    expires_at: float
+    pod_uid: str = ""
+    created_at: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "node": self.node,
+            "requests": dict(self.requests),
+            "expiresAt": self.expires_at,
+            "podUID": self.pod_uid,
+            "createdAt": self.created_at,
+        }
+
+
+def _from_configmap(obj: Mapping[str, Any]) -> Reservation | None:
+    """The reservation a ConfigMap stores; None for one that is not ours or is damaged (logged)."""
+    name = str(obj.get("metadata", {}).get("name", ""))
+    data = obj.get("data") or {}
+    try:
+        requests = json.loads(data["requests"])
+        return Reservation(
+            id=name.removeprefix(CONFIGMAP_PREFIX),
+            node=str(data["node"]),
+            requests={str(k): int(v) for k, v in requests.items()},
+            expires_at=float(data["expiresAt"]),
+            pod_uid=str(data.get("podUID", "")),
+            created_at=float(data.get("createdAt", 0.0)),
+        )
+    except (KeyError, ValueError, TypeError, AttributeError):
+        log.warning("ignoring reservation ConfigMap %s: its data is not a reservation's", name)
+        return None
+
+
+def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
+    if free.get(PODS, 0) < 1:
+        return False
+    return all(amount <= free.get(name, 0) for name, amount in requests.items() if amount > 0 and name != PODS)
+
+
+@dataclass
+class _Discovery:
+    apis: frozenset[str] | None = None
+    fetched_at: float = float("-inf")
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Agent:
+    """One member cluster's agent (see the module doc). ``client`` talks to the member's API server; the
+    caller owns it (and closes it)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        clock: Clock,
+        namespace: str = DEFAULT_NAMESPACE,
+        cluster_name: str = "",
+        request_timeout: float = 10.0,
+    ) -> None:
+        self.client = client
+        self.clock = clock
+        self.namespace = namespace
+        self.cluster_name = cluster_name
+        self.request_timeout = request_timeout
+        self._lock = asyncio.Lock()
+        self._discovery = _Discovery()
+
+    # ------------------------------------------------------------------------------------------ member I/O
+
+    async def _get(self, path: str, query: Mapping[str, str] | None = None) -> Any:
+        return await self.client.request("GET", path, query=query, timeout=self.request_timeout)
+
+    @property
+    def _configmaps(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/configmaps"
+
+    async def ensure_namespace(self) -> None:
+        """Create the agent's namespace when it is missing (a member without it cannot store reservations)."""
+        try:
+            await self._get(f"/api/v1/namespaces/{self.namespace}")
+        except KubeApiError as error:
+            if error.status != 404:
+                raise
+            try:
+                await self.client.request(
+                    "POST", "/api/v1/namespaces", body={"metadata": {"name": self.namespace}}, retry=False
+                )
+            except KubeApiError as create_error:
+                if create_error.status != 409:
+                    raise
+
+    async def reservations(self) -> list[Reservation]:
+        """Every reservation stored in the member, expired ones included."""
+        listed = await self._get(self._configmaps, {"labelSelector": f"{RESERVATION_LABEL}=true"})
+        found = [_from_configmap(item) for item in listed.get("items", [])]
+        return [reservation for reservation in found if reservation is not None]
+
+    async def _nodes_and_pods(self) -> tuple[list[Node], list[Pod]]:
+        nodes_list, pods_list = await asyncio.gather(
+            self._get("/api/v1/nodes"),
+            self._get("/api/v1/pods", {"fieldSelector": "spec.nodeName!="}),
+        )
+        nodes = [Node.from_dict(item, "member Node") for item in nodes_list.get("items", [])]
+        pods = [Pod.from_dict(item, "member Pod") for item in pods_list.get("items", [])]
+        return nodes, running_pods(pods)
+
+    async def _apis(self) -> frozenset[str] | None:
+        """Served kinds as ``group/version/Kind`` (``v1/Pod`` for the core group), from discovery, refreshed
+        every :data:`DISCOVERY_TTL_SECONDS`; None (unreported: every kind counts as served) when discovery fails."""
+        discovery = self._discovery
+        async with discovery.lock:
+            if self.clock.now() - discovery.fetched_at < DISCOVERY_TTL_SECONDS:
+                return discovery.apis
+            try:
+                core, groups = await asyncio.gather(self._get("/api/v1"), self._get("/apis"))
+                versions = [
+                    str(version["groupVersion"])
+                    for group in groups.get("groups", [])
+                    for version in group.get("versions", [])
+                ]
+                lists = [core, *await asyncio.gather(*(self._get(f"/apis/{gv}") for gv in versions))]
+                discovery.apis = frozenset(
+                    f"{listed['groupVersion']}/{resource['kind']}"
+                    for listed in lists
+                    for resource in listed.get("resources", [])
+                    if "/" not in str(resource.get("name", ""))
+                )
+            except (KubeschedError, KeyError, TypeError, AttributeError) as error:
+                log.warning("API discovery failed (served APIs unreported until the next try): %s", error)
+                discovery.apis = None
+            discovery.fetched_at = self.clock.now()
+            return discovery.apis
+
+    # ---------------------------------------------------------------------------------------------- state
+
+    async def _view(self) -> tuple[list[Node], list[Pod], list[Reservation], float]:
+        (nodes, pods), reservations = await asyncio.gather(self._nodes_and_pods(), self.reservations())
+        now = self.clock.now()
+        return nodes, pods, [r for r in reservations if r.expires_at > now], now
+
+    async def state(self) -> tuple[ClusterState, list[Reservation]]:
+        """The member's state with its live reservations counted, and those reservations."""
+        (nodes, pods, live, now), apis = await asyncio.gather(self._view(), self._apis())
+        held = held_by_node(live)
+        allocatable, allocated, buckets = member_capacity(nodes, pods, held)
+        accounted = {r.pod_uid for r in live if r.pod_uid}
+        accounted.update(
+            pod.metadata.annotations[HUB_POD_UID_ANNOTATION]
+            for pod in pods
+            if pod.metadata.annotations.get(HUB_POD_UID_ANNOTATION)
+        )
+        state = ClusterState(
+            name=self.cluster_name,
+            ready=bool(nodes),
+            ready_reason="" if nodes else "the member has no nodes",
+            observed_at=now,
+            allocatable=allocatable,
+            allocated=allocated,
+            nodes=buckets,
+            apis=apis,
+            workloads=member_workloads(pods),
+            accounted_pods=frozenset(accounted),
+        )
+        return state, live
+
+    # --------------------------------------------------------------------------------------- reservations
+
+    def _configmap(self, reservation: Reservation) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": CONFIGMAP_PREFIX + reservation.id,
+                "namespace": self.namespace,
+                "labels": {RESERVATION_LABEL: "true", MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+            },
+            "data": {
+                "requests": json.dumps(dict(reservation.requests), sort_keys=True),
+                "node": reservation.node,
+                "podUID": reservation.pod_uid,
+                "expiresAt": repr(reservation.expires_at),
+                "createdAt": repr(reservation.created_at),
+            },
+        }
+
+    async def _stored(self, rid: str) -> Reservation | None:
+        try:
+            obj = await self._get(f"{self._configmaps}/{CONFIGMAP_PREFIX}{rid}")
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return _from_configmap(obj)
+
+    async def reserve(self, request: ReservationRequest) -> tuple[Reservation, bool]:
+        """Hold ``request``'s capacity on one node; (the reservation, whether it is new). Raises :class:`Refused`."""
+        async with self._lock:
+            now = self.clock.now()
+            existing = await self._stored(request.id)
+            if existing is not None and existing.expires_at > now:
+                if dict(existing.requests) != dict(request.requests):
+                    raise Refused(409, "Conflict", f"reservation {request.id} exists with other requests")
+                return existing, False
+            if existing is not None:  # expired but not swept yet: replace it
+                await self._delete_configmap(request.id)
+            nodes, pods, live, now = await self._view()
+            held = held_by_node(live)
+            by_node: dict[str, list[Pod]] = {}
+            for pod in pods:
+                by_node.setdefault(pod.spec.node_name, []).append(pod)
+            for node in sorted(nodes, key=lambda n: n.metadata.name):
+                if node.spec_unschedulable:
+                    continue
+                _, _, buckets = member_capacity([node], by_node.get(node.name, []), held)
+                if buckets and _fits(buckets[0].free, request.requests):
+                    break
+            else:
+                raise Refused(409, "Unfit", f"no node of the member has room for {dict(request.requests)}")
+            reservation = Reservation(
+                request.id, node.name, dict(request.requests), now + request.ttl_seconds, request.pod_uid, now
+            )
+            try:
+                await self.client.request("POST", self._configmaps, body=self._configmap(reservation), retry=False)
+            except KubeApiError as error:
+                if error.status != 409:
+                    raise
+                raise Refused(409, "Conflict", f"reservation {request.id} was created concurrently") from error
+            log.info("reserved %s on node %s until %.3f", request.id, node.name, reservation.expires_at)
+            return reservation, True
+
+    async def _delete_configmap(self, rid: str) -> bool:
+        try:
+            await self.client.request("DELETE", f"{self._configmaps}/{CONFIGMAP_PREFIX}{rid}", retry=False)
+        except KubeApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    async def release(self, rid: str) -> bool:
+        """Drop reservation ``rid``; whether it existed (releasing twice is fine)."""
+        if not RESERVATION_ID_PATTERN.match(rid):
+            raise Refused(400, "Invalid", "id: must be a DNS label (lower-case letters, digits and '-')")
+        async with self._lock:
+            return await self._delete_configmap(rid)
+
+    async def sweep_expired(self) -> list[str]:
+        """Delete every reservation past its ``expiresAt``; the ids deleted."""
+        async with self._lock:
+            now = self.clock.now()
+            expired = [r.id for r in await self.reservations() if r.expires_at <= now]
+            deleted = [rid for rid in expired if await self._delete_configmap(rid)]
+        for rid in deleted:
+            log.info("reservation %s expired unconfirmed: released", rid)
+        return deleted
+
+    # ---------------------------------------------------------------------------------------------- bind
+
+    def _member_pod(self, manifest: Mapping[str, Any], reservation: Reservation) -> dict[str, Any]:
+        metadata = manifest.get("metadata") or {}
+        labels = dict(metadata.get("labels") or {})
+        labels[MANAGED_BY_LABEL] = MANAGED_BY_VALUE
+        annotations = dict(metadata.get("annotations") or {})
+        annotations[RESERVATION_ANNOTATION] = reservation.id
+        hub_uid = reservation.pod_uid or str(metadata.get("uid") or "")
+        if hub_uid:
+            annotations[HUB_POD_UID_ANNOTATION] = hub_uid
+        spec = {key: value for key, value in (manifest.get("spec") or {}).items() if key not in _HUB_ONLY_SPEC}
+        affinity = {key: value for key, value in (spec.get("affinity") or {}).items() if key != "nodeAffinity"}
+        if affinity:
+            spec["affinity"] = affinity
+        else:
+            spec.pop("affinity", None)
+        spec["nodeName"] = reservation.node
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace") or "default",
+                "labels": labels,
+                "annotations": annotations,
+            },
+            "spec": spec,
+        }
+
+    async def bind(self, rid: str, manifest: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create ``manifest``'s pod under reservation ``rid``; (the member's pod, whether it is new)."""
+        metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
+            raise Refused(400, "Invalid", "pod.metadata.name: required")
+        namespace = str(metadata.get("namespace") or "default")
+        pod_path = f"/api/v1/namespaces/{namespace}/pods"
+        async with self._lock:
+            reservation = await self._stored(rid)
+            if reservation is None:
+                earlier = await self._earlier_bind(pod_path, str(metadata["name"]), rid)
+                if earlier is not None:
+                    return earlier, False
+                raise Refused(404, "NotFound", f"reservation {rid} does not exist (expired, released or never made)")
+            if reservation.expires_at <= self.clock.now():
+                await self._delete_configmap(rid)
+                raise Refused(410, "Expired", f"reservation {rid} expired before the bind")
+            try:
+                wanted = pod_requests(Pod.from_dict(dict(manifest), "pod"))
+            except KubeschedError as error:
+                raise Refused(400, "Invalid", str(error)) from error
+            over = {k: v for k, v in wanted.items() if v > reservation.requests.get(k, 0)}
+            if over:
+                raise Refused(409, "Conflict", f"the pod requests more than reservation {rid} holds: {over}")
+            body = self._member_pod(manifest, reservation)
+            created = True
+            try:
+                pod = await self.client.request("POST", pod_path, body=body, retry=False)
+            except KubeApiError as error:
+                if error.status != 409:
+                    raise Refused(
+                        422 if 400 <= error.status < 500 else 502, "MemberRejected", f"the member: {error}"
+                    ) from error
+                earlier = await self._earlier_bind(pod_path, str(metadata["name"]), rid)
+                if earlier is None:
+                    taken = f"pod {namespace}/{metadata['name']} exists in the member"
+                    raise Refused(409, "Conflict", taken) from error
+                pod, created = earlier, False
+            await self._delete_configmap(rid)
+            log.info("bound %s/%s to node %s under %s", namespace, metadata["name"], reservation.node, rid)
+            return pod, created
+
+    async def _earlier_bind(self, pod_path: str, name: str, rid: str) -> dict[str, Any] | None:
+        try:
+            pod = await self._get(f"{pod_path}/{name}")
+        except KubeApiError as error:
+            if is_status(error, 404):
+                return None
+            raise
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        return pod if annotations.get(RESERVATION_ANNOTATION) == rid else None
+
+
+def member_pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = pod.get("metadata") or {}
+    return {
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+    }
+
+
+def held_by_node(reservations: Sequence[Reservation]) -> dict[str, list[Mapping[str, int]]]:
+    held: dict[str, list[Mapping[str, int]]] = {}
+    for reservation in reservations:
+        held.setdefault(reservation.node, []).append(reservation.requests)
+    return held

@@ -1,0 +1,91 @@
+"""Push mode: the agent's logic run inside the hub on the member's kubeconfig, behind the same endpoint interface.
+
+Who calls it: a hub whose MemberCluster says ``connection.kubeconfigSecretRef`` (push mode) builds a
+:class:`PushEndpoint` over an :class:`~kubesched.agent.core.Agent` for that member, and hands it to the state
+cache and the committer exactly where a pull-mode member gets its
+:class:`~kubesched.federation.agent_client.AgentClient`; tests and the in-process benchmark use it too. The calls,
+results and errors are the agent client's (:class:`~kubesched.federation.agent_client.MemberEndpoint`):
+
+* the agent's refusals become :class:`~kubesched.federation.agent_client.AgentRefused` with the status and reason
+  the HTTPS endpoint would have answered; the member's API failing is ``502``/``503`` ``MemberUnavailable`` as
+  there, except that no answer at all (or the deadline) is
+  :class:`~kubesched.federation.agent_client.AgentUnreachable`;
+* every call has a deadline, like the client's;
+* there is no agent process to sweep expired reservations, so every state refresh sweeps them first (the cache
+  refreshes each member every few seconds: an unconfirmed reservation is gone one refresh after its TTL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from kubesched.agent.core import Agent, Refused, member_pod_summary
+from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
+from kubesched.federation.agent_client import (
+    DEFAULT_TIMEOUT,
+    AgentRefused,
+    AgentUnreachable,
+    BoundPod,
+    HeldReservation,
+)
+from kubesched.federation.wire import ReservationRequest
+from kubesched.framework.clusters import ClusterState
+
+__all__ = ["PushEndpoint"]
+
+T = TypeVar("T")
+
+
+class PushEndpoint:
+    """One member reached directly through its API server (module doc). The agent's client is the caller's."""
+
+    def __init__(self, agent: Agent, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.agent = agent
+        self.timeout = timeout
+        self.where = f"push:{agent.client.server}"
+
+    async def _call(self, work: Awaitable[T], timeout: float | None) -> T:
+        try:
+            async with asyncio.timeout(self.timeout if timeout is None else timeout):
+                return await work
+        except TimeoutError as error:
+            raise AgentUnreachable(self.where, "no answer within the deadline") from error
+        except Refused as refusal:
+            raise AgentRefused(self.where, refusal.status, refusal.reason, refusal.message) from refusal
+        except KubeApiError as error:
+            raise AgentRefused(self.where, 502, "MemberUnavailable", f"the member's API answered {error}") from error
+        except KubeTransportError as error:
+            raise AgentUnreachable(self.where, f"the member's API did not answer: {error}") from error
+
+    async def _swept_state(self) -> ClusterState:
+        await self.agent.sweep_expired()
+        state, _ = await self.agent.state()
+        return state
+
+    async def state(self, name: str, *, generation: int = 0, timeout: float | None = None) -> ClusterState:
+        state = await self._call(self._swept_state(), timeout)
+        return replace(state, name=name, generation=generation)
+
+    async def reserve(self, request: ReservationRequest, *, timeout: float | None = None) -> HeldReservation:
+        reservation, created = await self._call(self.agent.reserve(request), timeout)
+        return HeldReservation(reservation.id, reservation.node, reservation.expires_at, created)
+
+    async def release(self, reservation_id: str, *, timeout: float | None = None) -> bool:
+        return await self._call(self.agent.release(reservation_id), timeout)
+
+    async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod:
+        member_pod, created = await self._call(self.agent.bind(reservation_id, pod), timeout)
+        summary = member_pod_summary(member_pod)
+        return BoundPod(
+            str(summary["namespace"] or ""),
+            str(summary["name"] or ""),
+            str(summary["uid"] or ""),
+            str(summary["node"] or ""),
+            created,
+        )
+
+    async def aclose(self) -> None:
+        """Nothing of its own to close: the member's client belongs to the caller."""

@@ -1,0 +1,234 @@
+"""The cluster agent's HTTPS endpoints, in front of one member cluster's API server (``kubesched agent``).
+
+Who calls it: ``kubesched agent`` (:func:`serve`) and the tests, which start an :class:`AgentServer` on
+loopback. Every request must carry ``Authorization: Bearer <token>`` (the token file's content, compared in
+constant time); anything else is ``401``. Bodies and answers are JSON; errors are
+``{"reason": <constant word>, "message": ...}``. Amounts are canonical integers (milli-CPU, bytes, counts);
+requests may also be given as quantity strings. The shapes are :mod:`kubesched.federation.wire`'s.
+
+``GET /v1/state``
+    ``200`` ``{name, ready, readyReason, observedAt, allocatable, allocated, nodes: [{count, free}], apis,
+    workloads: [{key, count}], accountedPods, reservations: [...]}`` -- live reservations are already counted
+    in ``allocated`` and ``nodes``; ``accountedPods`` are the hub pod uids the state counts (reserved or bound).
+``POST /v1/reservations`` ``{id, requests, ttlSeconds, podUID?}``
+    ``201`` new, ``200`` the same id again (idempotent): ``{reservation: {id, node, requests, expiresAt,
+    podUID, createdAt}}``. ``409`` ``Unfit`` (no node has room) or ``Conflict`` (the id holds other requests);
+    ``400`` ``Invalid``.
+``DELETE /v1/reservations/{id}``
+    ``200`` ``{released: true|false}`` (false: there was none; releasing twice is fine).
+``POST /v1/bind`` ``{reservationId, pod}``
+    ``201`` created, ``200`` an earlier bind of the same reservation: ``{pod: {namespace, name, uid, node}}``.
+    ``404`` ``NotFound`` (no such reservation: expired and swept, released, never made), ``410`` ``Expired``,
+    ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
+    ``422`` ``MemberRejected`` (the member's API refused the pod).
+
+The member's API failing is ``502`` (it answered an error) or ``503`` (no answer), reason ``MemberUnavailable``.
+Expired reservations are swept every ``sweep_interval`` seconds on the agent's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import socket
+import ssl
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from kubesched.agent.core import Agent, Refused, member_pod_summary
+from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
+from kubesched.clock import sleep
+from kubesched.federation.wire import (
+    BIND_PATH,
+    RESERVATIONS_PATH,
+    STATE_PATH,
+    WireError,
+    reservation_request_from_json,
+    state_to_json,
+)
+
+__all__ = ["AgentServer", "read_token", "server_ssl_context"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SWEEP_INTERVAL = 5.0
+MAX_BODY_BYTES = 1024 * 1024
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def read_token(path: Path) -> str:
+    """The bearer token in ``path`` (surrounding whitespace dropped); an empty one is refused."""
+    token = path.read_text().strip()
+    if not token:
+        raise ValueError(f"{path}: the token file is empty")
+    return token
+
+
+def server_ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def _error(status: int, reason: str, message: str) -> web.Response:
+    return web.json_response({"reason": reason, "message": message}, status=status)
+
+
+class AgentServer:
+    """HTTPS endpoints of one :class:`Agent` (module doc); ``port`` 0 picks a free port."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        token: str,
+        ssl_context: ssl.SSLContext | None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
+    ) -> None:
+        self.agent = agent
+        self._expected = f"Bearer {token}".encode()
+        self.ssl_context = ssl_context
+        self.host = host
+        self._requested_port = port
+        self.sweep_interval = sweep_interval
+        self._runner: web.AppRunner | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._port: int | None = None
+        app = web.Application(middlewares=[self._authenticate, self._translate], client_max_size=MAX_BODY_BYTES)
+        app.router.add_get(STATE_PATH, self._state)
+        app.router.add_post(RESERVATIONS_PATH, self._reserve)
+        app.router.add_delete(RESERVATIONS_PATH + "/{id}", self._release)
+        app.router.add_post(BIND_PATH, self._bind)
+        self.app = app
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the agent server is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.ssl_context else 'http'}://{host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        await self.agent.ensure_namespace()
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self._requested_port))
+            sock.listen(128)
+            sock.setblocking(False)
+            runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+            await runner.setup()
+        except BaseException:
+            sock.close()
+            raise
+        try:
+            await web.SockSite(runner, sock, ssl_context=self.ssl_context).start()
+        except BaseException:
+            await runner.cleanup()
+            sock.close()
+            raise
+        self._runner = runner
+        self._port = sock.getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep_forever(), name="kubesched-agent-sweeper")
+        log.info("cluster agent serving on %s (namespace %s)", self.url, self.agent.namespace)
+
+    async def close(self) -> None:
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> AgentServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await sleep(self.agent.clock, self.sweep_interval)
+            try:
+                await self.agent.sweep_expired()
+            except (KubeApiError, KubeTransportError) as error:  # the member is down: try again next round
+                log.warning("sweeping expired reservations failed: %s", error)
+            except Exception:  # a bug must not end the sweeps: unconfirmed reservations would then never expire
+                log.exception("sweeping expired reservations failed")
+
+    # ------------------------------------------------------------------------------------------- middleware
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        given = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(given, self._expected):
+            return _error(401, "Unauthorized", "a valid bearer token is required")
+        return await handler(request)
+
+    @web.middleware
+    async def _translate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except Refused as refusal:
+            return _error(refusal.status, refusal.reason, refusal.message)
+        except WireError as error:
+            return _error(400, "Invalid", str(error))
+        except KubeApiError as error:
+            log.warning("%s %s: the member's API answered %s", request.method, request.path, error.status)
+            return _error(502, "MemberUnavailable", f"the member's API answered {error.status}: {error.message}")
+        except KubeTransportError as error:
+            log.warning("%s %s: the member's API did not answer: %s", request.method, request.path, error)
+            return _error(503, "MemberUnavailable", f"the member's API did not answer: {error}")
+
+    # --------------------------------------------------------------------------------------------- handlers
+
+    @staticmethod
+    async def _body(request: web.Request) -> Any:
+        try:
+            return json.loads(await request.read())
+        except ValueError as error:
+            raise WireError(f"the body is not JSON: {error}") from error
+
+    async def _state(self, request: web.Request) -> web.Response:
+        state, reservations = await self.agent.state()
+        return web.json_response(state_to_json(state, [r.to_json() for r in reservations]))
+
+    async def _reserve(self, request: web.Request) -> web.Response:
+        wanted = reservation_request_from_json(await self._body(request))
+        reservation, created = await self.agent.reserve(wanted)
+        return web.json_response({"reservation": reservation.to_json()}, status=201 if created else 200)
+
+    async def _release(self, request: web.Request) -> web.Response:
+        released = await self.agent.release(request.match_info["id"])
+        return web.json_response({"released": released})
+
+    async def _bind(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("reservationId"), str):
+            raise WireError("reservationId: required (a string)")
+        pod = body.get("pod")
+        if not isinstance(pod, dict):
+            raise WireError("pod: required (a Pod manifest)")
+        member_pod, created = await self.agent.bind(body["reservationId"], pod)
+        return web.json_response({"pod": member_pod_summary(member_pod)}, status=201 if created else 200)

@@ -1,0 +1,92 @@
+"""``kubesched agent``: serve one member cluster to the hub (state, reservations, bind) over HTTPS.
+
+Thin argument handling over :mod:`kubesched.agent`; runs until SIGTERM or SIGINT. Errors before serving (a
+bad kubeconfig, an unreadable token, certificate or key file, a bad ``--listen``) are one line and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+
+from kubesched.errors import KubeschedError
+
+log = logging.getLogger("kubesched")
+
+
+class AgentUsageError(KubeschedError):
+    """A flag of ``kubesched agent`` that cannot be used."""
+
+
+class AgentStartupError(KubeschedError):
+    """The agent could not start serving (the member's API server refused or did not answer)."""
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise AgentUsageError(f"--listen {value!r}: must be HOST:PORT with a port in 0..65535")
+    host = host.removeprefix("[").removesuffix("]") or "0.0.0.0"
+    return host, int(port)
+
+
+def add_agent_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    agent = commands.add_parser("agent", help="serve one member cluster to the hub over HTTPS (the cluster agent)")
+    agent.add_argument(
+        "--kubeconfig", default="", help="kubeconfig of the member cluster (default: KUBECONFIG, then in-cluster)"
+    )
+    agent.add_argument("--context", default="", help="kubeconfig context (default: its current-context)")
+    agent.add_argument("--listen", required=True, metavar="HOST:PORT", help="address to serve on")
+    agent.add_argument("--token-file", required=True, help="file holding the bearer token the hub must present")
+    agent.add_argument("--tls-cert", required=True, help="serving certificate (PEM)")
+    agent.add_argument("--tls-key", required=True, help="its private key (PEM)")
+    agent.add_argument(
+        "--namespace", default="kubesched-system", help="where reservations are stored (default kubesched-system)"
+    )
+    agent.add_argument("--cluster-name", default="", help="the member's name as reported in state (informational)")
+    agent.add_argument(
+        "--sweep-interval", type=float, default=5.0, help="seconds between expired-reservation sweeps (default 5)"
+    )
+    agent.set_defaults(func=cmd_agent)
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from kubesched.agent.core import Agent
+    from kubesched.agent.server import AgentServer, read_token, server_ssl_context
+    from kubesched.backends.kube.client import KubeClient
+    from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
+    from kubesched.backends.kube.kubeconfig import load_connection
+    from kubesched.clock import RealClock
+    from kubesched.live.run import install_signal_handlers
+
+    host, port = parse_listen(args.listen)
+    connection = load_connection(args.kubeconfig, args.context)
+    try:
+        token = read_token(Path(args.token_file))
+        context = server_ssl_context(Path(args.tls_cert), Path(args.tls_key))
+    except (OSError, ValueError) as error:
+        raise AgentUsageError(str(error)) from error
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        install_signal_handlers(stop)
+        client = KubeClient(connection, user_agent="kubesched-agent")
+        try:
+            agent = Agent(client, clock=RealClock(), namespace=args.namespace, cluster_name=args.cluster_name)
+            server = AgentServer(
+                agent, token=token, ssl_context=context, host=host, port=port, sweep_interval=args.sweep_interval
+            )
+            async with server:
+                print(f"serving on {server.url}", flush=True)
+                await stop.wait()
+        finally:
+            await client.aclose()
+
+    try:
+        asyncio.run(serve())
+    except (KubeApiError, KubeTransportError) as error:  # the member's API at start-up (its namespace)
+        raise AgentStartupError(f"the member's API server ({connection.server}): {error}") from error
+    return 0

@@ -1,0 +1,171 @@
+"""The hub's cluster state cache: every member's state refreshed in the background, served without I/O.
+
+Who calls it: a live multi-cluster scheduler provides it as the Handle service
+:data:`~kubesched.framework.clusters.CLUSTER_STATE_SERVICE` (it is a
+:class:`~kubesched.framework.clusters.ClusterStateSource`); cluster plugins take one
+:meth:`ClusterStateCache.snapshot` per cycle. Tests drive it with a virtual clock.
+
+* One asyncio task per member asks its agent (anything with ``async state(name, *, generation, timeout)``:
+  :class:`~kubesched.federation.agent_client.AgentClient`) every ``interval`` seconds, within ``deadline``
+  seconds, on the injectable clock; members are refreshed concurrently and independently, so a slow member
+  delays nobody else.
+* ``snapshot(now)`` hands out the last states: no I/O, no waiting.
+* A state is stamped with the **hub's** clock at the moment its request was sent (the agent's own
+  ``observedAt`` is not used: a member whose clock runs ahead must not look fresher than it is; the data is
+  at least as new as the request).
+* A member whose refresh fails keeps its last state, with its old stamp, so ClusterReadiness' staleness rule
+  (``maxStalenessSeconds`` with Reject or Penalize) applies to it; each failure is counted
+  (:meth:`ClusterStateCache.health`). A member never heard from is not ready (``not yet observed``).
+* The uid of the member's placeholder pod (:func:`~kubesched.federation.state.placeholder_uid`) is added to
+  the accounted pods, as for the simulation's states: the super node's allocated capacity is the member's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType, TracebackType
+from typing import Protocol
+
+from kubesched.clock import Clock, sleep
+from kubesched.errors import KubeschedError
+from kubesched.federation.state import placeholder_uid
+from kubesched.framework.clusters import ClusterSnapshot, ClusterState
+
+__all__ = ["ClusterStateCache", "MemberHealth", "MemberRefresh", "StateFetcher"]
+
+log = logging.getLogger(__name__)
+
+NOT_YET_OBSERVED = "not yet observed"
+
+
+class StateFetcher(Protocol):
+    async def state(self, name: str, *, generation: int = 0, timeout: float | None = None) -> ClusterState: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRefresh:
+    """How to refresh one member: its name, where its state comes from, how often and within what deadline."""
+
+    name: str
+    fetcher: StateFetcher
+    interval: float = 5.0
+    deadline: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.interval > 0 or not self.deadline > 0:
+            raise ValueError(f"member {self.name}: interval and deadline must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberHealth:
+    """How refreshing one member has gone: successes, failures (and the current run of them), the last error."""
+
+    refreshes: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_error: str = ""
+    last_success_at: float | None = None
+
+
+class ClusterStateCache:
+    """Member states refreshed in the background (module doc). ``async with`` starts and stops the refreshers."""
+
+    def __init__(self, members: Iterable[MemberRefresh], *, clock: Clock) -> None:
+        self.clock = clock
+        self._members = {member.name: member for member in members}
+        self._states: dict[str, ClusterState] = {
+            name: ClusterState(name=name, ready=False, ready_reason=NOT_YET_OBSERVED, observed_at=clock.now())
+            for name in self._members
+        }
+        self._view: Mapping[str, ClusterState] = MappingProxyType(dict(self._states))
+        self._health = {name: MemberHealth() for name in self._members}
+        self._generation = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        return ClusterSnapshot(taken_at=now, clusters=self._view)
+
+    @property
+    def states(self) -> Mapping[str, ClusterState]:
+        return self._view
+
+    def health(self, name: str) -> MemberHealth:
+        return self._health[name]
+
+    # ----------------------------------------------------------------------------------------- refreshing
+
+    async def refresh(self, name: str) -> bool:
+        """Refresh one member now; whether it answered. Never raises for the member's failure."""
+        member = self._members[name]
+        asked_at = self.clock.now()
+        health = self._health[name]
+        self._generation += 1
+        try:
+            async with asyncio.timeout(member.deadline):
+                state = await member.fetcher.state(name, generation=self._generation, timeout=member.deadline)
+        except Exception as error:  # our errors and the deadline; anything else is counted, not fatal, too
+            if not isinstance(error, KubeschedError | TimeoutError):
+                log.exception("member %s: refreshing its state failed unexpectedly", name)
+            message = str(error) or "no answer within the deadline"
+            self._health[name] = replace(
+                health,
+                failures=health.failures + 1,
+                consecutive_failures=health.consecutive_failures + 1,
+                last_error=message,
+            )
+            failed = health.consecutive_failures + 1
+            log.warning("member %s: refreshing its state failed (%d in a row): %s", name, failed, message)
+            return False
+        self._states[name] = replace(
+            state,
+            name=name,
+            observed_at=asked_at,
+            accounted_pods=state.accounted_pods | {placeholder_uid(name)},
+            generation=self._generation,
+        )
+        self._view = MappingProxyType(dict(self._states))  # copy on write: snapshots share it, no copy per cycle
+        self._health[name] = replace(
+            health, refreshes=health.refreshes + 1, consecutive_failures=0, last_success_at=asked_at
+        )
+        return True
+
+    async def refresh_all(self) -> dict[str, bool]:
+        """One round over every member, concurrently (what each background task does every interval)."""
+        names = list(self._members)
+        results = await asyncio.gather(*(self.refresh(name) for name in names))
+        return dict(zip(names, results, strict=True))
+
+    async def _refresh_forever(self, name: str) -> None:
+        interval = self._members[name].interval
+        while True:
+            await self.refresh(name)
+            await sleep(self.clock, interval)
+
+    async def start(self) -> None:
+        """Start one refresher per member; the first refresh of each begins at once."""
+        if self._tasks:
+            return
+        self._tasks = [
+            asyncio.create_task(self._refresh_forever(name), name=f"kubesched-cluster-state-{name}")
+            for name in self._members
+        ]
+
+    async def close(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> ClusterStateCache:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,78 @@
+"""The hub's :class:`~kubesched.framework.clusters.ClusterCommitter` over the members' endpoints.
+
+Who calls it: a multi-cluster scheduler registers an :class:`AgentCommitter` as the Handle service
+:data:`~kubesched.framework.clusters.CLUSTER_COMMIT_SERVICE`; the ClusterReservation and ClusterBind plugins
+call it from background work and binding cycles. It maps a cluster name to that member's
+:class:`~kubesched.federation.agent_client.MemberEndpoint` (its agent's client in pull mode, the push-mode
+endpoint otherwise) and translates their errors into the framework's
+:class:`~kubesched.framework.clusters.CommitError` (plugins never see an agent error): an answer of the member
+is ``refused`` with its reason, no answer is ``Unreachable``. The pod sent to bind is the hub pod's manifest as
+the hub holds it; the member keeps its spec, labels and annotations and places it on the reserved node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kubesched.api.objects import Pod
+from kubesched.federation.agent_client import AgentError, AgentRefused, MemberEndpoint
+from kubesched.federation.wire import ReservationRequest
+from kubesched.framework.clusters import CommitError, CommitLedger
+
+__all__ = ["UNKNOWN_CLUSTER_REASON", "UNREACHABLE_REASON", "AgentCommitter"]
+
+UNREACHABLE_REASON = "Unreachable"
+UNKNOWN_CLUSTER_REASON = "UnknownCluster"
+
+
+class AgentCommitter:
+    """Reserve / release / bind through each member's endpoint; the endpoints are the caller's (it closes them)."""
+
+    def __init__(self, clients: Mapping[str, MemberEndpoint]) -> None:
+        self._clients = dict(clients)
+        self._ledger = CommitLedger()
+
+    @property
+    def ledger(self) -> CommitLedger:
+        return self._ledger
+
+    def _client(self, cluster: str) -> MemberEndpoint:
+        client = self._clients.get(cluster)
+        if client is None:
+            raise CommitError(cluster, UNKNOWN_CLUSTER_REASON, "no agent is known for it", refused=True)
+        return client
+
+    @staticmethod
+    def _translated(cluster: str, error: AgentError) -> CommitError:
+        if isinstance(error, AgentRefused):
+            return CommitError(cluster, error.reason or str(error.status), str(error), refused=True)
+        return CommitError(cluster, UNREACHABLE_REASON, str(error), refused=False)
+
+    async def reserve(
+        self,
+        cluster: str,
+        reservation_id: str,
+        pod: Pod,
+        requests: Mapping[str, int],
+        ttl_seconds: float,
+        *,
+        timeout: float,
+    ) -> str:
+        request = ReservationRequest(reservation_id, dict(requests), ttl_seconds, pod.metadata.uid)
+        try:
+            held = await self._client(cluster).reserve(request, timeout=timeout)
+        except AgentError as error:
+            raise self._translated(cluster, error) from error
+        return held.node
+
+    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> None:
+        try:
+            await self._client(cluster).release(reservation_id, timeout=timeout)
+        except AgentError as error:
+            raise self._translated(cluster, error) from error
+
+    async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
+        try:
+            await self._client(cluster).bind(reservation_id, pod.raw, timeout=timeout)
+        except AgentError as error:
+            raise self._translated(cluster, error) from error

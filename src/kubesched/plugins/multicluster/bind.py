@@ -1,0 +1,73 @@
+"""ClusterBind (Bind): the second phase of the two-phase commit -- the member creates the pod, then the hub records it.
+
+The framework calls it once ClusterReservation allowed the pod at Permit. It asks the scheduler's
+:class:`~kubesched.framework.clusters.ClusterCommitter` to bind under this attempt's reservation id (the member
+creates the pod with our labels and the reservation id, idempotently, and consumes the reservation), then binds
+the hub pod to the cluster's super node through the Handle's client, so the hub shows where it went.
+
+A failure (the member refused -- say the reservation expired -- or did not answer within ``bindTimeoutSeconds``)
+is counted against the cluster in the committer's ledger and returned as an Error: the framework runs Unreserve
+(ClusterReservation releases the reservation) and requeues the pod with backoff; the next attempt has a new
+reservation id. The member pod is named like the hub pod, so a member that did act on a bind the hub never
+heard back from refuses a second pod of that name: a pod is never placed twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubesched.framework.clusters import ClusterCommitter, CommitError, NoClusterCommitter, cluster_committer
+from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.status import Status
+from kubesched.framework.types import PodInfo
+from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
+from kubesched.plugins.multicluster.args import ClusterBindArgs
+from kubesched.plugins.multicluster.reservation import RESERVATION_STATE_KEY, HeldReservation
+
+if TYPE_CHECKING:
+    from kubesched.framework.interface import BindPlugin, Handle
+
+NOT_RESERVED = "ClusterBind found no reservation for this attempt: enable ClusterReservation at permit"
+BIND_FAILED_PREFIX = "binding in the cluster failed: "
+
+
+class ClusterBind:
+    """Bind: the member creates the pod under the reservation; then the hub pod is bound to the cluster."""
+
+    def __init__(self, args: ClusterBindArgs | None, handle: Handle) -> None:
+        self.args = validated(args, ClusterBindArgs)
+        self.handle = handle
+        self._committer: ClusterCommitter | None = None
+
+    @property
+    def name(self) -> str:
+        return names.CLUSTER_BIND
+
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        held = state.get(RESERVATION_STATE_KEY, HeldReservation)
+        if held is None or not held.reserved or held.cluster != node_name:
+            return Status.error(NOT_RESERVED)
+        try:
+            if self._committer is None:
+                self._committer = cluster_committer(self.handle)
+            committer = self._committer
+        except NoClusterCommitter as error:
+            return Status.error(error)
+        try:
+            await committer.bind(node_name, held.reservation_id, pod.pod, timeout=self.args.bind_timeout_seconds)
+        except CommitError as error:
+            committer.ledger.failed(node_name, self.handle.clock.now())
+            return Status.error(BIND_FAILED_PREFIX + str(error))
+        committer.ledger.succeeded(node_name)
+        try:
+            await self.handle.client.bind(pod.pod, node_name)
+        except Exception as exc:  # recorded in the member already; a retry's new pod of that name is refused there
+            return Status.error(exc)
+        return None
+
+
+if TYPE_CHECKING:
+
+    def _conforms(plugin: ClusterBind) -> BindPlugin:
+        return plugin

@@ -1,0 +1,60 @@
+"""The agent's wire format: a ClusterState survives the trip through JSON; bad answers name their field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubesched.federation.wire import WireError, parse_requests, state_from_json, state_to_json
+from kubesched.framework.clusters import ClusterState, NodeBucket
+
+FULL = ClusterState(
+    name="eu-1",
+    ready=True,
+    observed_at=1_800_000_000.5,
+    allocatable={"cpu": 8000, "memory": 2**34, "pods": 220},
+    allocated={"cpu": 1000, "pods": 3},
+    nodes=(NodeBucket(2, {"cpu": 3500, "pods": 108}),),
+    apis=frozenset({"v1/Pod", "apps/v1/Deployment"}),
+    workloads={("owner", "ns", "ReplicaSet", "web"): 2, ("app", "ns", "web"): 2},
+    accounted_pods=frozenset({"u1", "u2"}),
+)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        pytest.param(FULL, id="everything-reported"),
+        pytest.param(ClusterState(name="eu-1", ready=False, ready_reason="no nodes"), id="nothing-reported"),
+    ],
+)
+def test_a_state_survives_the_wire(state: ClusterState) -> None:
+    assert state_from_json(state_to_json(state), "eu-1") == state
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        pytest.param({"ready": "yes"}, "state.ready", id="ready-not-a-boolean"),
+        pytest.param({"observedAt": "now"}, "state.observedAt", id="observed-at-not-a-number"),
+        pytest.param({"allocated": {"cpu": "1"}}, "state.allocated.cpu", id="amount-not-an-integer"),
+        pytest.param({"nodes": [{"free": {}}]}, "state.nodes[0].count", id="bucket-without-count"),
+        pytest.param({"workloads": [{"key": ["x"], "count": 1}]}, "state.workloads[0].key", id="bad-workload-key"),
+        pytest.param({"apis": "v1/Pod"}, "state.apis", id="apis-not-a-list"),
+    ],
+)
+def test_a_malformed_state_names_the_field(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(WireError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        state_from_json({**state_to_json(FULL), **change}, "eu-1")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param({"cpu": "500m", "memory": "1Gi"}, {"cpu": 500, "memory": 2**30}, id="quantities"),
+        pytest.param({"cpu": 500, "nvidia.com/gpu": 1}, {"cpu": 500, "nvidia.com/gpu": 1}, id="canonical-integers"),
+    ],
+)
+def test_requests_are_canonical(given: dict[str, Any], expected: dict[str, int]) -> None:
+    assert parse_requests(given) == expected
