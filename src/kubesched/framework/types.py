@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from kubesched.api.objects import Node, Pod, Taint, Toleration
 from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
+from kubesched.framework.pod_map import PodMap
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -201,7 +202,7 @@ class NodeInfo:
         self.name = node.metadata.name
         self.node = node
         self.slot = slot
-        self.pods: dict[str, PodInfo] = {}
+        self.pods = PodMap()
         # How many of ``pods`` have pod (anti-)affinity terms: InterPodAffinity skips nodes without any.
         self.pods_with_affinity = 0
         self.requested = Resource()
@@ -229,7 +230,7 @@ class NodeInfo:
         return self.node.spec_unschedulable
 
     def add_pod(self, pod_info: PodInfo) -> None:
-        self.pods[pod_info.uid] = pod_info
+        self.pods.put(pod_info.uid, pod_info)
         self.pods_with_affinity += pod_info.has_pod_affinity
         self.requested.add(pod_info.request)
         self.non_zero_requested.milli_cpu += pod_info.non_zero_milli_cpu
@@ -238,7 +239,7 @@ class NodeInfo:
             self.used_ports.setdefault(ip, set()).add((protocol, port))
 
     def remove_pod(self, uid: str) -> PodInfo | None:
-        pod_info = self.pods.pop(uid, None)
+        pod_info = self.pods.pop(uid)
         if pod_info is None:
             return None
         self.pods_with_affinity -= pod_info.has_pod_affinity
@@ -258,7 +259,7 @@ class NodeInfo:
         copy.name = self.name
         copy.node = self.node
         copy.slot = self.slot
-        copy.pods = dict(self.pods)
+        copy.pods = self.pods.copy()
         copy.pods_with_affinity = self.pods_with_affinity
         copy.requested = self.requested.copy()
         copy.non_zero_requested = self.non_zero_requested.copy()

@@ -74,15 +74,13 @@ def node_pods(info: NodeInfo, previous: NodePods | None, parse: Callable[[PodInf
     """``info``'s view, reusing the parsed terms of the PodInfos ``previous`` (the node's last view) still has.
 
     With a previous view, only the pods that changed are looked at (the difference of the two NodeInfos' pod
-    maps, taken in C): a node that gains one pod per cycle — a DaemonSet's target, a packed node — costs
-    O(changes), not O(pods on the node), per cycle. :func:`fresh_node_pods` is the reference it equals.
+    maps, over the chunks they do not share): a node that gains one pod per cycle — a DaemonSet's target, a
+    packed node — costs O(changes), not O(pods on the node), per cycle. :func:`fresh_node_pods` is the
+    reference it equals.
     """
     if previous is None:
         return fresh_node_pods(info, parse)
-    old_items = previous.info.pods.items()
-    new_items = info.pods.items()
-    removed = old_items - new_items
-    added = new_items - old_items
+    removed, added = info.pods.changes_since(previous.info.pods)
     by_uid = dict(previous.by_uid)
     samples = dict(previous.samples)
     counts = dict(previous.counts)
