@@ -261,3 +261,26 @@ def test_audit_records_of_hub_pods_name_the_cluster() -> None:
     assert targets["shop/api"] == ("cluster", "us-east-a")
     db = next(record for record in sink.records if record.pod.key == "shop/customer-db")
     assert [(verdict.plugin, verdict.allowed) for verdict in db.verdicts] == [("SecurityAuditFilter", True)]
+
+
+def test_a_cross_cluster_audit_record_has_every_members_age_and_verdict() -> None:
+    sink = _Collect()
+    registry = in_tree_registry()
+    simulate(
+        load_manifests([MANIFESTS]),
+        load_config_file(CONFIG, registry),
+        registry,
+        start_time=NOON,
+        observers=[AuditObserver(sink)],
+    )
+    db = next(record for record in sink.records if record.pod.key == "shop/customer-db")
+    seen = {c.name: (c.observed_at, c.age_ms, c.rejected_by) for c in db.clusters}
+    assert seen["eu-west-b"][1] == 20 * 60 * 1000  # last heard from 20 minutes before noon
+    assert seen["eu-west-b"][2] == "ClusterReadiness"
+    assert seen["us-east-a"][2] == "SecurityAuditFilter"
+    assert seen["eu-west-a"][2] == ""
+    assert set(seen) == {"us-east-a", "us-east-b", "eu-west-a", "eu-west-b", "ap-south-a"}
+    # The section survives the JSON round trip, and node records do not carry it.
+    document = db.to_json()
+    assert AuditRecord.from_json(json.loads(json.dumps(document))) == db
+    assert "clusters" not in AuditRecord.from_json({**document, "clusters": []}).to_json()

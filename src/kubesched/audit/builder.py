@@ -31,6 +31,7 @@ from kubesched.audit.records import (
     TARGET_KINDS,
     TARGET_NODE,
     AuditRecord,
+    ClusterObservation,
     OwnerRef,
     PodRef,
     ScoredNode,
@@ -94,7 +95,31 @@ def build_record(
         verdicts_omitted=omitted,
         top_scores=top_scores(attempt, top),
         labels=dict(labels) if labels is not None else default_labels(),
+        clusters=cluster_observations(attempt),
     )
+
+
+def cluster_observations(attempt: AttemptRecord) -> tuple[ClusterObservation, ...]:
+    """Every member in the cycle's cluster snapshot (by name), with its state's age and its Filter verdict;
+    empty for an attempt without one (a node profile's)."""
+    snapshot = attempt.cluster_snapshot
+    if snapshot is None:
+        return ()
+    observations = []
+    for name in sorted(snapshot.clusters):
+        state = snapshot.clusters[name]
+        age = snapshot.age(name) or 0.0
+        status = attempt.node_to_status.get(name)
+        observations.append(
+            ClusterObservation(
+                name=name,
+                observed_at=rfc3339(state.observed_at) if state.observed_at is not None else None,
+                age_ms=round(age * 1000),
+                rejected_by=status.plugin if status is not None else "",
+                reasons=tuple(status.reasons) if status is not None else (),
+            )
+        )
+    return tuple(observations)
 
 
 def chosen_target(attempt: AttemptRecord) -> str | None:

@@ -18,6 +18,12 @@ JSON form (one object; more keys may be added in later schema versions, none rem
      "top_scores": [{"node": "node-a", "total": 387, "scores": {"NodeResourcesFit": 87, …}}],
      "labels": {"version": "0.1.0"}}
 
+A cross-cluster decision (a cluster profile's attempt) also has ``"clusters"``: every member as the cycle's
+snapshot saw it, ``[{"name": "eu-west-b", "observed_at": "…" or null, "age_ms": 1200000, "rejected_by":
+"ClusterReadiness", "reasons": ["cluster(s) had stale state"]}, …]``; the reservation and its approval are
+the ClusterReservation verdict (its ``decision_id`` is the reservation id, its reasons say when it was reserved
+and approved) and the bind is ``phases.bound``.
+
 Records hold no floating-point numbers (times are RFC 3339 strings, scores integers), so their
 canonical JSON, which the hash chain signs, is the same in every language and on every platform.
 """
@@ -87,6 +93,18 @@ class PodRef:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterObservation:
+    """One member cluster in a cross-cluster decision: when its state was observed, how old that state was when
+    the cycle took its snapshot, and which Filter plugin refused it (empty when it passed or was not asked)."""
+
+    name: str
+    observed_at: str | None  # RFC 3339; None: the source reports the member continuously
+    age_ms: int
+    rejected_by: str = ""
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     kind: str  # "node" | "cluster"
     name: str
@@ -120,6 +138,8 @@ class AuditRecord:
     verdicts_omitted: int = 0
     top_scores: tuple[ScoredNode, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Cross-cluster decisions only: every member as the cycle saw it (written as "clusters" when present).
+    clusters: tuple[ClusterObservation, ...] = ()
 
     @property
     def verdict(self) -> str | None:
@@ -142,7 +162,7 @@ class AuditRecord:
     def to_json(self) -> dict[str, Any]:
         pod: dict[str, Any] = {"namespace": self.pod.namespace, "name": self.pod.name, "uid": self.pod.uid}
         pod["owner"] = None if self.pod.owner is None else {"kind": self.pod.owner.kind, "name": self.pod.owner.name}
-        return {
+        document: dict[str, Any] = {
             "schema": SCHEMA,
             "decision_id": self.decision_id,
             "timestamp": self.timestamp,
@@ -159,6 +179,19 @@ class AuditRecord:
             "top_scores": [{"node": s.node, "total": s.total, "scores": dict(s.scores)} for s in self.top_scores],
             "labels": dict(self.labels),
         }
+        if self.clusters:
+            # Only in cross-cluster records, so node records keep their exact form (and chain hashes).
+            document["clusters"] = [
+                {
+                    "name": c.name,
+                    "observed_at": c.observed_at,
+                    "age_ms": c.age_ms,
+                    "rejected_by": c.rejected_by,
+                    "reasons": list(c.reasons),
+                }
+                for c in self.clusters
+            ]
+        return document
 
     @classmethod
     def from_json(cls, obj: object) -> AuditRecord:
@@ -201,6 +234,16 @@ class AuditRecord:
                 for item in doc.items("top_scores")
             ),
             labels={key: labels.string(key) for key in labels},
+            clusters=tuple(
+                ClusterObservation(
+                    name=item.string("name"),
+                    observed_at=item.optional_timestamp("observed_at"),
+                    age_ms=item.integer("age_ms"),
+                    rejected_by=item.string("rejected_by"),
+                    reasons=tuple(item.strings("reasons")),
+                )
+                for item in (doc.items("clusters") if "clusters" in doc.obj else ())
+            ),
         )
 
 
@@ -278,6 +321,9 @@ class _Reader:
         except ValueError as exc:
             raise AuditRecordError(f"{self.path_of(key)}: {exc}") from None
         return value
+
+    def optional_timestamp(self, key: str) -> str | None:
+        return None if self._get(key) is None else self.timestamp(key)
 
     def integer(self, key: str) -> int:
         value = self._get(key)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kubesched.framework.clusters import ClusterSnapshot
 from kubesched.framework.node_table import IntArray
 from kubesched.framework.preemption_report import PreemptionReport
 from kubesched.framework.status import Status
@@ -79,6 +80,8 @@ class AttemptRecord:
     pre_enqueue_status: Status | None = None
     pre_filter_status: Status | None = None
     preemption: PreemptionReport | None = None
+    # The member clusters' state as the cycle saw it (a cluster profile's attempts only).
+    cluster_snapshot: ClusterSnapshot | None = None
 
 
 class AttemptObserver(Protocol):

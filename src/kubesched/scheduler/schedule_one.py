@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
 from kubesched.clock import Clock
+from kubesched.framework.clusters import cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ASSIGNED_POD_DELETE
 from kubesched.framework.interface import QueuedPodInfo, truncate_event_message
@@ -297,6 +298,7 @@ class ScheduleOne:
             skipped_score_plugins=frozenset(attempt.state.skip_score_plugins),
             pre_filter_status=pre_filter_status,
             preemption=preemption_report_of(attempt.state),
+            cluster_snapshot=cycle_snapshot(attempt.state),
         )
 
     # ---- the binding cycle -------------------------------------------------------------------
