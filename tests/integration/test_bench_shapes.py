@@ -19,6 +19,7 @@ from kubesched.bench.runner import BENCH_INDEX, BenchResult, node_images, run_wo
 from kubesched.bench.runner import main as bench_main
 from kubesched.bench.workload import ImageSpec, WorkloadError, load_workload, parse_workload
 from kubesched.cli.main import build_parser
+from kubesched.cli.main import main as cli_main
 from kubesched.framework.policy import pod_document
 
 WORKLOADS = Path(kubesched.bench.__file__).parent / "workloads"
@@ -427,3 +428,8 @@ def test_a_bad_baseline_is_one_line_naming_the_file_and_runs_nothing(
 def test_a_missing_baseline_is_one_line(workloads: Path) -> None:
     code, _, err = bench(workloads, "First", "--compare", str(workloads / "nope.json"))
     assert code == 2 and err == f"error: --compare: {workloads / 'nope.json'}: No such file or directory\n"
+
+
+def test_compare_is_refused_with_the_api_bench(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["bench", "--api", "--compare", "base.json"]) == 2
+    assert capsys.readouterr().err == "error: --compare works with the in-process bench, not with --api\n"
