@@ -433,3 +433,26 @@ def test_a_missing_baseline_is_one_line(workloads: Path) -> None:
 def test_compare_is_refused_with_the_api_bench(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["bench", "--api", "--compare", "base.json"]) == 2
     assert capsys.readouterr().err == "error: --compare works with the in-process bench, not with --api\n"
+
+
+@pytest.mark.parametrize(
+    ("file", "params"),
+    [
+        pytest.param("scheduling-basic-realistic.yaml", TINY, id="realistic"),
+        pytest.param("scheduling-basic-churn.yaml", {**TINY, "heartbeatEveryPods": 10}, id="churn"),
+        pytest.param("unschedulable-waiting.yaml", {**TINY, "waitingPods": 30}, id="waiting"),
+        pytest.param("security-audit-churn.yaml", {**TINY, "heartbeatEveryPods": 10}, id="audit-churn"),
+        pytest.param("security-audit-distinct.yaml", {**TINY, "measurePods": 50}, id="audit-distinct"),
+    ],
+)
+def test_each_new_shape_places_every_pod_alike_on_the_batch_and_the_per_node_path(
+    file: str, params: dict[str, int]
+) -> None:
+    """The reference the hot-path work (issue 11 items 2-5) must keep: same seed, same placements."""
+    placements = []
+    for use_batch in (True, False):
+        captured: list[SimulatedCluster] = []
+        result = run_workload(load_workload(WORKLOADS / file, params), use_batch=use_batch, inspect=captured.append)
+        assert result.violations == []
+        placements.append({p.key: p.spec.node_name for p in captured[0].pods.values()})
+    assert placements[0] == placements[1]
