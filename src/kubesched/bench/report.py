@@ -3,7 +3,10 @@
 A bench run can take an hour; the table prints its header before the first workload and then one row the
 moment each workload finishes (flushed, so ``| tee`` shows it too). Column widths are therefore fixed up
 front, from the headers and the names of the workloads about to run, not from the numbers. JSON stays a
-single document written at the end, the one thing a program reading it can parse. Failures (a workload
+single document written at the end, the one thing a program reading it can parse. Each row carries CPU time
+per measured pod and the process's peak RSS beside throughput and latency. With ``--compare`` the table
+ends with the ratios to the baseline (:mod:`kubesched.bench.compare`), and the JSON document has them as
+``comparison``. Failures (a workload
 file that cannot be read, a workload that cannot run) are one line each on stderr as they happen, and are
 listed in the JSON document as well.
 """
@@ -16,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 if TYPE_CHECKING:
+    from kubesched.bench.compare import Comparison
     from kubesched.bench.runner import BenchResult
 
 HEADER = (
@@ -28,6 +32,8 @@ HEADER = (
     "PODS/S",
     "P50 MS",
     "P99 MS",
+    "CPU US/POD",
+    "PEAK RSS MB",
     "POLICY CALLS",
     "PENDING",
     "PREEMPTED",
@@ -53,7 +59,9 @@ class Report(Protocol):
 
     def failure(self, failure: Failure) -> None: ...
 
-    def finish(self, machine: str, params: Mapping[str, int], repeat: int) -> None: ...
+    def finish(
+        self, machine: str, params: Mapping[str, int], repeat: int, comparison: Comparison | None = None
+    ) -> None: ...
 
 
 def _row(result: BenchResult) -> tuple[str, ...]:
@@ -67,6 +75,8 @@ def _row(result: BenchResult) -> tuple[str, ...]:
         f"{result.throughput:.1f}",
         f"{result.p50_ms:.2f}",
         f"{result.p99_ms:.2f}",
+        f"{result.cpu_us_per_pod:.0f}",
+        f"{result.peak_rss_mb:.0f}",
         str(result.policy_calls),
         str(result.pending),
         str(result.preempted),
@@ -101,9 +111,13 @@ class TableReport:
         self.err.write(f"error: {failure.message}\n")
         self.err.flush()
 
-    def finish(self, machine: str, params: Mapping[str, int], repeat: int) -> None:
+    def finish(
+        self, machine: str, params: Mapping[str, int], repeat: int, comparison: Comparison | None = None
+    ) -> None:
         overrides = f"; params overridden: {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
         self.out.write(f"machine: {machine}; medians of {repeat} run(s){overrides}\n")
+        if comparison is not None:
+            self.out.write("".join(line + "\n" for line in comparison.lines()))
         self.out.flush()
         for result in self.results:
             for violation in result.violations[:_VIOLATIONS_SHOWN]:
@@ -132,13 +146,17 @@ class JsonReport:
         self.err.write(f"error: {failure.message}\n")
         self.err.flush()
 
-    def finish(self, machine: str, params: Mapping[str, int], repeat: int) -> None:
-        document = {
+    def finish(
+        self, machine: str, params: Mapping[str, int], repeat: int, comparison: Comparison | None = None
+    ) -> None:
+        document: dict[str, object] = {
             "machine": machine,
             "params": dict(params),
             "results": [{**asdict(r), "check": r.check} for r in self.results],
             "failures": [{"file": f.source, "error": f.message} for f in self.failures],
         }
+        if comparison is not None:
+            document["comparison"] = comparison.as_json()
         json.dump(document, self.out, indent=2)
         self.out.write("\n")
         self.out.flush()

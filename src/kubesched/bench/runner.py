@@ -7,9 +7,13 @@ runs. A benchmark, not a test: nothing here asserts a speed.
 
 ``main`` runs every selected workload in turn and reports each as it finishes (a table row, flushed; JSON is
 one document at the end). A workload that cannot be read or run is one error line naming its file, and the
-others still run; the exit code is 1 when any failed or any placement check did. On a terminal, stderr
-carries a progress line (``SchedulingBasic: 3000/10000 pods``); nothing is written there otherwise, and no
-progress hook is installed at all, so measured runs are the same with or without one.
+others still run; the exit code is 1 when any failed or any placement check did. ``--compare BASELINE.json``
+reads the baseline before anything runs (a bad file: one line, exit code 2) and ends the report with the
+ratios (:mod:`kubesched.bench.compare`). Each result also carries CPU time per measured pod (this process's
+CPU time over the measured ops plus its helper processes': the embedded engine's worker, the loopback OPA
+server) and this process's peak RSS.
+On a terminal, stderr carries a progress line (``SchedulingBasic: 3000/10000 pods``); nothing is written there
+otherwise, and no progress hook is installed at all, so measured runs are the same with or without one.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import functools
 import gc
 import json
 import multiprocessing
+import os
 import platform
+import random
+import resource
 import statistics
 import string
 import sys
@@ -35,9 +43,11 @@ from typing import Any, TextIO
 from kubesched.api.objects import Node, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.checks import check_placements
+from kubesched.bench.compare import BaselineError, compare, load_baseline
 from kubesched.bench.report import Failure, JsonReport, Report, TableReport
 from kubesched.bench.workload import (
     HOSTNAME_LABEL,
+    ImageSpec,
     Op,
     OpaServerSpec,
     Workload,
@@ -57,6 +67,9 @@ from kubesched.framework.runtime.registry import Registry, with_entry_points
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.run_async import run_returning
 from kubesched.scheduler.scheduler import Scheduler
+
+BENCH_INDEX = "kubesched.io/bench-index"  # the per-pod label or annotation of uniqueLabels / uniqueAnnotations
+HEARTBEAT_EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z: heartbeat n is stamped n seconds later
 
 OnProgress = Callable[[int, int, str], None]
 """``(done, total, what)``: ``what`` is ``"nodes"``, ``"setup pods"`` or ``"pods"`` (the measured ones); each
@@ -78,6 +91,10 @@ class BenchResult:
     pending: int = 0  # pods left unbound at the end (all of them expected: expectUnschedulable or churned)
     preempted: int = 0  # pods evicted by preemption
     violations: list[str] = field(default_factory=list)  # what check_placements found wrong; empty is good
+    cpu_seconds: float = 0.0  # this process's CPU time (user + system) over the measured ops
+    helper_cpu_seconds: float = 0.0  # its live descendants' (policy worker, OPA server) over the same ops
+    cpu_us_per_pod: float = 0.0  # (cpu_seconds + helper_cpu_seconds) per measured pod, in microseconds
+    peak_rss_mb: float = 0.0  # the process's peak RSS so far (ru_maxrss): earlier workloads of the run count too
 
     @property
     def check(self) -> str:
@@ -104,27 +121,123 @@ class _PodFactory:
         self._next: dict[tuple[str, str], int] = {}
 
     def make(self, op: Op, op_index: int, i: int) -> Pod:
-        prefix = str((op.template.get("metadata") or {}).get("generateName") or "obj-")
+        template = op.template_for(i)
+        prefix = str((template.get("metadata") or {}).get("generateName") or "obj-")
         key = (op.namespace, prefix)
         index = self._next.get(key, 0)
         self._next[key] = index + 1
-        raw = _instantiate(op.template, index, op.namespace)
+        raw = _instantiate(template, index, op.namespace)
         if op.unique_labels:
-            raw["metadata"].setdefault("labels", {})["kubesched.io/bench-index"] = str(i)
+            raw["metadata"].setdefault("labels", {})[BENCH_INDEX] = str(i)
+        if op.unique_annotations:
+            raw["metadata"]["annotations"] = {**(raw["metadata"].get("annotations") or {}), BENCH_INDEX: str(i)}
         return Pod.from_dict(raw, f"{self._workload.source}: ops[{op_index}] pod {i}")
 
 
 def _make_node(workload: Workload, op: Op, op_index: int, index: int, i: int) -> Node:
     raw = _instantiate(op.template, index, None)
-    if op.node_labels is not None or op.hostname_label:
+    if op.node_labels or op.hostname_label:
         labels = dict(raw["metadata"].get("labels") or {})
-        if op.node_labels is not None:
-            key, values = op.node_labels
+        for key, values in op.node_labels:
             labels[key] = values[i % len(values)]
         if op.hostname_label:
             labels.setdefault(HOSTNAME_LABEL, raw["metadata"]["name"])
         raw["metadata"]["labels"] = labels
+    taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in op.taints if i % t.every == 0]
+    if taints:
+        spec = raw["spec"] = dict(raw.get("spec") or {})
+        spec["taints"] = [*(spec.get("taints") or []), *taints]
+    if op.images is not None:
+        status = raw["status"] = dict(raw.get("status") or {})
+        status["images"] = [*(status.get("images") or []), *node_images(op.images, index)]
     return Node.from_dict(raw, f"{workload.source}: ops[{op_index}] node {i}")
+
+
+@functools.lru_cache(maxsize=8)
+def image_sizes(spec: ImageSpec) -> tuple[int, ...]:
+    """The size of each pool image, in bytes: one draw per image from ``spec.seed``."""
+    draw = random.Random(f"images:{spec.seed}")
+    return tuple(draw.randint(spec.min_bytes, spec.max_bytes) for _ in range(spec.pool_size))
+
+
+def node_images(spec: ImageSpec, node_index: int) -> list[dict[str, Any]]:
+    """``status.images`` of the workload's node ``node_index``: ``spec.per_node`` pool images, drawn from the
+    seed and the index (so nodes differ, and every run gives each node the same images)."""
+    sizes = image_sizes(spec)
+    chosen = random.Random(f"images:{spec.seed}:node:{node_index}").sample(range(spec.pool_size), spec.per_node)
+    return [{"names": [spec.name(k)], "sizeBytes": sizes[k]} for k in sorted(chosen)]
+
+
+class _Heartbeat:
+    """A cluster event handler playing the kubelets' status heartbeat: after every ``every`` bindings it
+    updates the next node in turn through :meth:`SimulatedCluster.update_node` (its Ready condition's
+    ``lastHeartbeatTime`` and its ``resourceVersion``), from the event loop's next turn, not from inside the
+    binding's own event dispatch. ``every == 0`` turns it off (ops without ``nodeHeartbeatEveryPods``)."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self.cluster = cluster
+        self.every = 0
+        self.bindings = 0
+        self.beats = 0
+        self.names: list[str] = []
+
+    def start(self, every: int) -> None:
+        """Beat every ``every`` bindings from now on, over the nodes there are now (0: stop)."""
+        self.every = every
+        self.bindings = 0
+        self.names = list(self.cluster.nodes) if every else []  # insertion order: node 0, 1, ... in turn
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        if not self.every or not new.spec.node_name or old.spec.node_name:
+            return
+        self.bindings += 1
+        if self.bindings % self.every == 0:
+            asyncio.get_running_loop().call_soon(self.beat)
+
+    def beat(self) -> None:
+        if not self.names:
+            return
+        node = self.cluster.nodes.get(self.names[self.beats % len(self.names)])
+        self.beats += 1
+        if node is None:
+            return
+        self.cluster.update_node(heartbeat(node, self.beats))
+
+    def on_node_add(self, node: Node) -> None:
+        pass
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        pass
+
+    def on_node_delete(self, node: Node) -> None:
+        pass
+
+    def on_pod_add(self, pod: Pod) -> None:
+        pass
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        pass
+
+    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
+        pass
+
+
+def heartbeat(node: Node, beat: int) -> Node:
+    """``node`` after a kubelet status heartbeat: Ready's ``lastHeartbeatTime`` moved on, ``resourceVersion``
+    one higher; labels, taints, allocatable and images unchanged."""
+    raw = dict(node.raw)
+    metadata = raw["metadata"] = dict(raw.get("metadata") or {})
+    metadata["resourceVersion"] = str(int(node.metadata.resource_version or "0") + 1)
+    status = raw["status"] = dict(raw.get("status") or {})
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(HEARTBEAT_EPOCH + beat))
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None:
+        ready = {"type": "Ready", "status": "True"}
+        conditions.append(ready)
+    ready["lastHeartbeatTime"] = stamp
+    status["conditions"] = conditions
+    return Node.from_dict(raw, f"node {node.metadata.name} heartbeat {beat}")
 
 
 class _BindCounter:
@@ -199,13 +312,15 @@ async def _run_async(
     scheduler = Scheduler(config, registry, cluster, clock=clock, seed=0, use_batch=use_batch)
     cluster.subscribe(scheduler.event_handlers)
     counter = _BindCounter(on_progress) if on_progress is not None else None
+    heartbeats = _Heartbeat(cluster)
+    cluster.subscribe(heartbeats)
     if counter is not None:
         cluster.subscribe(counter)
     factory = _PodFactory(workload)
     nodes = 0
     measured = scheduled = policy_calls = 0
     latencies: list[float] = []
-    seconds = 0.0
+    seconds = cpu_seconds = helper_cpu_seconds = 0.0
     created: set[str] = set()  # uids of pods that must end up bound (or preempted)
     expected_pending: set[str] = set()  # uids of pods that must stay pending
     churn: tuple[Op, int] | None = None
@@ -232,6 +347,9 @@ async def _run_async(
                 scheduler.cycles.attempt_latencies = latencies
                 gc.collect()
                 started = time.perf_counter()
+                cpu_started = time.process_time()
+                helpers_started = descendant_cpu_seconds()
+            heartbeats.start(op.heartbeat_every)
             churner = None
             if churn is not None:
                 churner = asyncio.ensure_future(_churn(cluster, factory, churn[0], churn[1], expected_pending))
@@ -245,8 +363,12 @@ async def _run_async(
                     churner.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await churner
+                heartbeats.start(0)
             if op.collect_metrics:
                 seconds += time.perf_counter() - started
+                cpu_seconds += time.process_time() - cpu_started
+                helpers = descendant_cpu_seconds()
+                helper_cpu_seconds += sum(cpu - helpers_started.get(pid, 0.0) for pid, cpu in helpers.items())
                 scheduler.cycles.attempt_latencies = None
                 measured += op.count
                 scheduled += _bound(cluster, pods)
@@ -275,7 +397,48 @@ async def _run_async(
         pending=report.pending,
         preempted=sum(len(victims) for victims in cluster.preempted.values()),
         violations=list(report.violations),
+        cpu_seconds=cpu_seconds,
+        helper_cpu_seconds=helper_cpu_seconds,
+        cpu_us_per_pod=(cpu_seconds + helper_cpu_seconds) / measured * 1e6 if measured else 0.0,
+        peak_rss_mb=peak_rss_mb(),
     )
+
+
+def descendant_cpu_seconds() -> dict[int, float]:
+    """CPU time (user + system) of every live descendant process, by pid: the embedded policy engine's worker
+    (a grandchild, through multiprocessing's fork server) and the loopback OPA server do the policy work of
+    the SecurityAudit workloads. Linux only (``/proc/<pid>/task/<tid>/children``); elsewhere empty. A process
+    that ends during the measured ops takes its CPU time with it."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    cpu: dict[int, float] = {}
+    stack = [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    children = [int(child) for child in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                try:
+                    with open(f"/proc/{child}/stat") as handle:
+                        fields = handle.read().rsplit(")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue
+                cpu[child] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)
+                stack.append(child)
+    return cpu
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident set size so far, in MB (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
 def _policy_calls(scheduler: Scheduler) -> int:
@@ -402,6 +565,10 @@ def median_result(results: list[BenchResult]) -> BenchResult:
         preempted=int(statistics.median(r.preempted for r in results)),
         # A check that failed in any run fails the median too.
         violations=[v for r in results for v in r.violations],
+        cpu_seconds=statistics.median(r.cpu_seconds for r in results),
+        helper_cpu_seconds=statistics.median(r.helper_cpu_seconds for r in results),
+        cpu_us_per_pod=statistics.median(r.cpu_us_per_pod for r in results),
+        peak_rss_mb=max(r.peak_rss_mb for r in results),
     )
 
 
@@ -469,6 +636,13 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     params = _params(list(getattr(args, "param", []) or []))
+    baseline = None
+    if getattr(args, "compare", None):
+        try:
+            baseline = load_baseline(Path(args.compare))
+        except BaselineError as exc:
+            err.write(f"error: --compare: {exc}\n")
+            return 2
     with contextlib.ExitStack() as stack:
         if args.workload_dir:
             directory, bundled = Path(args.workload_dir), False
@@ -479,6 +653,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         report: Report = JsonReport(out, err) if args.output == "json" else TableReport(out, err)
         report.start([workload.name for workload in selection.workloads])
         failed = len(selection.failures)
+        results: list[BenchResult] = []
         for failure in selection.failures:
             report.failure(failure)
         for workload in selection.workloads:
@@ -498,9 +673,11 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
                 continue
             progress.clear()
             result = median_result(runs)
+            results.append(result)
             report.result(result)
             failed += bool(result.violations)
-        report.finish(machine_description(), params, args.repeat)
+        comparison = compare(baseline, results) if baseline is not None else None
+        report.finish(machine_description(), params, args.repeat, comparison)
     return 1 if failed else 0
 
 

@@ -3,11 +3,24 @@
 A workload names its node and pod templates (ordinary manifests with ``metadata.generateName``), a
 ``params`` map and a list of ops. ``$name`` in a count refers to a param. Read by the bench runner.
 
-- ``createNodes {count, nodeTemplate?, labelNodePrepareStrategy?: {labelKey, labelValues}, hostnameLabel?}``:
-  scheduler_perf's ``labelNodePrepareStrategy`` gives node *i* ``labelValues[i % len]`` under ``labelKey``;
+- ``createNodes {count, nodeTemplate?, labelNodePrepareStrategy?, hostnameLabel?, images?, taints?}``:
+  scheduler_perf's ``labelNodePrepareStrategy: {labelKey, labelValues}`` gives node *i* ``labelValues[i % len]``
+  under ``labelKey``; a list of such mappings sets several keys (region and zone, say).
   ``hostnameLabel: true`` gives each node ``kubernetes.io/hostname: <its name>``, as a kubelet would.
-- ``createPods {count, namespace, collectMetrics, podTemplate?, expectUnschedulable?}``: all of the op's pods
-  are queued, then the scheduler drains them; ``expectUnschedulable`` marks pods that must stay pending.
+  ``images: {perNode, poolSize, minSizeMB?, maxSizeMB?, seed?, prefix?}`` gives each node ``perNode`` distinct
+  images from a pool of ``poolSize`` named ``<prefix><k>:1.0`` (``prefix`` defaults to
+  ``registry.k8s.io/bench/image-``), image *k* always ``minSizeMB``..``maxSizeMB`` (default 10..800) in size;
+  sizes and each node's choice are drawn from ``seed`` (default 0), so runs agree and nodes differ.
+  ``taints: [{key, value?, effect, every}]`` taints nodes 0, ``every``, 2 x ``every``, ... of the op.
+- ``createPods {count, namespace, collectMetrics, podTemplate? | podTemplates?, expectUnschedulable?,
+  uniqueLabels?, uniqueAnnotations?, nodeHeartbeatEveryPods?}``: all of the op's pods are queued, then the
+  scheduler drains them; ``expectUnschedulable`` marks pods that must stay pending. ``podTemplates:
+  [{template, weight?}]`` makes pods from several templates in weighted round robin (weights 2 and 1: pods
+  0 and 1 from the first, pod 2 from the second, ...). ``uniqueLabels`` / ``uniqueAnnotations`` give every pod
+  its own ``kubesched.io/bench-index`` label / annotation. ``nodeHeartbeatEveryPods: N``: while the op is
+  drained, every N-th binding is followed by a kubelet-style status update of the next node in turn (its
+  Ready condition's ``lastHeartbeatTime`` and its ``resourceVersion`` change, nothing else), made through the
+  simulated cluster's ``update_node``, so the scheduler sees a NodeUpdate event.
 - ``churn {podTemplate, intervalMilliseconds, namespace?}``: scheduler_perf's ``churn`` in ``create`` mode,
   narrowed to pods: while the next ``createPods`` op is being drained, one pod from the template is created
   every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
@@ -40,12 +53,31 @@ WORKLOAD_FIELDS = frozenset(
     {"name", "description", "labels", "params", "nodeTemplate", "podTemplate", "ops", "config", "opaServer"}
 )
 OP_FIELDS: Mapping[str, frozenset[str]] = {
-    "createNodes": frozenset({"opcode", "count", "nodeTemplate", "labelNodePrepareStrategy", "hostnameLabel"}),
+    "createNodes": frozenset(
+        {"opcode", "count", "nodeTemplate", "labelNodePrepareStrategy", "hostnameLabel", "images", "taints"}
+    ),
     "createPods": frozenset(
-        {"opcode", "count", "namespace", "collectMetrics", "podTemplate", "uniqueLabels", "expectUnschedulable"}
+        {
+            "opcode",
+            "count",
+            "namespace",
+            "collectMetrics",
+            "podTemplate",
+            "podTemplates",
+            "uniqueLabels",
+            "uniqueAnnotations",
+            "expectUnschedulable",
+            "nodeHeartbeatEveryPods",
+        }
     ),
     "churn": frozenset({"opcode", "podTemplate", "intervalMilliseconds", "namespace"}),
 }
+
+
+IMAGE_FIELDS = frozenset({"perNode", "poolSize", "minSizeMB", "maxSizeMB", "seed", "prefix"})
+TAINT_FIELDS = frozenset({"key", "value", "effect", "every"})
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MAX_TEMPLATE_WEIGHT = 1000  # a round-robin cycle is the weights expanded: keep it small
 
 
 class WorkloadError(KubeschedError):
@@ -64,10 +96,45 @@ class Op:
     collect_metrics: bool = False
     template: Mapping[str, Any] = field(default_factory=dict)
     unique_labels: bool = False  # give every pod its own label value, so no two share a policy decision
-    node_labels: tuple[str, tuple[str, ...]] | None = None  # labelNodePrepareStrategy: (key, values)
+    node_labels: tuple[tuple[str, tuple[str, ...]], ...] = ()  # labelNodePrepareStrategy: (key, values) each
     hostname_label: bool = False
     expect_unschedulable: bool = False
     interval_seconds: float = 0.0  # churn only
+    # createPods: the round-robin cycle of templates (podTemplates, weights expanded); empty: ``template`` only
+    templates: tuple[Mapping[str, Any], ...] = ()
+    unique_annotations: bool = False  # a per-pod annotation: pods differ, in a field policies do not read
+    heartbeat_every: int = 0  # createPods: a node status update after every N bindings; 0: none
+    images: ImageSpec | None = None  # createNodes
+    taints: tuple[TaintSpec, ...] = ()  # createNodes
+
+    def template_for(self, i: int) -> Mapping[str, Any]:
+        """The template of the op's pod ``i``."""
+        return self.templates[i % len(self.templates)] if self.templates else self.template
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSpec:
+    """``createNodes.images``: each node gets ``per_node`` distinct images of a seeded pool."""
+
+    per_node: int
+    pool_size: int
+    min_bytes: int
+    max_bytes: int
+    seed: int
+    prefix: str
+
+    def name(self, k: int) -> str:
+        return f"{self.prefix}{k}:1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class TaintSpec:
+    """``createNodes.taints[i]``: the taint, on nodes 0, ``every``, 2 x ``every``, ... of the op."""
+
+    key: str
+    value: str
+    effect: str
+    every: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,17 +194,102 @@ def _strings(value: object, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _node_labels(value: object, where: str) -> tuple[str, tuple[str, ...]] | None:
+def _node_labels(value: object, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """One ``{labelKey, labelValues}`` mapping, or a list of them (one label key each)."""
     if value is None:
-        return None
+        return ()
+    if isinstance(value, list):
+        strategies = [_node_label(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        keys = [key for key, _ in strategies]
+        for i, key in enumerate(keys):
+            if key in keys[:i]:
+                raise WorkloadError(f"{where}[{i}].labelKey: Duplicate value: {key!r}")
+        return tuple(strategies)
+    return (_node_label(value, where),)
+
+
+def _node_label(value: object, where: str) -> tuple[str, tuple[str, ...]]:
     if not isinstance(value, Mapping):
-        raise WorkloadError(f"{where}: must be a mapping")
+        raise WorkloadError(f"{where}: must be a mapping (or a list of mappings)")
+    _unknown_fields(value, frozenset({"labelKey", "labelValues"}), where)
     key, values = value.get("labelKey"), value.get("labelValues")
     if not isinstance(key, str) or not key:
         raise WorkloadError(f"{where}.labelKey: Required value")
     if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
         raise WorkloadError(f"{where}.labelValues: must be a non-empty list of strings")
     return key, tuple(values)
+
+
+def _images(value: object, params: Mapping[str, Any], where: str) -> ImageSpec | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise WorkloadError(f"{where}: must be a mapping")
+    _unknown_fields(value, IMAGE_FIELDS, where)
+    if "perNode" not in value or "poolSize" not in value:
+        raise WorkloadError(f"{where}.{'perNode' if 'perNode' not in value else 'poolSize'}: Required value")
+    per_node = _count(value["perNode"], params, f"{where}.perNode")
+    pool = _count(value["poolSize"], params, f"{where}.poolSize")
+    if pool == 0 or per_node > pool:
+        raise WorkloadError(f"{where}.perNode: must be at most poolSize ({pool}) and poolSize above 0, got {per_node}")
+    low = _count(value.get("minSizeMB", 10), params, f"{where}.minSizeMB")
+    high = _count(value.get("maxSizeMB", 800), params, f"{where}.maxSizeMB")
+    if low > high:
+        raise WorkloadError(f"{where}.maxSizeMB: must be at least minSizeMB ({low}), got {high}")
+    seed = _count(value.get("seed", 0), params, f"{where}.seed")
+    prefix = _string(value, "prefix", where, "registry.k8s.io/bench/image-")
+    return ImageSpec(per_node, pool, low * 1024 * 1024, high * 1024 * 1024, seed, prefix)
+
+
+def _taints(value: object, params: Mapping[str, Any], where: str) -> tuple[TaintSpec, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise WorkloadError(f"{where}: must be a list of {{key, value, effect, every}}")
+    taints: list[TaintSpec] = []
+    for i, raw in enumerate(value):
+        here = f"{where}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise WorkloadError(f"{here}: must be a mapping")
+        _unknown_fields(raw, TAINT_FIELDS, here)
+        key = _string(raw, "key", here, "")
+        effect = raw.get("effect")
+        if effect not in TAINT_EFFECTS:
+            raise WorkloadError(
+                f"{here}.effect: Unsupported value: {effect!r}: supported values: {', '.join(TAINT_EFFECTS)}"
+            )
+        taint_value = raw.get("value", "")
+        if not isinstance(taint_value, str):
+            raise WorkloadError(f"{here}.value: must be a string, got {taint_value!r}")
+        every = _count(raw.get("every"), params, f"{here}.every")
+        if every == 0:
+            raise WorkloadError(f"{here}.every: must be greater than zero")
+        if any((t.key, t.effect) == (key, effect) for t in taints):
+            raise WorkloadError(f"{here}: Duplicate value: taints must be unique by key and effect pair")
+        taints.append(TaintSpec(key, taint_value, effect, every))
+    return tuple(taints)
+
+
+def _pod_templates(value: object, params: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], ...]:
+    """``podTemplates: [{template, weight?}]`` as the round-robin cycle, each template ``weight`` times."""
+    if not isinstance(value, list) or not value:
+        raise WorkloadError(f"{where}: must be a non-empty list of {{template, weight}}")
+    cycle: list[Mapping[str, Any]] = []
+    for i, raw in enumerate(value):
+        here = f"{where}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise WorkloadError(f"{here}: must be a mapping")
+        _unknown_fields(raw, frozenset({"template", "weight"}), here)
+        template = raw.get("template")
+        if not isinstance(template, Mapping):
+            raise WorkloadError(f"{here}.template: Required value (a pod manifest)")
+        weight = _count(raw.get("weight", 1), params, f"{here}.weight")
+        if weight == 0:
+            raise WorkloadError(f"{here}.weight: must be greater than zero")
+        cycle.extend([template] * weight)
+    if len(cycle) > MAX_TEMPLATE_WEIGHT:
+        raise WorkloadError(f"{where}: the weights add up to {len(cycle)}, more than {MAX_TEMPLATE_WEIGHT}")
+    return tuple(cycle)
 
 
 def parse_workload(document: object, source: str, params: Mapping[str, Any] | None = None) -> Workload:
@@ -171,7 +323,16 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
             )
         _unknown_fields(raw, OP_FIELDS[opcode], where)
         template_key = "nodeTemplate" if opcode == "createNodes" else "podTemplate"
-        template = raw.get(template_key) or templates["createNodes" if opcode == "createNodes" else "createPods"]
+        cycle: tuple[Mapping[str, Any], ...] = ()
+        if "podTemplates" in raw:
+            if "podTemplate" in raw:
+                raise WorkloadError(f"{where}.podTemplates: Forbidden: set podTemplate or podTemplates, not both")
+            cycle = _pod_templates(raw["podTemplates"], params, f"{where}.podTemplates")
+        template = (
+            cycle[0]
+            if cycle
+            else raw.get(template_key) or templates["createNodes" if opcode == "createNodes" else "createPods"]
+        )
         if not isinstance(template, Mapping):
             raise WorkloadError(f"{where}: no {template_key} (set it on the op or the workload)")
         interval = 0.0
@@ -192,6 +353,11 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
                 hostname_label=_flag(raw, "hostnameLabel", where),
                 expect_unschedulable=_flag(raw, "expectUnschedulable", where),
                 interval_seconds=interval,
+                templates=cycle,
+                unique_annotations=_flag(raw, "uniqueAnnotations", where),
+                heartbeat_every=_heartbeat(raw, params, where),
+                images=_images(raw.get("images"), params, f"{where}.images"),
+                taints=_taints(raw.get("taints"), params, f"{where}.taints"),
             )
         )
     if raw_ops and isinstance(raw_ops[-1], Mapping) and raw_ops[-1].get("opcode") == "churn":
@@ -223,6 +389,15 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         config=str(here / config) if config is not None else None,
         opa_server=opa_server,
     )
+
+
+def _heartbeat(raw: Mapping[str, Any], params: Mapping[str, Any], where: str) -> int:
+    if "nodeHeartbeatEveryPods" not in raw:
+        return 0
+    every = _count(raw["nodeHeartbeatEveryPods"], params, f"{where}.nodeHeartbeatEveryPods")
+    if every == 0:
+        raise WorkloadError(f"{where}.nodeHeartbeatEveryPods: must be greater than zero (omit it for no heartbeat)")
+    return every
 
 
 def _check_nodes_before_pods(ops: Sequence[Op], raw_ops: Sequence[Mapping[str, Any]], source: str) -> None:

@@ -228,6 +228,9 @@ def cmd_policy_batch_module(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.api:
+        if args.compare:
+            print("error: --compare works with the in-process bench, not with --api", file=sys.stderr)
+            return 2
         from kubesched.bench.api import main as api_bench_main
 
         return api_bench_main(args)
@@ -409,6 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--repeat", type=positive_int, default=1, help="runs per workload; medians are reported")
     bench.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
+    bench.add_argument(
+        "--compare",
+        metavar="BASELINE.json",
+        help="after the run, print pods/s, p50 and CPU-per-pod ratios against a previous `bench -o json` output",
+    )
     bench.add_argument(
         "--param",
         action="append",
