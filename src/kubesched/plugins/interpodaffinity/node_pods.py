@@ -1,6 +1,7 @@
 """InterPodAffinity's per-node view of the pods that matter, derived once per NodeInfo object.
 
-The scheduler cache keeps no "pods with affinity" lists, so the plugin derives them itself: for each node, its
+The scheduler cache only counts a node's pods with affinity terms (``NodeInfo.pods_with_affinity``, from each
+PodInfo's ``has_pod_affinity``) and keeps no lists of them, so the plugin derives them itself: for each node, its
 pods with affinity terms (with their parsed terms), those with required anti-affinity, every pod grouped by
 (namespace, labels) — all that an incoming pod's terms can see of a pod — and how many times each distinct
 existing-pod term (by kind, term and weight) occurs on the node.
@@ -59,13 +60,6 @@ class NodePods:
     counts: Mapping[GroupKey, int]
 
 
-def _has_terms(pod: Pod) -> bool:
-    affinity = pod.spec.affinity
-    if not affinity:
-        return False
-    return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
-
-
 def _group_key(pod: Pod) -> GroupKey:
     return (pod.metadata.namespace, frozenset(pod.metadata.labels.items()))
 
@@ -100,7 +94,7 @@ def node_pods(info: NodeInfo, previous: NodePods | None, parse: Callable[[PodInf
         key = _group_key(pod)
         counts[key] = counts.get(key, 0) + 1
         samples.setdefault(key, pod)
-        if _has_terms(pod):
+        if pod_info.has_pod_affinity:
             known = previous.by_uid.get(uid)
             # Terms depend on the Pod alone; a pod re-wrapped in a new PodInfo (assumed, then bound) keeps them.
             terms = known[1] if known is not None and known[0].pod is pod else parse(pod_info)
@@ -117,7 +111,7 @@ def fresh_node_pods(info: NodeInfo, parse: Callable[[PodInfo], PodTerms]) -> Nod
     term_counts: dict[TermKey, int] = {}
     for uid, pod_info in info.pods.items():
         pod = pod_info.pod
-        if _has_terms(pod):
+        if pod_info.has_pod_affinity:
             terms = parse(pod_info)
             by_uid[uid] = (pod_info, terms)
             _count_terms(term_counts, terms, 1)
