@@ -246,7 +246,7 @@ class _Collect:
         pass
 
 
-def test_audit_records_of_hub_pods_name_the_cluster() -> None:
+def audited_example() -> _Collect:
     sink = _Collect()
     registry = in_tree_registry()
     simulate(
@@ -256,6 +256,11 @@ def test_audit_records_of_hub_pods_name_the_cluster() -> None:
         start_time=NOON,
         observers=[AuditObserver(sink)],
     )
+    return sink
+
+
+def test_audit_records_of_hub_pods_name_the_cluster() -> None:
+    sink = audited_example()
     targets = {record.pod.key: (record.target.kind, record.target.name) for record in sink.records if record.target}
     assert targets["shop/customer-db"] == ("cluster", "eu-west-a")
     assert targets["shop/api"] == ("cluster", "us-east-a")
@@ -264,15 +269,7 @@ def test_audit_records_of_hub_pods_name_the_cluster() -> None:
 
 
 def test_a_cross_cluster_audit_record_has_every_members_age_and_verdict() -> None:
-    sink = _Collect()
-    registry = in_tree_registry()
-    simulate(
-        load_manifests([MANIFESTS]),
-        load_config_file(CONFIG, registry),
-        registry,
-        start_time=NOON,
-        observers=[AuditObserver(sink)],
-    )
+    sink = audited_example()
     db = next(record for record in sink.records if record.pod.key == "shop/customer-db")
     seen = {c.name: (c.observed_at, c.age_ms, c.rejected_by) for c in db.clusters}
     assert seen["eu-west-b"][1] == 20 * 60 * 1000  # last heard from 20 minutes before noon

@@ -32,7 +32,6 @@ import asyncio
 import hmac
 import json
 import logging
-import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -52,6 +51,7 @@ from kubesched.federation.wire import (
     reservation_request_from_json,
     state_to_json,
 )
+from kubesched.serving import start_site, url_of
 
 __all__ = ["AgentServer", "read_token", "server_ssl_context"]
 
@@ -119,33 +119,13 @@ class AgentServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.ssl_context else 'http'}://{host}:{self.port}"
+        return url_of(self.host, self.port, tls=self.ssl_context is not None)
 
     async def start(self) -> None:
         if self._runner is not None:
             return
         await self.agent.ensure_namespace()
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self._requested_port))
-            sock.listen(128)
-            sock.setblocking(False)
-            runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-            await runner.setup()
-        except BaseException:
-            sock.close()
-            raise
-        try:
-            await web.SockSite(runner, sock, ssl_context=self.ssl_context).start()
-        except BaseException:
-            await runner.cleanup()
-            sock.close()
-            raise
-        self._runner = runner
-        self._port = sock.getsockname()[1]
+        self._runner, self._port = await start_site(self.app, self.host, self._requested_port, self.ssl_context)
         self._sweeper = asyncio.create_task(self._sweep_forever(), name="kubesched-agent-sweeper")
         log.info("cluster agent serving on %s (namespace %s)", self.url, self.agent.namespace)
 

@@ -168,7 +168,32 @@ def node_images(spec: ImageSpec, node_index: int) -> list[dict[str, Any]]:
     return [{"names": [spec.name(k)], "sizeBytes": sizes[k]} for k in sorted(chosen)]
 
 
-class _Heartbeat:
+class _PodUpdateHandler:
+    """A cluster event handler that cares only about pod updates (bindings): every other event is ignored."""
+
+    def on_node_add(self, node: Node) -> None:
+        pass
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        pass
+
+    def on_node_delete(self, node: Node) -> None:
+        pass
+
+    def on_pod_add(self, pod: Pod) -> None:
+        pass
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        pass
+
+    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
+        pass
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        pass
+
+
+class _Heartbeat(_PodUpdateHandler):
     """A cluster event handler playing the kubelets' status heartbeat: after every ``every`` bindings it
     updates the next node in turn through :meth:`SimulatedCluster.update_node` (its Ready condition's
     ``lastHeartbeatTime`` and its ``resourceVersion``), from the event loop's next turn, not from inside the
@@ -203,24 +228,6 @@ class _Heartbeat:
             return
         self.cluster.update_node(heartbeat(node, self.beats))
 
-    def on_node_add(self, node: Node) -> None:
-        pass
-
-    def on_node_update(self, old: Node, new: Node) -> None:
-        pass
-
-    def on_node_delete(self, node: Node) -> None:
-        pass
-
-    def on_pod_add(self, pod: Pod) -> None:
-        pass
-
-    def on_pod_delete(self, pod: Pod) -> None:
-        pass
-
-    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
-        pass
-
 
 def heartbeat(node: Node, beat: int) -> Node:
     """``node`` after a kubelet status heartbeat: Ready's ``lastHeartbeatTime`` moved on, ``resourceVersion``
@@ -240,7 +247,7 @@ def heartbeat(node: Node, beat: int) -> Node:
     return Node.from_dict(raw, f"node {node.metadata.name} heartbeat {beat}")
 
 
-class _BindCounter:
+class _BindCounter(_PodUpdateHandler):
     """A cluster event handler that counts the bindings of the pods being drained and reports them.
 
     Subscribed only when progress is shown: it then costs one set lookup per binding."""
@@ -261,24 +268,6 @@ class _BindCounter:
         if new.spec.node_name and not old.spec.node_name and new.metadata.uid in self.watched:
             self.bound += 1
             self.on_progress(self.bound, len(self.watched), self.what)
-
-    def on_node_add(self, node: Node) -> None:
-        pass
-
-    def on_node_update(self, old: Node, new: Node) -> None:
-        pass
-
-    def on_node_delete(self, node: Node) -> None:
-        pass
-
-    def on_pod_add(self, pod: Pod) -> None:
-        pass
-
-    def on_pod_delete(self, pod: Pod) -> None:
-        pass
-
-    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
-        pass
 
 
 async def _churn(cluster: SimulatedCluster, factory: _PodFactory, op: Op, op_index: int, created: set[str]) -> None:

@@ -20,13 +20,14 @@ port 0 picks a free port, and :attr:`HealthServer.port` is the one bound.
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable
 from types import TracebackType
 
 from aiohttp import web
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+
+from kubesched.serving import start_site, url_of
 
 log = logging.getLogger(__name__)
 
@@ -83,23 +84,12 @@ class HealthServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return url_of(self.host, self.port, tls=False)
 
     async def start(self) -> None:
         if self._runner is not None:
             return
-        sock = _listening_socket(self.host, self._requested_port)
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
-        try:
-            await runner.setup()
-            await web.SockSite(runner, sock).start()
-        except BaseException:
-            await runner.cleanup()
-            sock.close()
-            raise
-        self._runner = runner
-        self._port = sock.getsockname()[1]
+        self._runner, self._port = await start_site(self.app, self.host, self._requested_port)
         log.info("serving /metrics, /healthz and /readyz on %s", self.url)
 
     async def close(self) -> None:
@@ -144,18 +134,3 @@ def _answer(check: Check | None) -> web.Response:
     if reason:
         return web.Response(status=503, text=f"{reason}\n")
     return web.Response(text="ok")
-
-
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """Bound and listening before the site starts, so the chosen port is known (port 0)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
