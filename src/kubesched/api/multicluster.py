@@ -55,7 +55,7 @@ from urllib.parse import urlsplit
 from kubesched.errors import FieldError
 
 from . import _fields as f
-from .objects import ObjectMeta, Taint
+from .objects import ObjectMeta, Taint, spec_taints
 
 __all__ = [
     "CLUSTER_LABEL",
@@ -321,15 +321,7 @@ class MemberCluster:
             f.wrong_type(where, "", "a mapping", obj)
         metadata = ObjectMeta.from_dict(f.mapping(obj, "metadata", where, ""), where, kind=KIND, namespaced=False)
         spec = f.mapping(obj, "spec", where, "")
-        taints = tuple(
-            Taint.from_dict(item, where, path=f"spec.taints[{i}]")
-            for i, item in enumerate(f.sequence(spec, "taints", where, "spec"))
-        )
-        seen: set[tuple[str, str]] = set()
-        for i, taint in enumerate(taints):
-            if (taint.key, taint.effect) in seen:
-                f.invalid(where, f"spec.taints[{i}]", taint.key, "taints must be unique by key and effect pair")
-            seen.add((taint.key, taint.effect))
+        taints = spec_taints(spec, where)
         cost = (
             ClusterCost.from_dict(f.mapping(spec, "cost", where, "spec"), where, "spec.cost")
             if spec.get("cost") is not None

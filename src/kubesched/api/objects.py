@@ -70,6 +70,21 @@ def object_uid(kind: str, namespace: str, name: str) -> str:
     return str(uuid.uuid5(_UID_NAMESPACE, f"{kind}/{namespace}/{name}"))
 
 
+def spec_taints(spec: Mapping[str, Any], where: str) -> tuple[Taint, ...]:
+    """``spec.taints`` of a Node (or of a MemberCluster, its super node's): each parsed, unique by key and effect
+    as the API server validates them."""
+    taints = tuple(
+        Taint.from_dict(item, where, path=f"spec.taints[{i}]")
+        for i, item in enumerate(f.sequence(spec, "taints", where, "spec"))
+    )
+    seen: set[tuple[str, str]] = set()
+    for i, taint in enumerate(taints):
+        if (taint.key, taint.effect) in seen:
+            f.invalid(where, f"spec.taints[{i}]", taint.key, "taints must be unique by key and effect pair")
+        seen.add((taint.key, taint.effect))
+    return taints
+
+
 def _top(obj: object, where: str) -> Mapping[str, Any]:
     if not isinstance(obj, Mapping):
         f.wrong_type(where, "", "a mapping", obj)
@@ -536,15 +551,7 @@ class Node:
         metadata = ObjectMeta.from_dict(f.mapping(obj, "metadata", where, ""), where, kind="Node", namespaced=False)
         spec = f.mapping(obj, "spec", where, "")
         status = f.mapping(obj, "status", where, "")
-        taints = tuple(
-            Taint.from_dict(item, where, path=f"spec.taints[{i}]")
-            for i, item in enumerate(f.sequence(spec, "taints", where, "spec"))
-        )
-        seen: set[tuple[str, str]] = set()
-        for i, taint in enumerate(taints):
-            if (taint.key, taint.effect) in seen:
-                f.invalid(where, f"spec.taints[{i}]", taint.key, "taints must be unique by key and effect pair")
-            seen.add((taint.key, taint.effect))
+        taints = spec_taints(spec, where)
         capacity = f.resource_list(status, "capacity", where, "status")
         allocatable = (
             f.resource_list(status, "allocatable", where, "status")

@@ -65,7 +65,10 @@ class PodMap(Mapping[str, "PodInfo"]):
         raise KeyError(uid)
 
     def __contains__(self, uid: object) -> bool:
-        return any(uid in chunk for chunk in self._chunks)
+        chunks = self._chunks
+        if len(chunks) == 1:
+            return uid in chunks[0]
+        return any(uid in chunk for chunk in chunks)
 
     def __iter__(self) -> Iterator[str]:
         return chain.from_iterable(self._chunks)
