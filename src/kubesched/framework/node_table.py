@@ -11,10 +11,16 @@ and property tests hold the two equal.
 Class columns give every node a small integer id for an equivalence class chosen by a plugin (e.g.
 "the node's taints"), so a plugin can evaluate its per-node rule once per class and broadcast. Ids are
 append-only: an id always means the same key, so a plugin may keep per-class answers across cycles.
+
+Image columns hold, per slot, the size a node reports for one image (0 where it has none): ImageLocality
+scores a pod's few images over thousands of nodes with one multiply per image, where a class per node image set
+would be one class per node once nodes carry many images. Only the images pods ask for get a column, and only
+the :data:`MAX_IMAGE_COLUMNS` most recently asked for are kept.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -30,6 +36,9 @@ BoolArray = npt.NDArray[np.bool_]
 ObjectArray = npt.NDArray[np.object_]
 
 ClassKey = Callable[[NodeInfo], Hashable]
+
+MAX_IMAGE_COLUMNS = 128
+"""Image columns kept per table (8 bytes per node each): beyond it the least recently used one is dropped."""
 
 
 class ClassColumn:
@@ -94,6 +103,7 @@ class NodeTable:
         self.scalar_alloc: dict[str, IntArray] = {}
         self.scalar_req: dict[str, IntArray] = {}
         self.classes: dict[str, ClassColumn] = {}
+        self._image_columns: OrderedDict[str, IntArray] = OrderedDict()
         self.infos: list[NodeInfo | None] = [None] * capacity
         # The same NodeInfos (and their names) as object arrays: a batch of slots becomes a list of NodeInfos
         # or names by one fancy index, not a Python loop over hundreds of nodes per cycle.
@@ -115,7 +125,7 @@ class NodeTable:
         self.name_column[slot] = None
         for name in self._INT_COLUMNS:
             getattr(self, name)[slot] = 0
-        for array in (*self.scalar_alloc.values(), *self.scalar_req.values()):
+        for array in (*self.scalar_alloc.values(), *self.scalar_req.values(), *self._image_columns.values()):
             array[slot] = 0
 
     def _grow(self) -> None:
@@ -128,6 +138,8 @@ class NodeTable:
         self.scalar_req = {k: _grown(v, new_capacity) for k, v in self.scalar_req.items()}
         for class_column in self.classes.values():
             class_column.ids = _grown(class_column.ids, new_capacity)
+        for image, sizes in self._image_columns.items():
+            self._image_columns[image] = _grown(sizes, new_capacity)
         self.infos.extend([None] * (new_capacity - self.capacity))
         self.info_column = _grown(self.info_column, new_capacity)
         self.name_column = _grown(self.name_column, new_capacity)
@@ -176,6 +188,10 @@ class NodeTable:
                 self._scalar_columns(name)[0][slot] = amount
             for class_column in self.classes.values():
                 class_column.assign(slot, info)
+            if self._image_columns:
+                reported = info.image_sizes
+                for image, sizes in self._image_columns.items():
+                    sizes[slot] = reported.get(image, 0)
 
     def class_column(self, name: str, key_fn: ClassKey) -> ClassColumn:
         """The class column ``name``, created (and filled for every live node) on first request."""
@@ -189,6 +205,21 @@ class NodeTable:
                     column.assign(slot, info)
             self.classes[name] = column
         return column
+
+    def image_sizes(self, image: str) -> IntArray:
+        """Per slot, the size the node reports for ``image`` (0: it has none); made on first request."""
+        sizes = self._image_columns.get(image)
+        if sizes is not None:
+            self._image_columns.move_to_end(image)
+            return sizes
+        sizes = np.zeros(self.capacity, dtype=np.int64)
+        for slot, info in enumerate(self.infos):
+            if info is not None:
+                sizes[slot] = info.image_sizes.get(image, 0)
+        self._image_columns[image] = sizes
+        if len(self._image_columns) > MAX_IMAGE_COLUMNS:
+            self._image_columns.popitem(last=False)
+        return sizes
 
 
 ArrayT = TypeVar("ArrayT", bound=npt.NDArray[Any])

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.api.objects import Node
+from kubesched.framework import node_table
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import PodInfo
 from kubesched.scheduler.cache.cache import Cache
@@ -73,6 +74,25 @@ def test_table_grows_past_initial_capacity() -> None:
         assert cache.snapshot().table.alloc_cpu[info.slot] == info.allocatable.milli_cpu
 
 
+def test_image_columns_follow_node_changes_and_keep_the_most_recently_used(monkeypatch: Any) -> None:
+    monkeypatch.setattr(node_table, "MAX_IMAGE_COLUMNS", 2)
+    cache = Cache()
+    cache.add_node(make_node("a").capacity(cpu="1", memory="1Gi", pods=10).image("web:1", size=300).obj())
+    cache.add_node(make_node("b").capacity(cpu="1", memory="1Gi", pods=10).obj())
+    table = cache.snapshot().table
+    slot_a, slot_b = (info.slot for info in cache.snapshot().node_infos)
+    assert (table.image_sizes("web:1")[slot_a], table.image_sizes("web:1")[slot_b]) == (300, 0)
+    cache.update_node(make_node("b").capacity(cpu="1", memory="1Gi", pods=10).image("web:1", size=310).obj())
+    cache.remove_node("a")
+    table = cache.snapshot().table
+    assert (table.image_sizes("web:1")[slot_a], table.image_sizes("web:1")[slot_b]) == (0, 310)
+    kept = table.image_sizes("web:1")
+    table.image_sizes("db:1")
+    table.image_sizes("web:1")  # the most recent again: the third image drops db's column, not web's
+    table.image_sizes("cache:1")
+    assert table.image_sizes("web:1") is kept
+
+
 # ---- generation snapshots ---------------------------------------------------------------------------
 
 _ZONES = ["", "a", "b"]
@@ -94,8 +114,11 @@ _operations = st.lists(
 )
 
 
+_IMAGES = ("img-0", "img-1", "img-2")
+
+
 def _node(name: str, zone: str, cpus: int) -> Node:
-    builder = make_node(name).capacity(cpu=str(cpus), memory="8Gi", pods=20).image(f"img-{cpus % 3}", size=1000)
+    builder = make_node(name).capacity(cpu=str(cpus), memory="8Gi", pods=20).image(f"img-{cpus % 3}", size=1000 * cpus)
     return (builder.zone(zone) if zone else builder).obj()
 
 
@@ -119,6 +142,9 @@ def _picture(snapshot: Snapshot) -> list[tuple[object, ...]]:
                 bool(table.live[slot]),
                 table.infos[slot] is info,
                 int(snapshot.slots[int(snapshot.position_of_slot[slot])]) == slot,
+                # ImageLocality's columns, made on the first picture and kept up to date from then on
+                tuple(int(table.image_sizes(image)[slot]) for image in _IMAGES),
+                tuple(info.image_sizes.get(image, 0) for image in _IMAGES),
             )
         )
     return [*rows, ("images", tuple(sorted(snapshot.image_node_counts.items())))]

@@ -1,7 +1,7 @@
 """Batch helpers: evaluate a per-node rule once per equivalence class, and pack per-node statuses.
 
 Who calls it: the ``filter_batch``/``score_batch`` of plugins whose answer depends only on node-level
-properties (taints, labels, images, the unschedulable flag): NodeTable class columns give each node a
+properties (taints, labels, the unschedulable flag): NodeTable class columns give each node a
 class id, so the rule runs once per distinct class present in the batch and the answer is broadcast.
 
 A NodeTable keeps one column per *name* and refuses a second key function for the same name, so every
@@ -53,10 +53,6 @@ def _unschedulable(info: NodeInfo) -> bool:
     return info.unschedulable
 
 
-def _images(info: NodeInfo) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(info.image_sizes.items()))
-
-
 def _policy_facts(info: NodeInfo) -> tuple[object, ...]:
     return node_facts(info.node)
 
@@ -67,8 +63,6 @@ NODE_LABELS: ClassSpec[tuple[tuple[str, str], ...]] = ClassSpec("node-labels", _
 NODE_TAINTS: ClassSpec[tuple[Taint, ...]] = ClassSpec("node-taints", _taints)
 """The node's taints in node order."""
 NODE_UNSCHEDULABLE: ClassSpec[bool] = ClassSpec("node-unschedulable", _unschedulable)
-NODE_IMAGES: ClassSpec[tuple[tuple[str, int], ...]] = ClassSpec("node-images", _images)
-"""The node's image names with sizes, sorted."""
 NODE_POLICY_FACTS: ClassSpec[tuple[object, ...]] = ClassSpec("node-policy-facts", _policy_facts)
 """What a policy sees of the node (:func:`kubesched.framework.policy.node_facts`): name, labels, annotations,
 taints, unschedulable. Equal facts, equal decisions; status-only updates keep the class."""

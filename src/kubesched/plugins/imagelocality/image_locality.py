@@ -6,19 +6,21 @@ tag after its last "/") is on the node, add int(size × (nodes with the image / 
 product, as upstream computes it. The sum is clamped to [23 MiB, 1000 MiB × containers] and scaled to
 0..100. There is no NormalizeScore. The node counts come from the cycle's Snapshot via the Handle.
 
-The batch form keys a class column by the node's image set, so nodes with the same images share a score.
+The batch form reads one NodeTable image column per image of the pod (the size each node reports, 0 where it
+has none): the same float products and truncation per node, as arrays, then the clamp and scale as integers.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import IntArray, NodeBatch
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
-from kubesched.plugins.helper.classes import NODE_IMAGES, per_class_scores
 from kubesched.plugins.helper.gomath import trunc_div
 
 if TYPE_CHECKING:
@@ -27,8 +29,6 @@ if TYPE_CHECKING:
 MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB
 MAX_CONTAINER_THRESHOLD = 1000 * MB
-
-ImageSet = tuple[tuple[str, int], ...]
 
 
 def normalized_image_name(name: str) -> str:
@@ -82,11 +82,15 @@ class ImageLocality:
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
         images, num_containers = self._pod_images(pod)
         spread = self._spread(images)
-
-        def evaluate(image_set: ImageSet) -> int:
-            return self._score(images, num_containers, dict(image_set), spread)
-
-        return per_class_scores(nodes, NODE_IMAGES, evaluate)
+        totals = np.zeros(len(nodes), dtype=np.int64)
+        for image in images:
+            if spread[image] > 0.0:
+                sizes = nodes.table.image_sizes(image)[nodes.slots]
+                totals += (sizes.astype(np.float64) * spread[image]).astype(np.int64)
+        max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+        clamped = np.clip(totals, MIN_THRESHOLD, max_threshold)
+        # clamped - MIN_THRESHOLD is never negative: floor division is Go's truncating one here
+        return (MAX_NODE_SCORE * (clamped - MIN_THRESHOLD)) // (max_threshold - MIN_THRESHOLD)
 
 
 if TYPE_CHECKING:
