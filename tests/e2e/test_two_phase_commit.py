@@ -63,7 +63,7 @@ def members(member: ControlPlane, second_member: ControlPlane, agent_namespace: 
     second_member.request("DELETE", "/api/v1/nodes")
 
 
-def hub_config(approval: str = "Automatic", suspect_after: int = 3) -> Any:
+def hub_config(approval: str = "Automatic", suspect_after: int = 3, permit_timeout: float = 20) -> Any:
     document = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -89,7 +89,7 @@ def hub_config(approval: str = "Automatic", suspect_after: int = 3) -> Any:
                         "name": "ClusterReservation",
                         "args": {
                             "ttlSeconds": 30,
-                            "permitTimeoutSeconds": 20,
+                            "permitTimeoutSeconds": permit_timeout,
                             "reserveTimeoutSeconds": 2,
                             "approval": approval,
                             "suspectAfterFailures": suspect_after,
@@ -285,6 +285,36 @@ def test_a_denied_approval_releases_the_reservation(
 
     asyncio.run(run())
     assert reservations(member, members) == []  # each attempt's reservation released at Unreserve
+    assert member_pods(member, members) == []
+
+
+def test_an_approval_that_never_comes_times_out_and_releases_the_reservation(
+    member: ControlPlane, second_member: ControlPlane, members: str, tmp_path: Path
+) -> None:
+    make_node(member, "east-1", cpu="4")
+    make_node(second_member, "west-1", cpu="1")
+    pod = hub_pod("web", members, cpu="2")  # Annotation approval, and nobody annotates it
+
+    async def run() -> None:
+        planes = {"east": member, "west": second_member}
+        config = hub_config("Annotation", permit_timeout=3)
+        async with running_hub(planes, tmp_path, members, [pod], config) as hub:
+            await hub.scheduler.run_until_idle(hub.clock)
+            assert hub.placed(pod) == ""
+            assert any("approval timed out after 3s" in message for message in hub.messages(pod))
+            [verdict] = hub.verdicts(pod)  # the audit record says why (rejected at Permit: it waits for an event)
+            assert (verdict.target, verdict.allowed, verdict.decision_id) == (
+                "east",
+                False,
+                reservation_id(pod.metadata.uid, 1),
+            )
+            assert verdict.reasons[0].startswith("reserved on node east-1 at ")
+            assert verdict.reasons[1].startswith(
+                "approval timed out after 3s at plugin ClusterReservation (Annotation) at "
+            )
+
+    asyncio.run(run())
+    assert reservations(member, members) == []  # released at Unreserve
     assert member_pods(member, members) == []
 
 

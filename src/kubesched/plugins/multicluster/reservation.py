@@ -10,10 +10,12 @@ flight) and, in background work spawned through the Handle:
    is a new one. The member holds it for ``ttlSeconds``: if the hub never confirms, it expires by itself;
 2. **approves**: ``Automatic``, or ``Annotation`` (the pod's ``multicluster.kubesched.io/approval`` annotation,
    re-read every ``recheckIntervalSeconds``: ``approved`` allows, ``denied`` rejects, anything else waits);
-3. allows the pod (ClusterBind commits it) or rejects it with the reason; the framework's Permit timeout
-   (``permitTimeoutSeconds``) rejects a pod still waiting. The decision is a policy verdict in the attempt's
-   audit record (stage ``permit``, the cluster as target, the reservation id as decision id, reasons saying
-   where and when it was reserved and approved or denied, or why reserving failed).
+3. allows the pod (ClusterBind commits it) or rejects it with the reason. A pod neither approved nor denied
+   within ``permitTimeoutSeconds`` is rejected by this plugin as ``approval timed out``, so that the audit
+   record says so; the framework's own Permit timer is set :data:`PERMIT_BACKSTOP_SECONDS` later, a backstop for
+   a reserve call still hanging at the deadline. The decision is a policy verdict in the attempt's audit record
+   (stage ``permit``, the cluster as target, the reservation id as decision id, reasons saying where and when it
+   was reserved and approved, denied or timed out, or why reserving failed).
 
 Every rejection goes through the framework: Unreserve (which releases the reservation, in the background; a
 release that fails is left to the TTL), requeue with backoff, a FailedScheduling event with the reason. A
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING
 from kubesched.api.objects import Pod
 from kubesched.framework.clusters import ClusterCommitter, CommitError, NoClusterCommitter, cluster_committer
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import MAX_PERMIT_TIMEOUT_SECONDS
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
@@ -59,6 +62,8 @@ ERR_REASON_SUSPECT = "cluster(s) were suspect after repeated commit failures"
 WAITING_MESSAGE = "waiting for the cluster's reservation and approval"
 RESERVE_FAILED_PREFIX = "reserving in the cluster failed: "
 APPROVAL_DENIED = "approval denied"
+APPROVAL_TIMED_OUT = "approval timed out"
+PERMIT_BACKSTOP_SECONDS = 1.0
 NO_COMMITTER = "no cluster committer: "
 
 _SUSPECT = Status(Code.UNSCHEDULABLE, ERR_REASON_SUSPECT)
@@ -84,6 +89,7 @@ class HeldReservation:
     node: str = ""
     reserved: bool = False
     released: bool = False
+    deadline: float = float("inf")  # when the approval times out (the hub's clock)
 
     def clone(self) -> HeldReservation:
         return self  # one reservation per attempt, shared by the cycle's plugins on purpose
@@ -151,10 +157,12 @@ class ClusterReservation:
         self._attempts[pod.uid] = attempt
         if len(self._attempts) > MAX_REMEMBERED_PODS:
             self._attempts.popitem(last=False)
-        held = HeldReservation(node_name, reservation_id(pod.uid, attempt))
+        # at the framework's cap, the approval deadline moves ahead of it so that it still fires first
+        timeout = min(self.args.permit_timeout_seconds, MAX_PERMIT_TIMEOUT_SECONDS - PERMIT_BACKSTOP_SECONDS)
+        held = HeldReservation(node_name, reservation_id(pod.uid, attempt), deadline=self.handle.clock.now() + timeout)
         state.write(RESERVATION_STATE_KEY, held)
         self.handle.spawn(self._phase_one(state, pod, held, committer))
-        return Status(Code.WAIT, WAITING_MESSAGE), self.args.permit_timeout_seconds
+        return Status(Code.WAIT, WAITING_MESSAGE), timeout + PERMIT_BACKSTOP_SECONDS
 
     async def _reserve(self, pod: PodInfo, held: HeldReservation, committer: ClusterCommitter) -> CommitError | None:
         requests = request_items(pod.request)
@@ -204,16 +212,23 @@ class ClusterReservation:
                     await self._release(held)  # it stopped waiting while the member was reserving
                 return
             verdict = self._approval(self.handle.get_pod(pod.uid) or pod.pod)
+            now = self.handle.clock.now()
+            if verdict is None and now >= held.deadline:
+                message = f"{APPROVAL_TIMED_OUT} after {self.args.permit_timeout_seconds:g}s at plugin {self.name}"
+                reasons = (reserved, f"{message} ({self.args.approval}) at {_stamp(now)}")
+                add_verdict(state, self._verdict(held, False, reasons))
+                waiting.reject(self.name, message)
+                return
             if verdict is not None:
                 decided = f"{APPROVAL_DENIED if verdict is False else 'approved'} ({self.args.approval}) at "
-                reasons = (reserved, decided + _stamp(self.handle.clock.now()))
+                reasons = (reserved, decided + _stamp(now))
                 add_verdict(state, self._verdict(held, verdict, reasons))
                 if verdict:
                     waiting.allow(self.name)
                 else:
                     waiting.reject(self.name, APPROVAL_DENIED)
                 return
-            await self.handle.sleep(self.args.recheck_interval_seconds)
+            await self.handle.sleep(min(self.args.recheck_interval_seconds, held.deadline - now))
 
     def _verdict(
         self, held: HeldReservation, allowed: bool, reasons: tuple[str, ...], *, error: str = ""
