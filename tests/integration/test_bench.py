@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from pathlib import Path
@@ -30,6 +31,7 @@ def test_small_workload_schedules_every_measured_pod(use_batch: bool) -> None:
     assert result.measured_pods == 300
     assert result.scheduled == 300
     assert result.throughput > 0 and result.p99_ms >= result.p50_ms > 0
+    assert gc.get_freeze_count() == 0  # frozen for the measured op, thawed with the workload
 
 
 def test_bench_cli_json(capsys: pytest.CaptureFixture[str]) -> None:

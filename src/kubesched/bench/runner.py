@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import copy
 import functools
-import gc
 import json
 import multiprocessing
 import os
@@ -64,6 +63,7 @@ from kubesched.config.types import SchedulerConfiguration
 from kubesched.errors import KubeschedError
 from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.runtime.registry import Registry, with_entry_points
+from kubesched.heap import freeze_steady_state, thaw
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.run_async import run_returning
 from kubesched.scheduler.scheduler import Scheduler
@@ -334,7 +334,7 @@ async def _run_async(
             if op.collect_metrics:
                 calls_before = _policy_calls(scheduler)
                 scheduler.cycles.attempt_latencies = latencies
-                gc.collect()
+                freeze_steady_state()
                 started = time.perf_counter()
                 cpu_started = time.process_time()
                 helpers_started = descendant_cpu_seconds()
@@ -467,7 +467,10 @@ def run_workload(
             _check_files(workload, workload.opa_server)
             substitutions["OPA_URL"] = stack.enter_context(opa_server_process(workload.opa_server))
         config = _load_config(workload, registry, substitutions)
-        return run_returning(_run_async(workload, registry, config, use_batch, inspect, on_progress))
+        try:
+            return run_returning(_run_async(workload, registry, config, use_batch, inspect, on_progress))
+        finally:
+            thaw()
 
 
 def _check_files(workload: Workload, spec: OpaServerSpec) -> None:

@@ -455,7 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         reporter: argparse.ArgumentParser = getattr(args, "usage_parser", parser)
         reporter.error(f"unrecognized arguments: {' '.join(unknown)}")
     from kubesched.cli.logs import configure
+    from kubesched.heap import tune_collector
 
+    tune_collector()
     configure(
         logging.DEBUG if args.verbose else logging.getLevelNamesMapping()[args.log_level.upper()], args.logging_format
     )

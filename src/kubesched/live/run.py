@@ -31,6 +31,7 @@ from kubesched.backends.kube.leader_election import LeaderElector, LeadershipLos
 from kubesched.clock import RealClock
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.runtime.registry import Registry
+from kubesched.heap import freeze_steady_state
 from kubesched.scheduler.health import HealthServer
 from kubesched.scheduler.metrics import SchedulerMetrics
 from kubesched.scheduler.results import AttemptObserver
@@ -166,6 +167,7 @@ class LiveScheduler:
                 await self.scheduler.close()
                 return
             log.info("informers synced; scheduling for %s", ", ".join(self.backend.scheduler_names))
+            freeze_steady_state()  # the listed cluster: long-lived, never garbage, kept out of every collection
             if self.elector is None:
                 await self._schedule(stop)
                 return

@@ -82,11 +82,13 @@ class ImageLocality:
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
         images, num_containers = self._pod_images(pod)
         spread = self._spread(images)
+        present = [image for image in images if spread[image] > 0.0]
+        if not present:  # no node has any of them: every node scores as one with none
+            return np.full(len(nodes), calculate_priority(0, num_containers), dtype=np.int64)
         totals = np.zeros(len(nodes), dtype=np.int64)
-        for image in images:
-            if spread[image] > 0.0:
-                sizes = nodes.table.image_sizes(image)[nodes.slots]
-                totals += (sizes.astype(np.float64) * spread[image]).astype(np.int64)
+        for image in present:
+            sizes = nodes.table.image_sizes(image)[nodes.slots]
+            totals += (sizes.astype(np.float64) * spread[image]).astype(np.int64)
         max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
         clamped = np.clip(totals, MIN_THRESHOLD, max_threshold)
         # clamped - MIN_THRESHOLD is never negative: floor division is Go's truncating one here
