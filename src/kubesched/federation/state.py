@@ -65,6 +65,24 @@ def running_pods(pods: Iterable[Pod]) -> list[Pod]:
     return [pod for pod in pods if pod.status.phase not in _TERMINAL_PHASES]
 
 
+_KEEPS_PODS_OFF = frozenset({"NoSchedule", "NoExecute"})
+
+
+def takes_new_pods(node: Node) -> bool:
+    """Whether a member node may be given a new pod: schedulable, Ready, and without a NoSchedule or NoExecute
+    taint. The agent binds by ``spec.nodeName``, past the member's own scheduler, so nothing else would keep a
+    pod off a node that is not ready or is reserved by a taint; a reservation carries no tolerations, so a
+    tainted node is left out rather than guessed at. A node that reports no Ready condition (a manifest, a
+    node no kubelet has updated) counts as ready."""
+    if node.spec_unschedulable or any(taint.effect in _KEEPS_PODS_OFF for taint in node.taints):
+        return False
+    conditions = (node.raw.get("status") or {}).get("conditions") or ()
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return True
+
+
 def member_capacity(
     nodes: Sequence[Node], pods: Sequence[Pod], held: Mapping[str, Sequence[Mapping[str, int]]] | None = None
 ) -> tuple[dict[str, int], dict[str, int], tuple[NodeBucket, ...]]:
@@ -88,7 +106,7 @@ def member_capacity(
             _add(requested, hold)
         _add(allocated, requested)
         allocated[PODS] = allocated.get(PODS, 0) + len(on_node) + len(holds)
-        if node.spec_unschedulable:
+        if not takes_new_pods(node):
             continue  # counts in the totals, takes no new pod
         free = {name: max(amount - requested.get(name, 0), 0) for name, amount in node.allocatable.items()}
         free[PODS] = max(node.allocatable.get(PODS, 0) - len(on_node) - len(holds), 0)

@@ -375,6 +375,11 @@ class NodeBuilder:
         self._spec["unschedulable"] = enabled
         return self
 
+    def condition(self, kind: str, status: str = "True") -> Self:
+        """A ``status.conditions`` entry, as a kubelet reports it (``Ready``, ``MemoryPressure``, ...)."""
+        self._status.setdefault("conditions", []).append({"type": kind, "status": status})
+        return self
+
     def image(self, name: str, *, size: int, aliases: Sequence[str] = ()) -> Self:
         self._status.setdefault("images", []).append({"names": [name, *aliases], "sizeBytes": size})
         return self

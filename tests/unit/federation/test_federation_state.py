@@ -8,7 +8,13 @@ from decimal import Decimal
 import pytest
 
 from kubesched.federation.adapter import PLACEHOLDER_PRIORITY, allocated_pod, super_node
-from kubesched.federation.state import StaticClusterStateSource, cluster_state, placeholder_uid
+from kubesched.federation.state import (
+    StaticClusterStateSource,
+    cluster_state,
+    member_capacity,
+    placeholder_uid,
+    takes_new_pods,
+)
 from kubesched.framework.clusters import NodeBucket, PriceList
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Code, Status
@@ -16,7 +22,7 @@ from kubesched.framework.types import PodInfo
 from kubesched.plugins.nodeaffinity import NodeAffinity, NodeAffinityArgs
 from kubesched.plugins.noderesources import Fit, NodeResourcesFitArgs
 from kubesched.plugins.tainttoleration import TaintToleration
-from kubesched.testing.builders import make_node, make_pod
+from kubesched.testing.builders import NodeBuilder, make_node, make_pod
 from kubesched.testing.framework_helpers import filter_nodes, normalize, pre_filter, score_nodes
 from kubesched.testing.multicluster_builders import cluster_plane, make_member
 
@@ -199,3 +205,26 @@ def test_taint_toleration_scores_prefer_no_schedule_cluster_taints(tolerate: boo
     assert taints.pre_score(state, pod, plane.snapshot.node_infos) is None
     raw = score_nodes(taints, state, pod, plane.snapshot)
     assert normalize(taints, state, pod, raw) == want
+
+
+def test_only_nodes_that_take_new_pods_offer_free_capacity() -> None:
+    """The agent binds by nodeName, past the member's scheduler: a node not Ready, cordoned or reserved by a
+    NoSchedule/NoExecute taint must not be offered (it still counts in the totals)."""
+
+    def node(name: str) -> NodeBuilder:
+        return make_node(name).capacity(cpu="4", memory="8Gi", pods=10)
+
+    nodes = [
+        node("ready").condition("Ready").obj(),
+        node("no-conditions").obj(),  # a manifest: no kubelet reports on it
+        node("not-ready").condition("Ready", "False").obj(),
+        node("unknown").condition("Ready", "Unknown").obj(),
+        node("cordoned").unschedulable().obj(),
+        node("gpu-only").taint("nvidia.com/gpu", "true", "NoSchedule").obj(),
+        node("draining").taint("node.kubernetes.io/unreachable", "", "NoExecute").obj(),
+        node("prefer-not").taint("spot", "true", "PreferNoSchedule").obj(),
+    ]
+    assert [n.metadata.name for n in nodes if takes_new_pods(n)] == ["ready", "no-conditions", "prefer-not"]
+    allocatable, _, buckets = member_capacity(nodes, [])
+    assert allocatable["cpu"] == 8 * 4000
+    assert sum(bucket.count for bucket in buckets) == 3
