@@ -405,7 +405,7 @@ class Agent:
                     raise Refused(
                         422 if 400 <= error.status < 500 else 502, "MemberRejected", f"the member: {error}"
                     ) from error
-                earlier = await self._earlier_bind(pod_path, str(metadata["name"]), rid)
+                earlier = await self._earlier_bind(pod_path, str(metadata["name"]), rid, reservation.pod_uid)
                 if earlier is None:
                     taken = f"pod {namespace}/{metadata['name']} exists in the member"
                     raise Refused(409, "Conflict", taken) from error
@@ -414,7 +414,9 @@ class Agent:
             log.info("bound %s/%s to node %s under %s", namespace, metadata["name"], reservation.node, rid)
             return pod, created
 
-    async def _earlier_bind(self, pod_path: str, name: str, rid: str) -> dict[str, Any] | None:
+    async def _earlier_bind(self, pod_path: str, name: str, rid: str, hub_uid: str = "") -> dict[str, Any] | None:
+        """The member pod ``name`` if an earlier bind made it: under ``rid``, or -- with ``hub_uid`` -- for the same
+        hub pod under an earlier attempt's reservation (whose answer the hub never got)."""
         try:
             pod = await self._get(f"{pod_path}/{name}")
         except KubeApiError as error:
@@ -422,7 +424,8 @@ class Agent:
                 return None
             raise
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        return pod if annotations.get(RESERVATION_ANNOTATION) == rid else None
+        same_hub_pod = bool(hub_uid) and annotations.get(HUB_POD_UID_ANNOTATION) == hub_uid
+        return dict(pod) if annotations.get(RESERVATION_ANNOTATION) == rid or same_hub_pod else None
 
 
 def member_pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:

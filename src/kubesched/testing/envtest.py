@@ -98,14 +98,25 @@ class ControlPlane:
     """etcd plus kube-apiserver on loopback, for one test session or one benchmark run (see the module doc)."""
 
     def __init__(
-        self, assets: Path, workdir: Path, *, watch_cache: bool = True, extra_apiserver_args: Sequence[str] = ()
+        self,
+        assets: Path,
+        workdir: Path,
+        *,
+        watch_cache: bool = True,
+        extra_apiserver_args: Sequence[str] = (),
+        etcd_of: ControlPlane | None = None,
+        etcd_prefix: str = "/registry",
     ) -> None:
         """``watch_cache=False`` sends every watch and list to etcd (see :meth:`compact_etcd`);
-        ``extra_apiserver_args`` are appended to kube-apiserver's command line (they win over ours)."""
+        ``extra_apiserver_args`` are appended to kube-apiserver's command line (they win over ours).
+        ``etcd_of``: use that (started) control plane's etcd instead of starting one, under ``etcd_prefix``
+        (a key prefix of its own: to its clients this is another cluster). Many members then cost one etcd."""
         self.assets = assets
         self.workdir = workdir
         self.watch_cache = watch_cache
         self.extra_apiserver_args = tuple(extra_apiserver_args)
+        self.etcd_of = etcd_of
+        self.etcd_prefix = etcd_prefix
         self._tokens = {user: secrets.token_urlsafe(32) for user in USERS}
         self._etcd: subprocess.Popen[bytes] | None = None
         self._apiserver: subprocess.Popen[bytes] | None = None
@@ -136,11 +147,14 @@ class ControlPlane:
 
     def start(self) -> None:
         """Write certificates, keys and tokens, start etcd and then kube-apiserver, and wait for ``/readyz``."""
-        if self._etcd is not None:
+        if self._etcd is not None or self._apiserver is not None:
             raise RuntimeError("the control plane is already started")
         try:
             self._prepare()
-            self._start_etcd()
+            if self.etcd_of is None:
+                self._start_etcd()
+            else:
+                self._etcd_url = self.etcd_of.etcd_url
             self._start_apiserver()
         except BaseException:
             self.stop()
@@ -152,12 +166,19 @@ class ControlPlane:
             _stop(self._apiserver)
         finally:
             self._apiserver = None
-            _stop(self._etcd)
+            _stop(self._etcd)  # only our own: a shared etcd belongs to the plane that started it
             self._etcd = None
+            self._etcd_url = ""
+
+    @property
+    def etcd_url(self) -> str:
+        if not self._etcd_url:
+            raise RuntimeError("the control plane is not started")
+        return self._etcd_url
 
     def restart_apiserver(self) -> None:
         """Stop kube-apiserver and start it again on the same port with the same certificates and tokens."""
-        if self._etcd is None:
+        if not self._etcd_url:
             raise RuntimeError("the control plane is not started")
         _stop(self._apiserver)
         self._apiserver = None
@@ -317,6 +338,7 @@ class ControlPlane:
             "kube-apiserver",
             [
                 f"--etcd-servers={self._etcd_url}",
+                f"--etcd-prefix={self.etcd_prefix}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={self._port}",

@@ -227,11 +227,16 @@ class ClusterReservationArgs:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterBindArgs:
-    """``ClusterBindArgs``: the deadline of the agent's bind call (``bindTimeoutSeconds``)."""
+    """``ClusterBindArgs``: the deadline of the agent's bind call (``bindTimeoutSeconds``) and how often a bind
+    that got no answer is sent again under the same reservation id (``bindAttempts``; the agent makes one pod of
+    it however often it is sent): a bind whose answer was lost must not become a second placement elsewhere."""
 
     bind_timeout_seconds: float = 5.0
+    bind_attempts: int = 3
 
     def validate(self, path: str) -> list[FieldError]:
         errors: list[FieldError] = []
         _positive_seconds(self.bind_timeout_seconds, path, "bindTimeoutSeconds", errors)
+        if not 1 <= self.bind_attempts <= 10:
+            errors.append(FieldError.invalid(_join(path, "bindAttempts"), self.bind_attempts, "must be in [1, 10]"))
         return errors

@@ -5,9 +5,11 @@ The framework calls it once ClusterReservation allowed the pod at Permit. It ask
 creates the pod with our labels and the reservation id, idempotently, and consumes the reservation), then binds
 the hub pod to the cluster's super node through the Handle's client, so the hub shows where it went.
 
-A failure (the member refused -- say the reservation expired -- or did not answer within ``bindTimeoutSeconds``)
-is counted against the cluster in the committer's ledger and returned as an Error: the framework runs Unreserve
-(ClusterReservation releases the reservation) and requeues the pod with backoff; the next attempt has a new
+A bind that got no answer within ``bindTimeoutSeconds`` is sent again under the same reservation id, up to
+``bindAttempts`` times (the agent makes one pod of it however often it comes: a lost answer must not turn into
+a placement in a second cluster). A failure (the member refused -- say the reservation expired -- or never
+answered) is counted against the cluster in the committer's ledger and returned as an Error: the framework runs
+Unreserve (ClusterReservation releases the reservation) and requeues the pod with backoff; the next attempt has a new
 reservation id. The member pod is named like the hub pod, so a member that did act on a bind the hub never
 heard back from refuses a second pod of that name: a pod is never placed twice.
 """
@@ -54,11 +56,20 @@ class ClusterBind:
             committer = self._committer
         except NoClusterCommitter as error:
             return Status.error(error)
-        try:
-            await committer.bind(node_name, held.reservation_id, pod.pod, timeout=self.args.bind_timeout_seconds)
-        except CommitError as error:
+        failure: CommitError | None = None
+        for _ in range(self.args.bind_attempts):
+            try:
+                await committer.bind(node_name, held.reservation_id, pod.pod, timeout=self.args.bind_timeout_seconds)
+            except CommitError as error:
+                failure = error
+                if error.refused:
+                    break  # the member answered: sending it again gets the same answer
+                continue  # no answer: the member may have bound it; the same id again makes no second pod
+            failure = None
+            break
+        if failure is not None:
             committer.ledger.failed(node_name, self.handle.clock.now())
-            return Status.error(BIND_FAILED_PREFIX + str(error))
+            return Status.error(BIND_FAILED_PREFIX + str(failure))
         committer.ledger.succeeded(node_name)
         try:
             await self.handle.client.bind(pod.pod, node_name)

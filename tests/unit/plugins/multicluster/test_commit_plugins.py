@@ -53,6 +53,11 @@ from kubesched.testing.framework_helpers import PluginHandle
             [FieldError.invalid("bindTimeoutSeconds", float("nan"), "must be a finite number of seconds > 0")],
             id="bind-timeout",
         ),
+        pytest.param(
+            ClusterBindArgs(bind_attempts=0),
+            [FieldError.invalid("bindAttempts", 0, "must be in [1, 10]")],
+            id="bind-attempts",
+        ),
     ],
 )
 def test_args_report_every_error_with_its_field_path(args: Any, errors: list[FieldError]) -> None:
