@@ -10,8 +10,9 @@ A bind that got no answer within ``bindTimeoutSeconds`` is sent again under the 
 a placement in a second cluster). A failure (the member refused -- say the reservation expired -- or never
 answered) is counted against the cluster in the committer's ledger and returned as an Error: the framework runs
 Unreserve (ClusterReservation releases the reservation) and requeues the pod with backoff; the next attempt has a new
-reservation id. The member pod is named like the hub pod, so a member that did act on a bind the hub never
-heard back from refuses a second pod of that name: a pod is never placed twice.
+reservation id. The member pod is named like the hub pod and carries its uid: if the retry lands on the
+member that did act on a bind the hub never heard back from, that member answers with the pod it made (no
+second one); any other pod of that name is refused there.
 """
 
 from __future__ import annotations
@@ -56,17 +57,7 @@ class ClusterBind:
             committer = self._committer
         except NoClusterCommitter as error:
             return Status.error(error)
-        failure: CommitError | None = None
-        for _ in range(self.args.bind_attempts):
-            try:
-                await committer.bind(node_name, held.reservation_id, pod.pod, timeout=self.args.bind_timeout_seconds)
-            except CommitError as error:
-                failure = error
-                if error.refused:
-                    break  # the member answered: sending it again gets the same answer
-                continue  # no answer: the member may have bound it; the same id again makes no second pod
-            failure = None
-            break
+        failure = await self._bind_in_member(committer, node_name, held.reservation_id, pod)
         if failure is not None:
             committer.ledger.failed(node_name, self.handle.clock.now())
             return Status.error(BIND_FAILED_PREFIX + str(failure))
@@ -76,6 +67,22 @@ class ClusterBind:
         except Exception as exc:  # recorded in the member already; a retry's new pod of that name is refused there
             return Status.error(exc)
         return None
+
+    async def _bind_in_member(
+        self, committer: ClusterCommitter, cluster: str, reservation: str, pod: PodInfo
+    ) -> CommitError | None:
+        """None once the member bound it; the last failure otherwise. Only a bind with no answer is sent again:
+        the member may have acted on it, and the same reservation id again makes no second pod."""
+        failure: CommitError | None = None
+        for _ in range(self.args.bind_attempts):
+            try:
+                await committer.bind(cluster, reservation, pod.pod, timeout=self.args.bind_timeout_seconds)
+                return None
+            except CommitError as error:
+                failure = error
+                if error.refused:
+                    break
+        return failure
 
 
 if TYPE_CHECKING:
