@@ -7,8 +7,12 @@ each one was computed at; a read recomputes only the slots whose stamp moved sin
 bound a pod to, or that informers changed), a vectorized compare away. :class:`SlotValueCache` holds them per
 key, so pods sharing a selector share the array, and bounds how many it keeps.
 
-Who calls it: batch paths of PodTopologySpread (and any plugin with per-node, per-key derived counts). The
-per-node methods stay the reference; property tests hold the two equal.
+:class:`ColumnCache` does the same for values a plugin computes *vectorized* from the table's columns (the
+resource scores of a pod's requests): the changed slots are recomputed as one batch. A key is kept only from
+its second read on, so pods that all differ pay for their batch alone, never for the whole table.
+
+Who calls it: batch paths of PodTopologySpread (and any plugin with per-node, per-key derived counts), and the
+resource-allocation scorers. The per-node methods stay the reference; property tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from kubesched.framework.node_table import IntArray, NodeTable
+from kubesched.framework.node_table import IntArray, NodeBatch, NodeTable
 from kubesched.framework.types import NodeInfo
 
 SlotFunction = Callable[[NodeInfo], int]
+# Values for the slots of a batch, in the batch's order, from the table's columns only.
+BatchFunction = Callable[[NodeBatch], IntArray]
 
 
 class SlotStamps:
@@ -104,3 +110,54 @@ class SlotValueCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class _Column:
+    __slots__ = ("stamps", "values")
+
+    def __init__(self) -> None:
+        self.stamps = SlotStamps()
+        self.values: IntArray = np.zeros(0, dtype=np.int64)
+
+
+class ColumnCache:
+    """Per key, ``fn``'s values over every slot of a table, kept across cycles: a read recomputes, in one
+    batch call, only the slots whose stamp moved. The first read of a key computes just the batch asked for
+    and remembers the key; from the second on the key has a column (at most ``limit`` columns, the least
+    recently read dropped; as many keys again remembered as seen once)."""
+
+    __slots__ = ("_columns", "_seen", "limit")
+
+    def __init__(self, limit: int = 16) -> None:
+        self.limit = limit
+        self._columns: OrderedDict[Hashable, _Column] = OrderedDict()
+        self._seen: OrderedDict[Hashable, None] = OrderedDict()
+
+    def read(self, batch: NodeBatch, key: Hashable, fn: BatchFunction) -> IntArray:
+        """``fn(batch)``; ``key`` must determine ``fn`` (equal keys, equal functions)."""
+        column = self._columns.get(key)
+        if column is None:
+            if key not in self._seen:
+                self._seen[key] = None
+                if len(self._seen) > self.limit:
+                    self._seen.popitem(last=False)
+                return fn(batch)
+            del self._seen[key]
+            column = self._columns[key] = _Column()
+            if len(self._columns) > self.limit:
+                self._columns.popitem(last=False)
+        else:
+            self._columns.move_to_end(key)
+        table = batch.table
+        changed, fresh = column.stamps.changed(table)
+        if fresh or column.values.shape[0] != table.capacity:
+            values = np.zeros(table.capacity, dtype=np.int64)
+            if not fresh:
+                values[: column.values.shape[0]] = column.values
+            column.values = values
+        if changed.shape[0]:
+            column.values[changed] = fn(NodeBatch(table, changed))
+        return column.values[batch.slots]
+
+    def __len__(self) -> int:
+        return len(self._columns)

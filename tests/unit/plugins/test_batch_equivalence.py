@@ -350,3 +350,56 @@ def test_without_prescore_state_batch_and_per_node_recompute_alike() -> None:
             per_node = [plugin.score(CycleState(), pod, info) for info in snapshot.node_infos]
             batch = plugin.score_batch(CycleState(), pod, batch_of(snapshot)).tolist()
             assert batch == per_node
+
+
+@st.composite
+def changes(draw: st.DrawFn, names: Sequence[str]) -> list[tuple[str, Any]]:
+    """Cluster changes between two cycles: pods bound or deleted, nodes updated, removed or added."""
+    out: list[tuple[str, Any]] = []
+    for i in range(draw(st.integers(min_value=0, max_value=4))):
+        kind = draw(st.sampled_from(["add_pod", "update_node", "remove_node", "add_node"]))
+        if kind == "add_pod":
+            out.append((kind, draw(existing_pod(100 + i, names))))
+        elif kind == "add_node":
+            out.append((kind, draw(node_manifest(NODE_NAMES[-1 - i]))))
+        else:
+            name = draw(st.sampled_from(names))
+            out.append((kind, draw(node_manifest(name)) if kind == "update_node" else name))
+    return out
+
+
+def _apply(cache: Cache, change: tuple[str, Any]) -> None:
+    kind, value = change
+    if kind == "add_pod":
+        if cache.node(value.spec.node_name) is not None:
+            cache.add_pod(value)
+    elif kind == "update_node":
+        if cache.node(value.metadata.name) is not None:
+            cache.update_node(value)
+    elif kind == "remove_node":
+        if cache.node_count > 1:
+            cache.remove_node(value)
+    elif cache.node(value.metadata.name) is None:
+        cache.add_node(value)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_resource_scores_kept_across_cycles_follow_every_change(cluster: Cluster, data: st.DataObject) -> None:
+    """The resource scorers keep a recurring pod's scores per node across cycles: after any changes to the
+    cluster, what they answer is still what the per-node reference computes on the updated snapshot."""
+    handle = PluginHandle(cluster.cache)
+    plugins = [*(Fit(args, handle) for args in FIT_ARGS), *(BalancedAllocation(args, handle) for args in BALANCED_ARGS)]
+    snapshot = cluster.snapshot
+    for _ in range(4):  # a key gets its column on its second read; later reads see the changes in between
+        names = [info.name for info in snapshot.node_infos]
+        for plugin in plugins:
+            state = CycleState()
+            if plugin.pre_score(state, cluster.pod, snapshot.node_infos) is not None:
+                continue
+            per_node = [plugin.score(state, cluster.pod, info) for info in snapshot.node_infos]
+            batch = plugin.score_batch(state, cluster.pod, batch_of(snapshot, names)).tolist()
+            assert batch == per_node, plugin.name
+        for change in data.draw(changes(names)):
+            _apply(cluster.cache, change)
+        cluster.cache.update_snapshot(snapshot)

@@ -11,7 +11,9 @@ vectors into a score (kube-scheduler's ``resourceAllocationScorer``):
 
 Each strategy exists twice, per node (Python ints and floats, the reference) and per batch (numpy over
 ``k × n`` arrays), written with the same integer and float operations in the same order so the two give
-bit-identical scores; a property test holds them equal.
+bit-identical scores; a property test holds them equal. A batch score depends on nothing but the pod's
+request vector and the nodes' columns, so the scorer keeps each recurring vector's scores per node across
+cycles (:class:`~kubesched.framework.slot_values.ColumnCache`) and recomputes only the nodes that changed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy.typing as npt
 
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import IntArray, NodeBatch
+from kubesched.framework.slot_values import ColumnCache
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, NodeInfo, PodInfo
 from kubesched.plugins.helper.gomath import go_round, go_round_array, trunc_div, trunc_div_array
 from kubesched.plugins.helper.resources import is_scalar_resource_name
@@ -273,6 +276,7 @@ class ResourceAllocationScorer:
         self.resources = tuple(ScoredResource(r.name, resource_kind(r.name), r.weight) for r in resources)
         self.strategy = strategy
         self.use_requested = use_requested
+        self._scores = ColumnCache()
 
     def pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
         """The pod's request per configured resource (non-zero cpu/memory unless ``use_requested``)."""
@@ -345,8 +349,12 @@ class ResourceAllocationScorer:
     def score_batch(self, batch: NodeBatch, pod_requests: Sequence[int]) -> IntArray:
         if len(batch) == 0:
             return np.zeros(0, dtype=np.int64)
-        requested, allocatable = self.node_matrices(batch, pod_requests)
-        return self.strategy.score_matrix(requested, allocatable)
+
+        def compute(nodes: NodeBatch) -> IntArray:
+            requested, allocatable = self.node_matrices(nodes, pod_requests)
+            return self.strategy.score_matrix(requested, allocatable)
+
+        return self._scores.read(batch, tuple(pod_requests), compute)
 
 
 __all__ = [
