@@ -99,6 +99,11 @@ class NodeTable:
         # since it last looked by comparing integers rather than NodeInfo objects.
         self.versions: IntArray = np.zeros(capacity, dtype=np.int64)
         self._next_version = 0
+        # The slots synced or cleared, in order: a reader that remembers how far it read finds what changed
+        # since in O(changes), not by comparing every slot's stamp. Entries before ``change_base`` are dropped
+        # once the log outgrows the table; a reader that far behind rereads everything.
+        self.change_log: list[int] = []
+        self.change_base = 0
         # Extended resources appear on few nodes; a column pair is created the first time one is seen.
         self.scalar_alloc: dict[str, IntArray] = {}
         self.scalar_req: dict[str, IntArray] = {}
@@ -118,8 +123,7 @@ class NodeTable:
     def clear(self, slot: int) -> None:
         """Forget the node in ``slot`` (it was removed, or moved to another slot)."""
         self.live[slot] = False
-        self._next_version += 1
-        self.versions[slot] = self._next_version
+        self._stamp(slot)
         self.infos[slot] = None
         self.info_column[slot] = None
         self.name_column[slot] = None
@@ -127,6 +131,20 @@ class NodeTable:
             getattr(self, name)[slot] = 0
         for array in (*self.scalar_alloc.values(), *self.scalar_req.values(), *self._image_columns.values()):
             array[slot] = 0
+
+    def _stamp(self, slot: int) -> None:
+        self._next_version += 1
+        self.versions[slot] = self._next_version
+        log = self.change_log
+        log.append(slot)
+        if len(log) > 4 * self.capacity + 64:
+            self.change_base += len(log)
+            log.clear()
+
+    @property
+    def change_position(self) -> int:
+        """How many changes the table has logged so far (dropped ones included)."""
+        return self.change_base + len(self.change_log)
 
     def _grow(self) -> None:
         new_capacity = max(self.capacity * 2, 1)
@@ -165,8 +183,7 @@ class NodeTable:
         self.info_column[slot] = info
         self.name_column[slot] = info.name
         self.live[slot] = True
-        self._next_version += 1
-        self.versions[slot] = self._next_version
+        self._stamp(slot)
         req = info.requested
         self.req_cpu[slot] = req.milli_cpu
         self.req_memory[slot] = req.memory

@@ -28,36 +28,44 @@ from kubesched.framework.types import NodeInfo
 SlotFunction = Callable[[NodeInfo], int]
 # Values for the slots of a batch, in the batch's order, from the table's columns only.
 BatchFunction = Callable[[NodeBatch], IntArray]
+# The same value for one slot, in plain Python: cheaper than numpy's per-call cost for the few slots a cycle
+# changes (the node it bound a pod to).
+SlotValue = Callable[[int], int]
+FEW_SLOTS = 8
 
 
 class SlotStamps:
-    """The table stamp each slot was last seen at, so a reader learns which slots changed since its last read.
+    """How far a reader has read a table's change log, so it learns which slots changed since its last read.
     Shared by :class:`SlotValues` and other per-slot caches (InterPodAffinity's existing-term counts)."""
 
-    __slots__ = ("_stamps", "_table")
+    __slots__ = ("_position", "_table")
 
     def __init__(self) -> None:
-        self._stamps: IntArray = np.zeros(0, dtype=np.int64)
+        self._position = 0
         self._table: NodeTable | None = None
 
     def changed(self, table: NodeTable) -> tuple[IntArray, bool]:
-        """The slots whose stamp moved since the last call (marked seen now), and whether ``table`` is another
+        """The slots synced or cleared since the last call (now marked read), and whether ``table`` is another
         table than last time (then every slot is reported and the caller's per-slot state must start afresh).
-        A grown table reports its new slots; the caller grows its arrays to ``table.capacity``."""
-        capacity = table.capacity
+        A grown table's new slots are empty until synced; the caller grows its arrays to ``table.capacity``."""
+        position = table.change_position
         fresh = self._table is not table
-        if fresh:
-            self._table = table
-            self._stamps = np.full(capacity, -1, dtype=np.int64)
-        elif self._stamps.shape[0] != capacity:
-            grown = np.full(capacity, -1, dtype=np.int64)
-            grown[: self._stamps.shape[0]] = self._stamps
-            self._stamps = grown
-        versions = table.versions
-        changed = np.flatnonzero(self._stamps != versions)
-        if changed.shape[0]:
-            self._stamps[changed] = versions[changed]
-        return changed, fresh
+        behind = self._position < table.change_base
+        start = self._position - table.change_base
+        self._table = table
+        self._position = position
+        if fresh or behind:
+            return np.arange(table.capacity, dtype=np.int64), fresh
+        log = table.change_log
+        if start == len(log):
+            return _NO_SLOTS, False
+        if start == len(log) - 1:
+            return np.array(log[start:], dtype=np.int64), False
+        return np.unique(np.array(log[start:], dtype=np.int64)), False
+
+
+_NO_SLOTS: IntArray = np.zeros(0, dtype=np.int64)
+_NO_SLOTS.flags.writeable = False
 
 
 class SlotValues:
@@ -133,8 +141,9 @@ class ColumnCache:
         self._columns: OrderedDict[Hashable, _Column] = OrderedDict()
         self._seen: OrderedDict[Hashable, None] = OrderedDict()
 
-    def read(self, batch: NodeBatch, key: Hashable, fn: BatchFunction) -> IntArray:
-        """``fn(batch)``; ``key`` must determine ``fn`` (equal keys, equal functions)."""
+    def read(self, batch: NodeBatch, key: Hashable, fn: BatchFunction, one: SlotValue | None = None) -> IntArray:
+        """``fn(batch)``; ``key`` must determine ``fn`` (equal keys, equal functions). ``one``, if given, must
+        answer as ``fn`` does for a single slot; it recomputes a few changed slots."""
         column = self._columns.get(key)
         if column is None:
             if key not in self._seen:
@@ -155,8 +164,14 @@ class ColumnCache:
             if not fresh:
                 values[: column.values.shape[0]] = column.values
             column.values = values
-        if changed.shape[0]:
-            column.values[changed] = fn(NodeBatch(table, changed))
+        count = changed.shape[0]
+        if count:
+            if one is not None and count <= FEW_SLOTS:
+                values = column.values
+                for slot in changed.tolist():
+                    values[slot] = one(slot)
+            else:
+                column.values[changed] = fn(NodeBatch(table, changed))
         return column.values[batch.slots]
 
     def __len__(self) -> int:

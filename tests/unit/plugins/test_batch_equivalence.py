@@ -385,21 +385,32 @@ def _apply(cache: Cache, change: tuple[str, Any]) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.data())
-def test_resource_scores_kept_across_cycles_follow_every_change(cluster: Cluster, data: st.DataObject) -> None:
-    """The resource scorers keep a recurring pod's scores per node across cycles: after any changes to the
-    cluster, what they answer is still what the per-node reference computes on the updated snapshot."""
+def test_resource_verdicts_kept_across_cycles_follow_every_change(cluster: Cluster, data: st.DataObject) -> None:
+    """NodeResourcesFit's filter and the resource scorers keep a recurring pod's results per node across
+    cycles: after any changes to the cluster, what they answer is still what the per-node reference computes on
+    the updated snapshot."""
     handle = PluginHandle(cluster.cache)
     plugins = [*(Fit(args, handle) for args in FIT_ARGS), *(BalancedAllocation(args, handle) for args in BALANCED_ARGS)]
     snapshot = cluster.snapshot
+    # Two pods in turn, so that a key which failed to tell their requests apart would answer for the wrong one.
+    pods = [cluster.pod, PodInfo(data.draw(pending_pod([info.name for info in snapshot.node_infos])))]
     for _ in range(4):  # a key gets its column on its second read; later reads see the changes in between
         names = [info.name for info in snapshot.node_infos]
-        for plugin in plugins:
-            state = CycleState()
-            if plugin.pre_score(state, cluster.pod, snapshot.node_infos) is not None:
-                continue
-            per_node = [plugin.score(state, cluster.pod, info) for info in snapshot.node_infos]
-            batch = plugin.score_batch(state, cluster.pod, batch_of(snapshot, names)).tolist()
-            assert batch == per_node, plugin.name
+        for pod in pods:
+            for fit in plugins[: len(FIT_ARGS)]:
+                assert isinstance(fit, Fit)
+                state = CycleState()
+                fit.pre_filter(state, pod, snapshot.node_infos)
+                per_node_verdicts = [fit.filter(state, pod, info) for info in snapshot.node_infos]
+                verdicts = fit.filter_batch(state, pod, batch_of(snapshot, names))
+                assert expand_batch_result(verdicts, len(names)) == per_node_verdicts
+            for plugin in plugins:
+                state = CycleState()
+                if plugin.pre_score(state, pod, snapshot.node_infos) is not None:
+                    continue
+                per_node = [plugin.score(state, pod, info) for info in snapshot.node_infos]
+                batch = plugin.score_batch(state, pod, batch_of(snapshot, names)).tolist()
+                assert batch == per_node, plugin.name
         for change in data.draw(changes(names)):
             _apply(cluster.cache, change)
         cluster.cache.update_snapshot(snapshot)

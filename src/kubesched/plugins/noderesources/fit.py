@@ -12,8 +12,10 @@
 - PreScore/Score: the configured scoring strategy (LeastAllocated by default, MostAllocated,
   RequestedToCapacityRatio) over the configured resources, see :mod:`.resource_allocation`.
 
-Batch forms: the Filter compares the NodeTable columns for all candidates at once and interns one Status
-per distinct combination of failing reasons; Score runs the strategy over ``resources × nodes`` arrays.
+Batch forms: the Filter compares the NodeTable columns for all candidates at once, each node's failing
+checks as one integer key, and interns one Status per distinct key; a recurring request keeps its keys per
+node across cycles (recomputed where a node changed). Score runs the strategy over ``resources × nodes``
+arrays.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from kubesched.framework.events import (
     QueueingHint,
 )
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch, NodeTable
+from kubesched.framework.slot_values import ColumnCache
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, NodeInfo, PodInfo, PreFilterResult, Resource
 from kubesched.plugins import names
@@ -132,38 +135,62 @@ def resource_columns(request: FitRequest, table: NodeTable) -> list[ResourceColu
     return columns
 
 
+MAX_KEYED_CHECKS = 61  # "too many pods", the resources and "beyond": one bit each in an int64 key
+
+
+def failure_keys(
+    pod_count: IntArray, alloc_pods: IntArray, checks: Sequence[tuple[int, IntArray, IntArray, str]]
+) -> IntArray:
+    """Per node, which checks fail, as one integer: "too many pods" the highest bit, then each checked
+    resource in order, and bit 0 when some request exceeds the node's whole allocatable (nothing running there
+    could be evicted to make room). 0 or 1: the node fits."""
+    keys = (pod_count + 1 > alloc_pods).astype(np.int64)
+    beyond = np.zeros(pod_count.shape[0], dtype=bool)
+    for amount, alloc, used, _ in checks:
+        keys = (keys << 1) | (amount > alloc - used)
+        beyond |= amount > alloc
+    return (keys << 1) | beyond
+
+
+def result_from_keys(keys: IntArray, reasons: Sequence[str]) -> BatchFilterResult | None:
+    """The verdict for :func:`failure_keys`' keys, ``reasons`` in check order: one Status per distinct
+    combination of failing checks (in the keys' order, i.e. lexicographic over the checks), None when all fit."""
+    if not (keys > 1).any():
+        return None
+    width = len(reasons) + 1
+    distinct, index = np.unique(keys, return_inverse=True)
+    statuses: list[Status] = []
+    combo_codes = np.zeros(distinct.shape[0], dtype=np.int64)
+    for j, key in enumerate(distinct.tolist()):
+        if key <= 1:
+            continue
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key & 1 else Code.UNSCHEDULABLE
+        statuses.append(Status(code, *(r for bit, r in enumerate(reasons) if key >> (width - 1 - bit) & 1)))
+        combo_codes[j] = len(statuses)
+    return BatchFilterResult(combo_codes[index.reshape(-1)], statuses)
+
+
 def fit_columns(
     pod_count: IntArray, alloc_pods: IntArray, checks: Sequence[tuple[int, IntArray, IntArray, str]]
 ) -> BatchFilterResult | None:
     """Filter's verdict for nodes given as columns (the batch form, and DefaultPreemption's dry run, which
     passes what the nodes would hold with some pods removed): ``pod_count`` pods of ``alloc_pods`` allowed,
     and per checked resource (the pod's request, allocatable, requested, reason). None when all fit."""
-    reasons = [TOO_MANY_PODS]
+    reasons = [TOO_MANY_PODS, *(reason for *_, reason in checks)]
+    if len(checks) <= MAX_KEYED_CHECKS:
+        return result_from_keys(failure_keys(pod_count, alloc_pods, checks), reasons)
     failing = [pod_count + 1 > alloc_pods]
-    # A request above the whole allocatable fails the node for good (UnschedulableAndUnresolvable).
     beyond = np.zeros(pod_count.shape[0], dtype=bool)
-    for amount, alloc, used, reason in checks:
-        reasons.append(reason)
+    for amount, alloc, used, _ in checks:
         failing.append(amount > alloc - used)
         beyond |= amount > alloc
-    rows = [*failing, beyond]
-    failed = np.vstack(rows)
+    failed = np.vstack([*failing, beyond])
     if not failed[:-1].any():
         return None
-    # One Status per distinct combination of failing checks, reasons kept in check order.
-    width = len(rows)
-    if width < 63:
-        # The combination as one integer, the first check the highest bit: the same distinct combinations
-        # in the same (lexicographic) order as np.unique over rows, at a fraction of its cost.
-        weights = np.left_shift(np.int64(1), np.arange(width - 1, -1, -1, dtype=np.int64))
-        keys, index = np.unique(weights @ failed.astype(np.int64), return_inverse=True)
-        combos = [[bool(key >> (width - 1 - bit) & 1) for bit in range(width)] for key in keys.tolist()]
-    else:
-        unique_rows, index = np.unique(failed.T, axis=0, return_inverse=True)
-        combos = unique_rows.tolist()
+    unique_rows, index = np.unique(failed.T, axis=0, return_inverse=True)
     statuses: list[Status] = []
-    combo_codes = np.zeros(len(combos), dtype=np.int64)
-    for j, combo in enumerate(combos):
+    combo_codes = np.zeros(len(unique_rows), dtype=np.int64)
+    for j, combo in enumerate(unique_rows.tolist()):
         *bits, unresolvable = combo
         if not any(bits):
             continue
@@ -194,6 +221,7 @@ class Fit:
         self._ignored_groups = frozenset(args.ignored_resource_groups)
         strategy = args.scoring_strategy
         self.scorer = ResourceAllocationScorer(strategy.resources, build_strategy(strategy), use_requested=False)
+        self._failures = ColumnCache()  # per recurring request, each node's failure key, kept across cycles
 
     @property
     def name(self) -> str:
@@ -280,13 +308,30 @@ class Fit:
             return uniform_result(len(nodes), self._missing_state())
         if len(nodes) == 0:
             return None
+        columns = resource_columns(request, nodes.table)
+        if len(columns) > MAX_KEYED_CHECKS:
+            slots = nodes.slots
+            checks = [(amount, alloc[slots], used[slots], reason) for _, amount, alloc, used, reason in columns]
+            return fit_columns(nodes.table.pod_count[slots], nodes.table.alloc_pods[slots], checks)
+
+        def keys_of(batch: NodeBatch) -> IntArray:
+            slots, table = batch.slots, batch.table
+            checks = [(amount, alloc[slots], used[slots], reason) for _, amount, alloc, used, reason in columns]
+            return failure_keys(table.pod_count[slots], table.alloc_pods[slots], checks)
+
         table = nodes.table
-        slots = nodes.slots
-        checks = [
-            (amount, alloc[slots], used[slots], reason)
-            for _, amount, alloc, used, reason in resource_columns(request, table)
-        ]
-        return fit_columns(table.pod_count[slots], table.alloc_pods[slots], checks)
+
+        def key_of(slot: int) -> int:
+            key = int(int(table.pod_count[slot]) + 1 > int(table.alloc_pods[slot]))
+            beyond = False
+            for _, amount, alloc, used, _ in columns:
+                free_of_all = int(alloc[slot])
+                key = (key << 1) | (amount > free_of_all - int(used[slot]))
+                beyond = beyond or amount > free_of_all
+            return (key << 1) | beyond
+
+        keys = self._failures.read(nodes, request, keys_of, key_of)
+        return result_from_keys(keys, [TOO_MANY_PODS, *(column[4] for column in columns)])
 
     def filter_batch_with_added_pods(
         self, state: CycleState, pod: PodInfo, nodes: NodeBatch, added: Sequence[Sequence[PodInfo]]

@@ -350,11 +350,17 @@ class ResourceAllocationScorer:
         if len(batch) == 0:
             return np.zeros(0, dtype=np.int64)
 
+        infos = batch.table.infos
+
         def compute(nodes: NodeBatch) -> IntArray:
             requested, allocatable = self.node_matrices(nodes, pod_requests)
             return self.strategy.score_matrix(requested, allocatable)
 
-        return self._scores.read(batch, tuple(pod_requests), compute)
+        def score_slot(slot: int) -> int:
+            info = infos[slot]
+            return 0 if info is None else self.score_node(info, pod_requests)
+
+        return self._scores.read(batch, tuple(pod_requests), compute, score_slot)
 
 
 __all__ = [

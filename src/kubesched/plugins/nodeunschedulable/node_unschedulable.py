@@ -24,7 +24,7 @@ from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
-from kubesched.plugins.helper.classes import NODE_UNSCHEDULABLE, batch_result, per_class
+from kubesched.plugins.helper.classes import NODE_UNSCHEDULABLE, class_filter_result
 from kubesched.plugins.helper.hints import as_nodes, as_pods
 from kubesched.plugins.helper.taints import UNSCHEDULABLE_TAINT, tolerations_tolerate_taint
 
@@ -55,8 +55,7 @@ class NodeUnschedulable:
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         if tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
             return None
-        results, index = per_class(nodes, NODE_UNSCHEDULABLE, lambda cordoned: _REJECTED if cordoned else None)
-        return batch_result(results, index)
+        return class_filter_result(nodes, NODE_UNSCHEDULABLE, lambda cordoned: _REJECTED if cordoned else None)
 
     def filter_ignores_node_pods(self) -> bool:
         return True

@@ -34,7 +34,7 @@ from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatc
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
-from kubesched.plugins.helper.classes import NODE_TAINTS, batch_result, per_class, per_class_scores
+from kubesched.plugins.helper.classes import NODE_TAINTS, class_filter_result, per_class_scores
 from kubesched.plugins.helper.hints import as_nodes, as_pods
 from kubesched.plugins.helper.normalize_score import default_normalize_score
 from kubesched.plugins.helper.taints import (
@@ -103,8 +103,7 @@ class TaintToleration:
         def evaluate(taints: tuple[Taint, ...]) -> Status | None:
             return self._filter_taints(taints, tolerations)
 
-        results, index = per_class(nodes, NODE_TAINTS, evaluate)
-        return batch_result(results, index)
+        return class_filter_result(nodes, NODE_TAINTS, evaluate)
 
     # ---- Score ---------------------------------------------------------------------------------
 
