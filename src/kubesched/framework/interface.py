@@ -69,6 +69,14 @@ class QueueSortPlugin(Plugin, Protocol):
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
 
 
+@runtime_checkable
+class KeyedQueueSortPlugin(QueueSortPlugin, Protocol):
+    """A QueueSort whose order is also a sort key: ``less(a, b)`` exactly when ``sort_key(a) < sort_key(b)``
+    (keys of plain values: numbers, strings, tuples of them). The queue then orders activeQ by the keys."""
+
+    def sort_key(self, qpi: QueuedPodInfo) -> tuple[object, ...]: ...
+
+
 class PreFilterExtensions(Protocol):
     def add_pod(self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo) -> Status | None: ...
 

@@ -162,8 +162,40 @@ class PodInfo:
         clone.pod = replace(self.pod, spec=replace(self.pod.spec, node_name=node_name))
         return clone
 
+    def rebound(self, pod: Pod) -> PodInfo | None:
+        """This PodInfo for ``pod``, a later version of the same pod, without deriving anything again -- or
+        None when ``pod`` differs in a field the derived ones come from. The cache confirms an assumed pod
+        with it: the bound version the informer delivers differs from the assumed one in its node name and
+        status only (unchanged fields are usually the very same objects, so the comparison is by identity)."""
+        meta = pod.metadata
+        if meta.uid != self.uid or meta.name != self.name or meta.namespace != self.namespace:
+            return None
+        old_spec, new_spec = self.pod.spec, pod.spec
+        for name in _DERIVED_FROM_SPEC:
+            old, new = getattr(old_spec, name), getattr(new_spec, name)
+            if old is not new and old != new:
+                return None
+        clone = object.__new__(PodInfo)
+        for slot in PodInfo.__slots__:
+            object.__setattr__(clone, slot, getattr(self, slot))
+        clone.pod = pod
+        return clone
+
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+# The PodSpec fields PodInfo's derived fields are computed from (requests, priority, tolerations, ports,
+# affinity); a test holds a rebound PodInfo equal to a fresh one.
+_DERIVED_FROM_SPEC = (
+    "containers",
+    "init_containers",
+    "overhead",
+    "pod_level_requests",
+    "priority",
+    "tolerations",
+    "affinity",
+)
 
 
 @dataclass(slots=True)

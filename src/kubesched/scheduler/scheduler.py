@@ -115,6 +115,7 @@ class Scheduler:
             pre_enqueue=self._pre_enqueue,
             hints_for=lambda pod: hints.get(pod.spec.scheduler_name, {}),
             nominator=nominator,
+            sort_key=first.sort_key,
         )
         self.event_handlers = EventHandlers(
             self.cache, self.queue, self.waiting_pods, self.responsible_for, self.pending

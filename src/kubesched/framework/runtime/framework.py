@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from kubesched.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     FilterPrefetcher,
+    KeyedQueueSortPlugin,
     NodeOnlyFilter,
     NodeToStatus,
     PermitPlugin,
@@ -331,6 +333,24 @@ class Framework(ContextHandle):
             if status is not None and status.code is not Code.SUCCESS:
                 return status.with_plugin(name)
         return None
+
+    @property
+    def sort_key(self) -> Callable[[QueuedPodInfo], tuple[object, ...]] | None:
+        """The QueueSort plugin's sort key, if it has one (else the queue orders by :meth:`less`)."""
+        plugin = self.queue_sort
+        if not isinstance(plugin, KeyedQueueSortPlugin):
+            return None
+        name = plugin.name
+
+        def key(qpi: QueuedPodInfo) -> tuple[object, ...]:
+            try:
+                return plugin.sort_key(qpi)
+            except Exception:
+                # As for a failing less: a pod whose key fails goes after every keyed pod, in arrival order.
+                log.exception("QueueSort plugin %s failed; ordering by arrival", name)
+                return (math.inf,)
+
+        return key
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         try:

@@ -237,6 +237,11 @@ class AffinityCounter:
 
     # ---- PreFilter -------------------------------------------------------------------------------------
 
+    def any_existing_anti_affinity(self, table: NodeTable) -> bool:
+        """Whether some pod of ``table`` has a required anti-affinity term (which could reject the incoming
+        pod): when none has and the pod has no required terms, PreFilter skips without counting anything."""
+        return any(kind == REQUIRED_ANTI_AFFINITY for kind, _, _ in self._existing.refresh(table, self._pods_of))
+
     def pre_filter_counts(
         self, snapshot: Snapshot, incoming: Pod, namespace_labels: Mapping[str, str], terms: PodTerms
     ) -> tuple[tuple[Counts, ClassArrays], tuple[Counts, ClassArrays], tuple[Counts, ClassArrays]]:

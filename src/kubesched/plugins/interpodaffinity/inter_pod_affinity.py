@@ -314,6 +314,14 @@ class InterPodAffinity:
         parsed = self.pod_terms(pod.pod)
         if parsed.error is not None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"parsing pod: {parsed.error}")
+        snapshot = self._columnar(nodes)
+        if (
+            snapshot is not None
+            and not parsed.required_affinity
+            and not parsed.required_anti_affinity
+            and not self._counter.any_existing_anti_affinity(snapshot.table)
+        ):
+            return Status(Code.SKIP)  # nothing to count: what the full pass below would conclude
         terms = PodTerms(
             required_affinity=tuple(self._resolve_namespaces(t) for t in parsed.required_affinity),
             required_anti_affinity=tuple(self._resolve_namespaces(t) for t in parsed.required_anti_affinity),
@@ -322,7 +330,6 @@ class InterPodAffinity:
         namespace_labels = self._namespace_labels(pod.namespace)
         incoming = pod.pod
         arrays: tuple[ClassArrays, ClassArrays, ClassArrays] | None = None
-        snapshot = self._columnar(nodes)
         if snapshot is not None:
             (existing_anti, e_arrays), (affinity, a_arrays), (anti, n_arrays) = self._counter.pre_filter_counts(
                 snapshot, incoming, namespace_labels, terms

@@ -200,7 +200,8 @@ class Cache:
         """An assigned pod seen by the informer: confirms an assumed pod or adds a new one."""
         uid = pod.metadata.uid
         state = self._pods.get(uid)
-        pod_info = PodInfo(pod)
+        # Confirming an assumed pod: its PodInfo holds for the bound version unless a derived-from field moved.
+        pod_info = (state.pod_info.rebound(pod) if state is not None and state.assumed else None) or PodInfo(pod)
         if state is not None:
             self._unplace(uid, state.node_name)
         self._pods[uid] = _PodState(pod_info, pod.spec.node_name, assumed=False)

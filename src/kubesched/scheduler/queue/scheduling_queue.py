@@ -38,13 +38,15 @@ log = logging.getLogger(__name__)
 POD_MAX_IN_UNSCHEDULABLE_SECONDS = 300.0
 
 LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+SortKeyFn = Callable[[QueuedPodInfo], tuple[object, ...]]
 PreEnqueueFn = Callable[[PodInfo], Status | None]
 # plugin name -> registered events (None = every event), for the pod's profile
 HintTable = Mapping[str, list[ClusterEventWithHint] | None]
 
 
-class _ActiveEntry:
-    """Heap entry ordered by the QueueSort plugin; pods it cannot tell apart keep arrival order."""
+class _LessOrder:
+    """The order of an activeQ entry by the QueueSort plugin's ``less``; pods it cannot tell apart keep
+    arrival order (``sequence``). Never equal to another entry's, so a heap tuple's comparison comes here."""
 
     __slots__ = ("less", "qpi", "sequence")
 
@@ -53,12 +55,22 @@ class _ActiveEntry:
         self.less = less
         self.sequence = sequence
 
-    def __lt__(self, other: _ActiveEntry) -> bool:
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+    def __lt__(self, other: _LessOrder) -> bool:
         if self.less(self.qpi, other.qpi):
             return True
         if self.less(other.qpi, self.qpi):
             return False
         return self.sequence < other.sequence
+
+
+# activeQ entry: (order, arrival sequence, pod). The order is the QueueSort plugin's sort key where it has one
+# (compared in C, no Python call per comparison), else a _LessOrder.
+_ActiveEntry = tuple[object, int, QueuedPodInfo]
 
 
 class _ParkedByRejectors:
@@ -127,8 +139,11 @@ class SchedulingQueue:
         pre_enqueue: Callable[[PodInfo], Status | None] | None = None,
         hints_for: Callable[[Pod], HintTable] | None = None,
         nominator: PodNominator | None = None,
+        sort_key: SortKeyFn | None = None,
     ) -> None:
         self._less = less
+        # Must order pods exactly as ``less`` does (a test holds PrioritySort's two equal).
+        self._sort_key = sort_key
         self._clock = clock
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
@@ -136,6 +151,7 @@ class SchedulingQueue:
         self._hints_for = hints_for
         self._active: list[_ActiveEntry] = []
         self._active_uids: dict[str, QueuedPodInfo] = {}
+        self._active_sequence: dict[str, int] = {}  # which of a pod's heap entries is live (the last pushed)
         self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
         self._backoff_uids: dict[str, QueuedPodInfo] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
@@ -184,10 +200,16 @@ class SchedulingQueue:
             qpi.initial_attempt_timestamp = self._clock.now()
         uid = qpi.pod_info.uid
         self._active_uids[uid] = qpi
-        heapq.heappush(self._active, _ActiveEntry(qpi, self._less, next(self._tiebreak)))
+        self._heap_push(qpi)
         self._count("active", event)
         if self.on_ready is not None:
             self.on_ready()
+
+    def _heap_push(self, qpi: QueuedPodInfo) -> None:
+        sequence = next(self._tiebreak)
+        order = self._sort_key(qpi) if self._sort_key is not None else _LessOrder(qpi, self._less, sequence)
+        self._active_sequence[qpi.pod_info.uid] = sequence
+        heapq.heappush(self._active, (order, sequence, qpi))
 
     def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
         expiry = backoff_expiry(qpi, self._initial_backoff, self._max_backoff)
@@ -218,11 +240,12 @@ class SchedulingQueue:
 
     def _pop_active(self) -> QueuedPodInfo | None:
         while self._active:
-            entry = heapq.heappop(self._active)
-            uid = entry.qpi.pod_info.uid
-            if self._active_uids.get(uid) is entry.qpi:
+            _, sequence, qpi = heapq.heappop(self._active)
+            uid = qpi.pod_info.uid
+            if self._active_uids.get(uid) is qpi and self._active_sequence.get(uid) == sequence:
                 del self._active_uids[uid]
-                return entry.qpi
+                del self._active_sequence[uid]
+                return qpi
         return None
 
     def _pop_backoff_head(self) -> QueuedPodInfo | None:
@@ -431,10 +454,17 @@ class SchedulingQueue:
         """A pending pod changed (``action``: what changed): refresh it where it waits; gated pods re-run
         PreEnqueue; an unschedulable pod moves if a rejecting plugin's hint says the change may help."""
         uid = pod_info.uid
-        for store in (self._active_uids, self._backoff_uids):
-            if uid in store:
-                store[uid].pod_info = pod_info
-                return
+        active = self._active_uids.get(uid)
+        if active is not None:
+            key_of = self._sort_key
+            before = key_of(active) if key_of is not None else None
+            active.pod_info = pod_info
+            if key_of is not None and key_of(active) != before:
+                self._heap_push(active)  # its old entry, out of order now, is skipped when popped
+            return
+        if uid in self._backoff_uids:
+            self._backoff_uids[uid].pod_info = pod_info
+            return
         qpi = self._unschedulable.get(uid)
         if qpi is None:
             if uid not in self._in_flight:
@@ -459,6 +489,7 @@ class SchedulingQueue:
 
     def delete(self, uid: str) -> None:
         self._active_uids.pop(uid, None)
+        self._active_sequence.pop(uid, None)
         self._backoff_uids.pop(uid, None)
         self._unschedulable.pop(uid, None)
         self._parked.remove(uid)
