@@ -21,9 +21,9 @@ the :data:`MAX_IMAGE_COLUMNS` most recently asked for are kept.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -275,6 +275,68 @@ class NodeBatch:
 
     def __len__(self) -> int:
         return int(self.slots.shape[0])
+
+    def lazy_infos(self) -> BatchInfos:
+        """The batch's NodeInfos as a sequence made only when first read (most PreScore plugins never do)."""
+        return BatchInfos(self)
+
+    def lazy_names(self) -> BatchNames:
+        """The batch's node names, made only when first read (by the audit or explain, if anyone listens)."""
+        return BatchNames(self)
+
+
+class BatchInfos(Sequence[NodeInfo]):
+    """A batch's NodeInfos in its order, listed on first use; ``batch`` gives a plugin the slots directly."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: NodeBatch) -> None:
+        self.batch = batch
+
+    @overload
+    def __getitem__(self, index: int) -> NodeInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[NodeInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> NodeInfo | Sequence[NodeInfo]:
+        return self.batch.infos[index]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self.batch.infos)
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+
+class BatchNames(Sequence[str]):
+    """A batch's node names in its order, listed on first use."""
+
+    __slots__ = ("_batch", "_names")
+
+    def __init__(self, batch: NodeBatch) -> None:
+        self._batch = batch
+        self._names: list[str] | None = None
+
+    def _listed(self) -> list[str]:
+        if self._names is None:
+            self._names = self._batch.names()
+        return self._names
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return self._listed()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._listed())
+
+    def __len__(self) -> int:
+        return len(self._batch)
 
 
 @dataclass(frozen=True, slots=True)

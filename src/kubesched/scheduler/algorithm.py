@@ -130,7 +130,7 @@ class ScheduleAlgorithm:
             raise FitError(len(snapshot), diagnosis)
         if len(feasible) == 1:
             return ScheduleResult(feasible.info(0).name, evaluated, 1, node_to_status=diagnosis.node_to_status)
-        status = fwk.run_pre_score(state, pod, feasible.infos)
+        status = fwk.run_pre_score(state, pod, feasible.lazy_infos())
         if status is not None:
             raise SchedulingError(status)
         outcome = fwk.run_score(state, pod, feasible)
@@ -144,7 +144,7 @@ class ScheduleAlgorithm:
             node=feasible.info(chosen).name,
             evaluated_nodes=evaluated,
             feasible_nodes=len(feasible),
-            scored_nodes=feasible.names(),
+            scored_nodes=feasible.lazy_names(),
             plugin_scores=outcome.per_plugin,
             totals=totals,
             node_to_status=diagnosis.node_to_status,
@@ -252,15 +252,16 @@ class ScheduleAlgorithm:
         if nominated_nodes:
             found = (snapshot.get(name) for name in nominated_nodes)
             nominated_slots = np.fromiter((info.slot for info in found if info is not None), dtype=np.int64)
-        feasible: list[int] = []
+        feasible: list[IntArray] = []  # the passing slots of each chunk, in search order
+        feasible_count = 0
         processed = 0
         position = 0
         chunk_size = 0
-        while position < n and len(feasible) < to_find:
+        while position < n and feasible_count < to_find:
             # All-batch filters cost about the same for 5000 nodes as for 500: take everything at once.
             # A little more than is still needed (most nodes usually pass), doubling when many fail: few
             # chunks, and filters that call out (a policy engine) are asked about few nodes past the cut.
-            needed = to_find - len(feasible)
+            needed = to_find - feasible_count
             chunk_size = max(needed + needed // 4 + 32, 2 * chunk_size)
             chunk = min(n - position, chunk_size)
             chunk_slots = candidate_slots[(start + position + np.arange(chunk)) % n]
@@ -277,14 +278,22 @@ class ScheduleAlgorithm:
                 status_ids = self._recheck_nominated(
                     fwk, state, pod, batch, outcome.statuses, status_ids, nominated_slots
                 )
+            needed = to_find - feasible_count
+            if not status_ids.any():  # the usual chunk: every node passed
+                cut = min(needed, chunk)
+                feasible.append(chunk_slots[:cut])
+                feasible_count += cut
+                processed += cut
+                position += chunk
+                continue
             passing = np.flatnonzero(status_ids == 0)
-            needed = to_find - len(feasible)
             if len(passing) >= needed:
                 cut = int(passing[needed - 1]) + 1
                 passing = passing[:needed]
             else:
                 cut = chunk
-            feasible.extend((position + passing).tolist())
+            feasible.append(chunk_slots[passing])
+            feasible_count += len(passing)
             failing = np.flatnonzero(status_ids[:cut] != 0)
             if len(failing):
                 statuses = outcome.statuses
@@ -299,7 +308,7 @@ class ScheduleAlgorithm:
             processed += cut
             position += chunk
         self.next_start_node_index = (start + processed) % len(all_nodes)
-        feasible_slots = candidate_slots[(start + np.asarray(feasible, dtype=np.int64)) % n]
+        feasible_slots = feasible[0] if len(feasible) == 1 else np.concatenate(feasible) if feasible else _NO_SLOTS
         return NodeBatch(table, feasible_slots), diagnosis, processed
 
     async def _filter_one(

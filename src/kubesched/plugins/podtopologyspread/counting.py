@@ -21,7 +21,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from kubesched.framework.node_table import BoolArray, IntArray, NodeTable
+from kubesched.framework.node_table import BatchInfos, BoolArray, IntArray, NodeTable
 from kubesched.framework.slot_values import SlotValueCache
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import NodeInfo
@@ -172,6 +172,8 @@ class SpreadCounter:
 
 def snapshot_slots(table: NodeTable, infos: Sequence[NodeInfo]) -> IntArray | None:
     """The table slots of ``infos`` when every one is the table's own NodeInfo for its slot; else None."""
+    if isinstance(infos, BatchInfos) and infos.batch.table is table:
+        return infos.batch.slots  # a batch of the table is made of its own NodeInfos
     slots = np.fromiter((info.slot for info in infos), dtype=np.int64, count=len(infos))
     if slots.shape[0] and int(slots.max()) >= table.capacity:
         return None
