@@ -237,6 +237,11 @@ class AffinityCounter:
 
     # ---- PreFilter -------------------------------------------------------------------------------------
 
+    def any_existing_terms(self, table: NodeTable) -> bool:
+        """Whether some pod of ``table`` has any affinity term: when none has and the incoming pod has no
+        preferred terms, PreScore has nothing to score."""
+        return bool(self._existing.refresh(table, self._pods_of))
+
     def any_existing_anti_affinity(self, table: NodeTable) -> bool:
         """Whether some pod of ``table`` has a required anti-affinity term (which could reject the incoming
         pod): when none has and the pod has no required terms, PreFilter skips without counting anything."""

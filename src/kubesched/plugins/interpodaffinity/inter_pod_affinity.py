@@ -512,12 +512,14 @@ class InterPodAffinity:
         if parsed.error is not None:
             # PreFilter rejects such a pod first; reached only when PreFilter is disabled.
             return Status(Code.ERROR, f"failed to parse pod: {parsed.error}")
+        all_nodes = self._all_nodes()
+        snapshot = self._columnar(all_nodes)
+        if snapshot is not None and not has_constraints and not self._counter.any_existing_terms(snapshot.table):
+            return Status(Code.SKIP)  # no term anywhere: the sums below would all be empty
         preferred = self._resolve_weighted(parsed.preferred_affinity)
         preferred_anti = self._resolve_weighted(parsed.preferred_anti_affinity)
         namespace_labels = self._namespace_labels(incoming.metadata.namespace)
         hard_weight = self.args.hard_pod_affinity_weight
-        all_nodes = self._all_nodes()
-        snapshot = self._columnar(all_nodes)
         arrays: ClassArrays | None = None
         if snapshot is not None:
             scores, arrays = self._counter.topology_scores(
