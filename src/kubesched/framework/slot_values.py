@@ -31,7 +31,7 @@ BatchFunction = Callable[[NodeBatch], IntArray]
 # The same value for one slot, in plain Python: cheaper than numpy's per-call cost for the few slots a cycle
 # changes (the node it bound a pod to).
 SlotValue = Callable[[int], int]
-FEW_SLOTS = 8
+FEW_SLOTS = 32
 
 
 class SlotStamps:
@@ -59,11 +59,13 @@ class SlotStamps:
         log = table.change_log
         if start == len(log):
             return _NO_SLOTS, False
-        if start == len(log) - 1:
-            return np.array(log[start:], dtype=np.int64), False
-        return np.unique(np.array(log[start:], dtype=np.int64)), False
+        entries = log[start:]
+        if len(entries) <= _FEW_ENTRIES:  # a few cycles' binds: cheaper as a set than through numpy
+            return np.array(sorted(set(entries)), dtype=np.int64), False
+        return np.unique(np.array(entries, dtype=np.int64)), False
 
 
+_FEW_ENTRIES = 64
 _NO_SLOTS: IntArray = np.zeros(0, dtype=np.int64)
 _NO_SLOTS.flags.writeable = False
 

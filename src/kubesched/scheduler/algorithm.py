@@ -297,10 +297,12 @@ class ScheduleAlgorithm:
             failing = np.flatnonzero(status_ids[:cut] != 0)
             if len(failing):
                 statuses = outcome.statuses
-                by_slot = table.infos
-                for slot, status_id in zip(chunk_slots[failing].tolist(), status_ids[failing].tolist(), strict=True):
+                failing_ids = status_ids[failing]
+                names = table.name_column[chunk_slots[failing]].tolist()
+                failed_with = [statuses[index] for index in (failing_ids - 1).tolist()]
+                diagnosis.node_to_status.update(zip(names, failed_with, strict=True))
+                for status_id in np.unique(failing_ids).tolist():
                     status = statuses[status_id - 1]
-                    diagnosis.node_to_status[by_slot[slot].name] = status
                     if status.code is Code.PENDING:
                         diagnosis.pending_plugins.add(status.plugin)
                     else:

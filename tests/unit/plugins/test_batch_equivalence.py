@@ -386,11 +386,15 @@ def _apply(cache: Cache, change: tuple[str, Any]) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.data())
 def test_resource_verdicts_kept_across_cycles_follow_every_change(cluster: Cluster, data: st.DataObject) -> None:
-    """NodeResourcesFit's filter and the resource scorers keep a recurring pod's results per node across
-    cycles: after any changes to the cluster, what they answer is still what the per-node reference computes on
-    the updated snapshot."""
+    """NodeResourcesFit's filter, the resource scorers and ImageLocality keep a recurring pod's results per node
+    across cycles: after any changes to the cluster, what they answer is still what the per-node reference
+    computes on the updated snapshot."""
     handle = PluginHandle(cluster.cache)
-    plugins = [*(Fit(args, handle) for args in FIT_ARGS), *(BalancedAllocation(args, handle) for args in BALANCED_ARGS)]
+    plugins: list[Fit | BalancedAllocation | ImageLocality] = [
+        *(Fit(args, handle) for args in FIT_ARGS),
+        *(BalancedAllocation(args, handle) for args in BALANCED_ARGS),
+        ImageLocality(None, handle),
+    ]
     snapshot = cluster.snapshot
     # Two pods in turn, so that a key which failed to tell their requests apart would answer for the wrong one.
     pods = [cluster.pod, PodInfo(data.draw(pending_pod([info.name for info in snapshot.node_infos])))]
@@ -406,7 +410,8 @@ def test_resource_verdicts_kept_across_cycles_follow_every_change(cluster: Clust
                 assert expand_batch_result(verdicts, len(names)) == per_node_verdicts
             for plugin in plugins:
                 state = CycleState()
-                if plugin.pre_score(state, pod, snapshot.node_infos) is not None:
+                pre_score = getattr(plugin, "pre_score", None)
+                if pre_score is not None and pre_score(state, pod, snapshot.node_infos) is not None:
                     continue
                 per_node = [plugin.score(state, pod, info) for info in snapshot.node_infos]
                 batch = plugin.score_batch(state, pod, batch_of(snapshot, names)).tolist()

@@ -8,6 +8,8 @@ product, as upstream computes it. The sum is clamped to [23 MiB, 1000 MiB × con
 
 The batch form reads one NodeTable image column per image of the pod (the size each node reports, 0 where it
 has none): the same float products and truncation per node, as arrays, then the clamp and scale as integers.
+A node's score depends only on its images and on the pod's images with their spread, so it is kept per node
+across cycles for a recurring (images, spread) and recomputed only where a node changed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import IntArray, NodeBatch
+from kubesched.framework.slot_values import ColumnCache
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
 from kubesched.plugins.helper.gomath import trunc_div
@@ -50,6 +53,7 @@ class ImageLocality:
     def __init__(self, args: object, handle: Handle) -> None:
         del args
         self._handle = handle
+        self._scores = ColumnCache()
 
     @property
     def name(self) -> str:
@@ -85,14 +89,24 @@ class ImageLocality:
         present = [image for image in images if spread[image] > 0.0]
         if not present:  # no node has any of them: every node scores as one with none
             return np.full(len(nodes), calculate_priority(0, num_containers), dtype=np.int64)
-        totals = np.zeros(len(nodes), dtype=np.int64)
-        for image in present:
-            sizes = nodes.table.image_sizes(image)[nodes.slots]
-            totals += (sizes.astype(np.float64) * spread[image]).astype(np.int64)
-        max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
-        clamped = np.clip(totals, MIN_THRESHOLD, max_threshold)
-        # clamped - MIN_THRESHOLD is never negative: floor division is Go's truncating one here
-        return (MAX_NODE_SCORE * (clamped - MIN_THRESHOLD)) // (max_threshold - MIN_THRESHOLD)
+        infos = nodes.table.infos
+
+        def compute(batch: NodeBatch) -> IntArray:
+            totals = np.zeros(len(batch), dtype=np.int64)
+            for image in present:
+                sizes = batch.table.image_sizes(image)[batch.slots]
+                totals += (sizes.astype(np.float64) * spread[image]).astype(np.int64)
+            max_threshold = MAX_CONTAINER_THRESHOLD * num_containers
+            clamped = np.clip(totals, MIN_THRESHOLD, max_threshold)
+            # clamped - MIN_THRESHOLD is never negative: floor division is Go's truncating one here
+            return (MAX_NODE_SCORE * (clamped - MIN_THRESHOLD)) // (max_threshold - MIN_THRESHOLD)
+
+        def score_slot(slot: int) -> int:
+            info = infos[slot]
+            return 0 if info is None else self._score(images, num_containers, info.image_sizes, spread)
+
+        key = (tuple(images), tuple(spread[image] for image in images))
+        return self._scores.read(nodes, key, compute, score_slot)
 
 
 if TYPE_CHECKING:
