@@ -141,6 +141,12 @@ def _ready(plane: ControlPlane, name: str) -> dict[str, Any] | None:
     return None
 
 
+def _terminating(plane: ControlPlane, namespace: str, name: str) -> bool:
+    """A member pod being deleted (envtest has no kubelet to finish it)."""
+    status, pod = plane.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    return status == 200 and bool(pod["metadata"].get("deletionTimestamp"))
+
+
 def test_the_hub_places_pods_onto_members_and_writes_their_status(
     hub: Scenario, member: ControlPlane, push_member: ControlPlane, tmp_path: Path
 ) -> None:
@@ -233,7 +239,55 @@ def test_the_hub_places_pods_onto_members_and_writes_their_status(
                 await wait_for(lambda: broken not in hub_plane.super_nodes.nodes, 10)
                 assert set(hub_plane.super_nodes.nodes) == {east, west}
 
+                # Deleting a hub pod deletes its member pod: gracefully (the hub pod waits, terminating, for the
+                # hub to act as its kubelet and remove it) and at once (grace period 0).
+                def gone(each: ControlPlane, name: str) -> bool:
+                    return each.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")[0] == 404
+
+                plane.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/web-east")
+                plane.request(
+                    "DELETE", f"/api/v1/namespaces/{namespace}/pods/web-west", query={"gracePeriodSeconds": "0"}
+                )
+                await wait_for(lambda: gone(member, "web-east") or _terminating(member, namespace, "web-east"), 20)
+                await wait_for(lambda: gone(plane, "web-east"), 20)
+                await wait_for(
+                    lambda: gone(push_member, "web-west") or _terminating(push_member, namespace, "web-west"), 20
+                )
+                assert sorted(hub_plane.reaped) == [
+                    (east, f"{namespace}/web-east", True),
+                    (west, f"{namespace}/web-west", True),
+                ]
+
     asyncio.run(run())
     for each in (member, push_member):
         each.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", query={"gracePeriodSeconds": "0"})
         each.request("DELETE", "/api/v1/nodes")
+
+
+def test_the_agent_deletes_only_the_member_pod_of_the_hub_pod_named(
+    member: ControlPlane, agent_namespace: str, tmp_path: Path
+) -> None:
+    make_node(member, "delete-node")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": agent_namespace, "annotations": {HUB_POD_UID_ANNOTATION: "uid-a"}},
+        "spec": {"nodeName": "delete-node", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+    assert member.request("POST", f"/api/v1/namespaces/{agent_namespace}/pods", pod)[0] == 201
+    path = f"/v1/pods/{agent_namespace}/web"
+
+    async def run() -> list[tuple[int, Any]]:
+        async with RunningAgent(member, tmp_path / "agent", clock=RealClock()) as agent:
+            return [
+                await agent.call("DELETE", f"{path}?hubPodUID=uid-b"),
+                await agent.call("DELETE", path),
+                await agent.call("DELETE", f"{path}?hubPodUID=uid-a"),
+                await agent.call("DELETE", "/v1/pods/nowhere/none?hubPodUID=uid-a"),
+            ]
+
+    other, without, mine, none = asyncio.run(run())
+    assert (other[0], other[1]["reason"]) == (409, "Conflict")
+    assert (without[0], without[1]["reason"]) == (400, "Invalid")
+    assert mine == (200, {"deleted": True})
+    assert none == (200, {"deleted": False})

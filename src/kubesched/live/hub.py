@@ -35,7 +35,14 @@ The design, and why:
   an object that does not decode is a Ready=False condition with the reason and the field -- never a crash, and
   never a super node that looks usable: it stays not ready, which ClusterReadiness filters out.
 
-Not yet: deleting a hub pod does not delete its member pod (the agent has no delete endpoint yet).
+* **Deletion**: the hub plays the kubelet for the pods it bound to clusters. A bound pod is deleted gracefully
+  (it gets a ``deletionTimestamp`` and waits for its kubelet, which no cluster has), so when a hub pod is
+  terminating the hub has the member delete the pod it made for it (``DELETE /v1/pods/NS/NAME?hubPodUID=``:
+  the agent deletes only that hub pod's pod) and then removes the hub pod (grace period 0, uid precondition).
+  A hub pod deleted at once (``--grace-period=0 --force``) only has its member pod deleted. Before acting, a GET
+  on the hub confirms the pod is terminating or gone (a pod leaving the assigned-pod watch's selector is a
+  DELETED event too); a member that does not answer is tried a few times with backoff. A hub pod deleted while
+  no hub ran is still terminating at the next start, and handled then; one force-deleted then is not.
 """
 
 from __future__ import annotations
@@ -47,11 +54,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesched.api.multicluster import GROUP, VERSION, MemberCluster
+from kubesched.api.objects import Pod
 from kubesched.backends.kube.client import KubeClient
+from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import ClusterConnection
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, object_key
-from kubesched.clock import Clock
+from kubesched.clock import Clock, sleep
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.federation.agent_client import AgentError, AgentRefused
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
 from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
@@ -70,6 +80,8 @@ __all__ = ["MEMBER_CLUSTERS", "HubOptions", "HubPlane"]
 
 log = logging.getLogger(__name__)
 
+REAP_ATTEMPTS = 5
+REAP_BACKOFF_SECONDS = 1.0  # doubling: 1, 2, 4, 8 s between the attempts to delete a member pod
 MEMBER_CLUSTERS = ResourceKind("memberclusters", f"/apis/{GROUP}/{VERSION}/memberclusters", MemberCluster.from_dict)
 
 
@@ -144,6 +156,7 @@ class HubPlane:
             clock=clock,
             hostname=hostname,
             watch_timeout=watch_timeout,
+            on_hub_pod_gone=self._hub_pod_gone,
         )
         services = Services(policy_services(clock))
         services.register(CLUSTER_STATE_SERVICE, lambda spec: self.cache)
@@ -161,6 +174,9 @@ class HubPlane:
         )
         self.backend.subscribe(self.scheduler.event_handlers)
         self._closers: set[asyncio.Task[None]] = set()
+        self._reapers: set[asyncio.Task[None]] = set()
+        self._reaping: set[str] = set()  # uids of hub pods whose member pod is (being) deleted
+        self.reaped: list[tuple[str, str, bool]] = []  # (cluster, hub pod key, whether a member pod was deleted)
 
     def _member_reflector(self, options: dict[str, Any]) -> Sequence[Reflector[Any]]:
         return [Reflector(self.client, MEMBER_CLUSTERS, _MemberFeed(self), **options)]
@@ -232,6 +248,77 @@ class HubPlane:
         status = member_status(self.cache.states.get(name), health, problem=problem, mode=link.mode)
         self.statuses.offer(name, status, health.last_success_at)
 
+    def _hub_pod_gone(self, pod: Pod, deleted: bool) -> None:
+        uid = pod.metadata.uid
+        if uid in self._reaping:
+            if deleted:  # the DELETED after the hub's own final delete (or someone's force): nothing more comes
+                self._reaping.discard(uid)
+            return
+        if not deleted:
+            self._reaping.add(uid)  # its DELETED comes later and must not start a second deletion
+        task = asyncio.get_running_loop().create_task(self._reap(pod), name=f"delete member pod of {pod.key}")
+        self._reapers.add(task)
+        task.add_done_callback(self._reapers.discard)
+
+    def _hub_path(self, pod: Pod) -> str:
+        return f"/api/v1/namespaces/{pod.metadata.namespace}/pods/{pod.metadata.name}"
+
+    async def _hub_pod_now(self, pod: Pod) -> str:
+        """``"gone"``, ``"terminating"`` or ``"live"`` (it only left the watch's selector): the hub pod as the
+        API server has it now."""
+        try:
+            current = await self.client.request("GET", self._hub_path(pod))
+        except KubeApiError as error:
+            if error.status == 404:
+                return "gone"
+            raise
+        metadata = current.get("metadata") or {}
+        if metadata.get("uid") != pod.metadata.uid:
+            return "gone"
+        return "terminating" if metadata.get("deletionTimestamp") else "live"
+
+    async def _finish(self, pod: Pod) -> None:
+        """Remove the terminating hub pod, as its kubelet would once the containers stopped."""
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        options["preconditions"] = {"uid": pod.metadata.uid}
+        try:
+            await self.client.request("DELETE", self._hub_path(pod), body=options)
+        except KubeApiError as error:
+            if error.status not in (404, 409):  # gone already, or another pod of that name now
+                raise
+
+    async def _reap(self, pod: Pod) -> None:
+        """Delete the member pod of the deleted hub pod ``pod`` (module doc); never raises."""
+        cluster, uid = pod.spec.node_name, pod.metadata.uid
+        for attempt in range(REAP_ATTEMPTS):
+            if attempt:
+                await sleep(self.clock, REAP_BACKOFF_SECONDS * 2 ** (attempt - 1))
+            link = self.links.get(cluster)
+            if link is None:
+                return  # the MemberCluster is gone too: nothing to reach it by
+            try:
+                now = await self._hub_pod_now(pod)
+                if now == "live":
+                    return  # it left the watch's selector (terminated), it was not deleted
+                deleted = await link.delete_pod(
+                    pod.metadata.namespace, pod.metadata.name, uid, timeout=self.options.refresh_deadline
+                )
+                if now == "terminating":
+                    await self._finish(pod)
+            except AgentRefused as refusal:
+                if refusal.status < 500:  # Conflict: the member's pod of that name is not this hub pod's
+                    log.warning("hub pod %s deleted; its pod in %s is left: %s", pod.key, cluster, refusal)
+                    return
+                error: Exception = refusal
+            except (AgentError, KubeApiError, KubeTransportError) as failure:
+                error = failure
+            else:
+                self.reaped.append((cluster, pod.key, deleted))
+                log.info("hub pod %s deleted; its pod in %s %s", pod.key, cluster, "too" if deleted else "was gone")
+                return
+            log.warning("hub pod %s deleted; deleting its pod in %s failed: %s", pod.key, cluster, error)
+        log.warning("hub pod %s deleted; gave up deleting its pod in %s", pod.key, cluster)
+
     def _close_later(self, link: MemberLink) -> None:
         task = asyncio.get_running_loop().create_task(link.aclose(), name=f"close member link {link.name}")
         self._closers.add(task)
@@ -258,6 +345,9 @@ class HubPlane:
             await asyncio.gather(writer, return_exceptions=True)
 
     async def aclose(self, *, drain_seconds: float = 5.0) -> None:
+        for task in self._reapers:
+            task.cancel()
+        await asyncio.gather(*self._reapers, return_exceptions=True)
         await self.scheduler.close()
         await self.cache.close()
         for link in list(self.links.values()):

@@ -14,6 +14,10 @@ cluster's name as the target -- kube-apiserver takes a ``nodeName`` no Node has)
   flight until the member's state counts them) -- never the hub's other pods, which the node plane schedules;
 * the listers' kinds as in the node plane (a cluster profile may spread or select by them).
 
+A hub pod bound to a cluster that is being deleted (it has a ``deletionTimestamp``: a bound pod is deleted
+gracefully, and no kubelet will ever confirm it) or is deleted is also handed to ``on_hub_pod_gone``, after the
+scheduler has heard of it, so the hub can have the member delete the pod it made for it.
+
 The super node carries a ``Ready`` condition (the member's readiness, ``Unknown`` while its refreshes fail). No
 plugin reads it; it is there so that a member turning ready, or answering again after failing, is a node
 update (UPDATE_NODE_CONDITION) that requeues the pods ClusterReadiness turned away.
@@ -36,6 +40,7 @@ from kubesched.clock import Clock
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.cache import NOT_YET_OBSERVED, ClusterStateCache
 from kubesched.framework.clusters import ClusterState
+from kubesched.framework.events import ActionType, EventResource
 
 __all__ = ["HubBackend", "SuperNodes"]
 
@@ -130,6 +135,50 @@ class SuperNodes:
             handler.on_pod_update(old, pod)
 
 
+class _DeletionWatch:
+    """The scheduler's handler; a pod bound to a known cluster that is terminating or deleted also goes to
+    ``on_gone`` with whether it is deleted (a terminating one seen at the first list too: deleted while no hub
+    ran)."""
+
+    def __init__(
+        self, handler: ClusterEventHandler, super_nodes: SuperNodes, on_gone: Callable[[Pod, bool], None]
+    ) -> None:
+        self.handler = handler
+        self.super_nodes = super_nodes
+        self.on_gone = on_gone
+
+    def on_node_add(self, node: Node) -> None:
+        self.handler.on_node_add(node)
+
+    def on_node_update(self, old: Node, new: Node) -> None:
+        self.handler.on_node_update(old, new)
+
+    def on_node_delete(self, node: Node) -> None:
+        self.handler.on_node_delete(node)
+
+    def _on_cluster(self, pod: Pod) -> bool:
+        return bool(pod.spec.node_name) and pod.spec.node_name in self.super_nodes.members
+
+    def on_pod_add(self, pod: Pod) -> None:
+        self.handler.on_pod_add(pod)
+        if pod.metadata.deletion_timestamp is not None and self._on_cluster(pod):
+            self.on_gone(pod, False)
+
+    def on_pod_update(self, old: Pod, new: Pod) -> None:
+        self.handler.on_pod_update(old, new)
+        terminating = new.metadata.deletion_timestamp is not None and old.metadata.deletion_timestamp is None
+        if terminating and self._on_cluster(new):
+            self.on_gone(new, False)
+
+    def on_pod_delete(self, pod: Pod) -> None:
+        self.handler.on_pod_delete(pod)
+        if self._on_cluster(pod):
+            self.on_gone(pod, True)
+
+    def on_object_event(self, resource: EventResource, action: ActionType, old: object, new: object) -> None:
+        self.handler.on_object_event(resource, action, old, new)
+
+
 class HubBackend(KubeBackend):
     """The kube backend with member clusters for nodes (module doc). ``extra``: more reflectors to run with the
     informers (the hub's MemberCluster watch), built from the informers' options."""
@@ -144,20 +193,25 @@ class HubBackend(KubeBackend):
         clock: Clock | None = None,
         hostname: str | None = None,
         watch_timeout: tuple[int, int] | None = None,
+        on_hub_pod_gone: Callable[[Pod, bool], None] | None = None,
     ) -> None:
         super().__init__(client, scheduler_names, clock=clock, hostname=hostname, watch_timeout=watch_timeout)
         self.super_nodes = super_nodes
         self._extra = extra
+        self._on_hub_pod_gone = on_hub_pod_gone
 
     def subscribe(self, handler: ClusterEventHandler) -> None:
         if self.informers is not None:
             raise RuntimeError("the hub backend serves one scheduler")
         self.super_nodes.attach(handler)
+        pods: ClusterEventHandler = handler
+        if self._on_hub_pod_gone is not None:
+            pods = _DeletionWatch(handler, self.super_nodes, self._on_hub_pod_gone)
         self.informers = Informers(
             self.client,
             self.scheduler_names,
             self.stores,
-            handler,
+            pods,
             self._on_invalid,
             watch_timeout=self._watch_timeout,
             nodes=False,

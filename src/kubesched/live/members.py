@@ -268,5 +268,8 @@ class MemberLink:
     async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod:
         return await self._call(lambda e: e.bind(reservation_id, pod, timeout=timeout))
 
+    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
+        return await self._call(lambda e: e.delete_pod(namespace, name, hub_uid, timeout=timeout))
+
     async def aclose(self) -> None:
         await self._drop()
