@@ -239,6 +239,12 @@ def test_the_hub_places_pods_onto_members_and_writes_their_status(
                 await wait_for(lambda: broken not in hub_plane.super_nodes.nodes, 10)
                 assert set(hub_plane.super_nodes.nodes) == {east, west}
 
+                # Rate-limited: with nothing changing, each status is written again only every resync (2 s),
+                # although the members are refreshed every 0.5 s.
+                writes = hub_plane.statuses.written
+                await asyncio.sleep(3)
+                assert hub_plane.statuses.written - writes <= 2 * 2
+
                 # Deleting a hub pod deletes its member pod: gracefully (the hub pod waits, terminating, for the
                 # hub to act as its kubelet and remove it) and at once (grace period 0).
                 def gone(each: ControlPlane, name: str) -> bool:

@@ -332,8 +332,26 @@ class HubPlane:
 
     async def start(self) -> None:
         """Informers (the MemberCluster watch among them), writers, and the members' refreshers."""
+        await self._check_crd()
         self.backend.start()
         await self.cache.start()
+
+    async def _check_crd(self) -> None:
+        """Say plainly when the hub does not serve MemberClusters: the watch would only retry (the CRD may be
+        installed later, so this is not fatal; /readyz names the unsynced watch meanwhile)."""
+        try:
+            await self.client.request("GET", MEMBER_CLUSTERS.path, query={"limit": "1"}, retry=False)
+        except KubeApiError as error:
+            if error.status == 404:
+                log.error(
+                    "the hub API server does not serve %s (the MemberCluster CRD is not installed: kubectl apply -f "
+                    "deploy/crds/memberclusters.yaml); the cluster profiles wait for it",
+                    MEMBER_CLUSTERS.path,
+                )
+            else:
+                log.warning("listing MemberClusters failed: %s", error)
+        except KubeTransportError as error:
+            log.warning("listing MemberClusters failed: %s", error)
 
     async def run_leading(self, stop: asyncio.Event) -> None:
         """Schedule the cluster profiles' pods and write the members' statuses until ``stop``."""
