@@ -297,3 +297,50 @@ def test_the_agent_deletes_only_the_member_pod_of_the_hub_pod_named(
     assert (without[0], without[1]["reason"]) == (400, "Invalid")
     assert mine == (200, {"deleted": True})
     assert none == (200, {"deleted": False})
+
+
+def test_with_only_a_cluster_profile_a_pod_waits_for_a_member_that_is_not_ready(hub: Scenario) -> None:
+    """Only the hub plane runs; the one member's token Secret is missing: the pod is told why it waits."""
+    plane, tag, namespace = hub.plane, hub.tag, hub.namespace
+    hub_name, lonely = f"hub-{tag}", f"lonely-{tag}"
+    document = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": hub_name,
+                "plugins": {
+                    "multiPoint": {
+                        "disabled": [{"name": "*"}],
+                        "enabled": [{"name": "PrioritySort"}, {"name": "ClusterReadiness"}, {"name": "ClusterBind"}],
+                    }
+                },
+            }
+        ],
+    }
+    config = load_config_dict(document, "e2e hub-only config", in_tree_registry())
+    missing = {"namespace": namespace, "name": "nowhere"}
+    _create(
+        plane,
+        _member_cluster(lonely, tag, "east", {"agent": {"url": "https://127.0.0.1:1", "tokenSecretRef": missing}}),
+    )
+
+    async def run() -> None:
+        options = HubOptions(refresh_interval=0.5, status_min_interval=0.2)
+        async with RunningScheduler(hub, config, user="admin", hub=options) as live:
+            assert live.hub is not None and live.scheduler is live.hub.scheduler
+            hub.create(_hub_pod(hub, "waits", hub_name, "east"))
+
+            def told() -> bool:
+                notes = [e.get("note", "") for e in hub.events() if e.get("reason") == "FailedScheduling"]
+                return any("0/1 clusters are available" in note and "not ready" in note for note in notes)
+
+            try:
+                await wait_for(told, 20)
+            except AssertionError:
+                raise AssertionError(f"events: {[(e.get('reason'), e.get('note')) for e in hub.events()]}") from None
+            await wait_for(lambda: (_ready(plane, lonely) or {}).get("reason") == "SecretNotFound", 20)
+            assert not hub.pods()["waits"]["spec"].get("nodeName")
+
+    asyncio.run(run())

@@ -181,7 +181,11 @@ class ClusterStateCache:
                 last_error=message,
             )
             failed = health.consecutive_failures + 1
-            log.warning("member %s: refreshing its state failed (%d in a row): %s", name, failed, message)
+            # A member that stays broken (a missing Secret) would log every interval: say it when it starts or
+            # changes, and every 60th time after.
+            repeated = health.consecutive_failures > 0 and health.last_error == message and failed % 60
+            level = logging.DEBUG if repeated else logging.WARNING
+            log.log(level, "member %s: refreshing its state failed (%d in a row): %s", name, failed, message)
             return False
         if self._members.get(name) is not member:
             return False

@@ -34,7 +34,6 @@ The design, and why:
   from the cache, rate-limited, while this process leads. A broken connection (a missing Secret, a bad URL) or
   an object that does not decode is a Ready=False condition with the reason and the field -- never a crash, and
   never a super node that looks usable: it stays not ready, which ClusterReadiness filters out.
-
 * **Deletion**: the hub plays the kubelet for the pods it bound to clusters. A bound pod is deleted gracefully
   (it gets a ``deletionTimestamp`` and waits for its kubelet, which no cluster has), so when a hub pod is
   terminating the hub has the member delete the pod it made for it (``DELETE /v1/pods/NS/NAME?hubPodUID=``:
@@ -43,6 +42,9 @@ The design, and why:
   on the hub confirms the pod is terminating or gone (a pod leaving the assigned-pod watch's selector is a
   DELETED event too); a member that does not answer is tried a few times with backoff. A hub pod deleted while
   no hub ran is still terminating at the next start, and handled then; one force-deleted then is not.
+
+Not yet: the member pod's phase is not mirrored back to the hub pod (it stays Pending); with node profiles
+too, the cluster plane's scheduler exports no metrics of its own (one SchedulerMetrics per registry).
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ then, with ``leaderElection.leaderElect``, stand by until this process holds the
 while it does. On the way out the loop stops first (no new cycles, binding cycles cancelled), then the
 writers get a few seconds to flush events and conditions — unless leadership was lost: then nothing more
 is written (another replica leads) and :class:`LeadershipLost` ends the process, as kube-scheduler exits.
+
+With cluster profiles (:mod:`kubesched.federation.profiles`) the process runs two planes: the node profiles'
+scheduler over the hub's Nodes (``backend``, ``scheduler``) and the cluster profiles' over the member clusters
+(``hub``, a :class:`~kubesched.live.hub.HubPlane`, whose module says how). Both sync before either schedules,
+both schedule while this process leads, and each attempt of either reaches the same observers. With only
+cluster profiles, ``backend`` and ``scheduler`` are the hub plane's.
 """
 
 from __future__ import annotations
