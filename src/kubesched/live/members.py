@@ -190,6 +190,9 @@ class MemberLink:
         except (KubeApiError, KubeTransportError) as error:
             await client.aclose()
             raise AgentUnreachable(f"MemberCluster {self.name}", f"the member's API: {error}") from error
+        except BaseException:  # the refresh's deadline cancelled us: the client must not leak its connections
+            await client.aclose()
+            raise
         self._member_client = client
         return PushEndpoint(agent, timeout=self.timeout)
 
