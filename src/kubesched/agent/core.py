@@ -427,6 +427,32 @@ class Agent:
         same_hub_pod = bool(hub_uid) and annotations.get(HUB_POD_UID_ANNOTATION) == hub_uid
         return dict(pod) if annotations.get(RESERVATION_ANNOTATION) == rid or same_hub_pod else None
 
+    async def delete_pod(self, namespace: str, name: str, hub_uid: str) -> bool:
+        """Delete the member pod ``namespace/name`` that stands for hub pod ``hub_uid`` (its hub pod was deleted);
+        whether there was one to delete. A pod of that name for another hub pod (or none) is refused as
+        ``Conflict``: the agent deletes only what it made for this hub pod."""
+        if not hub_uid:
+            raise Refused(400, "Invalid", "hubPodUID: required")
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            pod = await self._get(path)
+        except KubeApiError as error:
+            if is_status(error, 404):
+                return False
+            raise
+        metadata = pod.get("metadata") or {}
+        if (metadata.get("annotations") or {}).get(HUB_POD_UID_ANNOTATION) != hub_uid:
+            raise Refused(409, "Conflict", f"pod {namespace}/{name} in the member is not hub pod {hub_uid}'s")
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": metadata.get("uid")}}
+        try:
+            await self.client.request("DELETE", path, body=options, retry=False, timeout=self.request_timeout)
+        except KubeApiError as error:
+            if is_status(error, 404):
+                return False
+            raise
+        log.info("deleted %s/%s: its hub pod %s is gone", namespace, name, hub_uid)
+        return True
+
 
 def member_pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
     metadata = pod.get("metadata") or {}

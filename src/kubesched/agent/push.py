@@ -87,5 +87,8 @@ class PushEndpoint:
             created,
         )
 
+    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
+        return await self._call(self.agent.delete_pod(namespace, name, hub_uid), timeout)
+
     async def aclose(self) -> None:
         """Nothing of its own to close: the member's client belongs to the caller."""

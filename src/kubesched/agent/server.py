@@ -22,6 +22,10 @@ requests may also be given as quantity strings. The shapes are :mod:`kubesched.f
     ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
     ``422`` ``MemberRejected`` (the member's API refused the pod).
 
+``DELETE /v1/pods/{namespace}/{name}?hubPodUID=UID``
+    ``200`` ``{deleted: true|false}`` (false: no such pod). ``409`` ``Conflict``: the pod of that name is not the
+    one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without ``hubPodUID``.
+
 The member's API failing is ``502`` (it answered an error) or ``503`` (no answer), reason ``MemberUnavailable``.
 Expired reservations are swept every ``sweep_interval`` seconds on the agent's clock.
 """
@@ -45,6 +49,7 @@ from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.clock import sleep
 from kubesched.federation.wire import (
     BIND_PATH,
+    PODS_PATH,
     RESERVATIONS_PATH,
     STATE_PATH,
     WireError,
@@ -109,6 +114,7 @@ class AgentServer:
         app.router.add_post(RESERVATIONS_PATH, self._reserve)
         app.router.add_delete(RESERVATIONS_PATH + "/{id}", self._release)
         app.router.add_post(BIND_PATH, self._bind)
+        app.router.add_delete(PODS_PATH + "/{namespace}/{name}", self._delete_pod)
         self.app = app
 
     @property
@@ -202,6 +208,11 @@ class AgentServer:
     async def _release(self, request: web.Request) -> web.Response:
         released = await self.agent.release(request.match_info["id"])
         return web.json_response({"released": released})
+
+    async def _delete_pod(self, request: web.Request) -> web.Response:
+        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        deleted = await self.agent.delete_pod(namespace, name, request.query.get("hubPodUID", ""))
+        return web.json_response({"deleted": deleted})
 
     async def _bind(self, request: web.Request) -> web.Response:
         body = await self._body(request)

@@ -1,10 +1,11 @@
-"""The hub's client of one cluster agent (:mod:`kubesched.agent.server`): state, reserve, release, bind.
+"""The hub's client of one cluster agent (:mod:`kubesched.agent.server`): state, reserve, release, bind, delete.
 
-Who calls it: :class:`~kubesched.federation.cache.ClusterStateCache` (state, in the background) and the
-two-phase commit (reserve / release / bind). Transport: our keep-alive HTTP/1.1 exchange
-(:mod:`kubesched.backends.kube.http1`), not aiohttp -- it costs about a quarter of aiohttp's CPU per small
-request, and the hub makes several agent calls per placed pod on the scheduler's one thread (the MultiCluster
-benchmark budgets 32 ms p99 from queue pop to commit). Only the transport is shared with the kube backend.
+Who calls it: :class:`~kubesched.federation.cache.ClusterStateCache` (state, in the background), the
+two-phase commit (reserve / release / bind) and the live hub (delete a member pod whose hub pod is gone).
+Transport: our keep-alive HTTP/1.1 exchange (:mod:`kubesched.backends.kube.http1`), not aiohttp -- it costs
+about a quarter of aiohttp's CPU per small request, and the hub makes several agent calls per placed pod on the
+scheduler's one thread (the MultiCluster benchmark budgets 32 ms p99 from queue pop to commit). Only the
+transport is shared with the kube backend.
 
 Failure policy, stated once: every call has a deadline (``timeout``, per call overridable) and is **not
 retried here** -- the caller knows whether a retry is safe and when (the cache retries at its next interval;
@@ -31,6 +32,7 @@ from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_reque
 from kubesched.errors import KubeschedError
 from kubesched.federation.wire import (
     BIND_PATH,
+    PODS_PATH,
     RESERVATIONS_PATH,
     STATE_PATH,
     ReservationRequest,
@@ -108,6 +110,10 @@ class MemberEndpoint(Protocol):
     async def release(self, reservation_id: str, *, timeout: float | None = None) -> bool: ...
 
     async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod: ...
+
+    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
+        """Delete the member pod made for hub pod ``hub_uid`` (whose hub pod is gone); whether there was one."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -202,3 +208,9 @@ class AgentClient:
             str(member_pod.get("node", "")),
             status == 201,
         )
+
+    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
+        path = f"{PODS_PATH}/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}"
+        query = urllib.parse.urlencode({"hubPodUID": hub_uid})
+        _, body = await self._call("DELETE", f"{path}?{query}", None, timeout)
+        return bool(self._field(body, "deleted"))

@@ -16,6 +16,12 @@ Who calls it: a live multi-cluster scheduler provides it as the Handle service
 * A member whose refresh fails keeps its last state, with its old stamp, so ClusterReadiness' staleness rule
   (``maxStalenessSeconds`` with Reject or Penalize) applies to it; each failure is counted
   (:meth:`ClusterStateCache.health`). A member never heard from is not ready (``not yet observed``).
+* Members come and go (the live hub adds one per MemberCluster, :meth:`ClusterStateCache.add`, and removes it,
+  :meth:`ClusterStateCache.remove`): a member added or replaced starts over as not yet observed, with its own
+  refresher started at once when the others run; a removed member's refresher is cancelled and an answer it
+  was still waiting for is dropped.
+* ``on_refresh`` (optional) is told the member's name after every refresh, answered or not, so the caller can
+  derive what depends on the state (the live hub's super nodes, the MemberCluster status) without polling.
 * The uid of the member's placeholder pod (:func:`~kubesched.federation.state.placeholder_uid`) is added to
   the accounted pods, as for the simulation's states: the super node's allocated capacity is the member's.
 """
@@ -24,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType, TracebackType
 from typing import Protocol
@@ -73,17 +79,29 @@ class MemberHealth:
 class ClusterStateCache:
     """Member states refreshed in the background (module doc). ``async with`` starts and stops the refreshers."""
 
-    def __init__(self, members: Iterable[MemberRefresh], *, clock: Clock) -> None:
+    def __init__(
+        self,
+        members: Iterable[MemberRefresh],
+        *,
+        clock: Clock,
+        on_refresh: Callable[[str], None] | None = None,
+    ) -> None:
         self.clock = clock
         self._members = {member.name: member for member in members}
-        self._states: dict[str, ClusterState] = {
-            name: ClusterState(name=name, ready=False, ready_reason=NOT_YET_OBSERVED, observed_at=clock.now())
-            for name in self._members
-        }
+        self._states: dict[str, ClusterState] = {name: self._unobserved(name) for name in self._members}
         self._view: Mapping[str, ClusterState] = MappingProxyType(dict(self._states))
         self._health = {name: MemberHealth() for name in self._members}
         self._generation = 0
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._retired: set[asyncio.Task[None]] = set()  # refreshers of removed members, awaited at close
+        self._started = False
+        self._on_refresh = on_refresh
+
+    def _unobserved(self, name: str) -> ClusterState:
+        return ClusterState(name=name, ready=False, ready_reason=NOT_YET_OBSERVED, observed_at=self.clock.now())
+
+    def _publish(self) -> None:
+        self._view = MappingProxyType(dict(self._states))  # copy on write: snapshots share it, no copy per cycle
 
     # ------------------------------------------------------------------------------------------- reading
 
@@ -97,13 +115,54 @@ class ClusterStateCache:
     def health(self, name: str) -> MemberHealth:
         return self._health[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._members
+
+    # ------------------------------------------------------------------------------------------ membership
+
+    def add(self, member: MemberRefresh) -> None:
+        """Add ``member``, or replace the member of that name (its connection changed): its state starts over
+        as not yet observed; once :meth:`start` has run, its refresher starts at once."""
+        self._retire(member.name)
+        self._members[member.name] = member
+        self._states[member.name] = self._unobserved(member.name)
+        self._health[member.name] = MemberHealth()
+        self._publish()
+        if self._started:
+            self._spawn(member.name)
+
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (its refresher is cancelled); unknown names are ignored."""
+        self._retire(name)
+        if self._members.pop(name, None) is None:
+            return
+        self._states.pop(name, None)
+        self._health.pop(name, None)
+        self._publish()
+
+    def _retire(self, name: str) -> None:
+        task = self._tasks.pop(name, None)
+        if task is not None:
+            task.cancel()
+            self._retired.add(task)
+            task.add_done_callback(self._retired.discard)
+
     # ----------------------------------------------------------------------------------------- refreshing
 
     async def refresh(self, name: str) -> bool:
         """Refresh one member now; whether it answered. Never raises for the member's failure."""
+        try:
+            return await self._refresh(name)
+        finally:
+            if self._on_refresh is not None and name in self._members:
+                try:
+                    self._on_refresh(name)
+                except Exception:  # the listener's bug must not stop this member's refreshes
+                    log.exception("member %s: the refresh listener failed", name)
+
+    async def _refresh(self, name: str) -> bool:
         member = self._members[name]
         asked_at = self.clock.now()
-        health = self._health[name]
         self._generation += 1
         try:
             async with asyncio.timeout(member.deadline):
@@ -112,6 +171,9 @@ class ClusterStateCache:
             if not isinstance(error, KubeschedError | TimeoutError):
                 log.exception("member %s: refreshing its state failed unexpectedly", name)
             message = str(error) or "no answer within the deadline"
+            if self._members.get(name) is not member:
+                return False  # removed or replaced while we waited: this answer is about a member that is gone
+            health = self._health[name]
             self._health[name] = replace(
                 health,
                 failures=health.failures + 1,
@@ -119,8 +181,15 @@ class ClusterStateCache:
                 last_error=message,
             )
             failed = health.consecutive_failures + 1
-            log.warning("member %s: refreshing its state failed (%d in a row): %s", name, failed, message)
+            # A member that stays broken (a missing Secret) would log every interval: say it when it starts or
+            # changes, and every 60th time after.
+            repeated = health.consecutive_failures > 0 and health.last_error == message and failed % 60
+            level = logging.DEBUG if repeated else logging.WARNING
+            log.log(level, "member %s: refreshing its state failed (%d in a row): %s", name, failed, message)
             return False
+        if self._members.get(name) is not member:
+            return False
+        health = self._health[name]
         self._states[name] = replace(
             state,
             name=name,
@@ -128,7 +197,7 @@ class ClusterStateCache:
             accounted_pods=state.accounted_pods | {placeholder_uid(name)},
             generation=self._generation,
         )
-        self._view = MappingProxyType(dict(self._states))  # copy on write: snapshots share it, no copy per cycle
+        self._publish()
         self._health[name] = replace(
             health, refreshes=health.refreshes + 1, consecutive_failures=0, last_success_at=asked_at
         )
@@ -146,17 +215,22 @@ class ClusterStateCache:
             await self.refresh(name)
             await sleep(self.clock, interval)
 
+    def _spawn(self, name: str) -> None:
+        self._tasks[name] = asyncio.create_task(self._refresh_forever(name), name=f"kubesched-cluster-state-{name}")
+
     async def start(self) -> None:
-        """Start one refresher per member; the first refresh of each begins at once."""
-        if self._tasks:
+        """Start one refresher per member (and one for each member added later); the first refresh of each
+        begins at once."""
+        if self._started:
             return
-        self._tasks = [
-            asyncio.create_task(self._refresh_forever(name), name=f"kubesched-cluster-state-{name}")
-            for name in self._members
-        ]
+        self._started = True
+        for name in self._members:
+            self._spawn(name)
 
     async def close(self) -> None:
-        tasks, self._tasks = self._tasks, []
+        self._started = False
+        tasks = [*self._tasks.values(), *self._retired]
+        self._tasks = {}
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -26,7 +26,8 @@ UNKNOWN_CLUSTER_REASON = "UnknownCluster"
 
 
 class AgentCommitter:
-    """Reserve / release / bind through each member's endpoint; the endpoints are the caller's (it closes them)."""
+    """Reserve / release / bind through each member's endpoint; the endpoints are the caller's (it closes them).
+    A cluster without an endpoint is refused as ``UnknownCluster``."""
 
     def __init__(self, clients: Mapping[str, MemberEndpoint]) -> None:
         self._clients = dict(clients)
@@ -35,6 +36,13 @@ class AgentCommitter:
     @property
     def ledger(self) -> CommitLedger:
         return self._ledger
+
+    def set_endpoint(self, cluster: str, endpoint: MemberEndpoint) -> None:
+        """Reach ``cluster`` through ``endpoint`` from now on (the live hub, as MemberClusters come and go)."""
+        self._clients[cluster] = endpoint
+
+    def remove_endpoint(self, cluster: str) -> None:
+        self._clients.pop(cluster, None)
 
     def _client(self, cluster: str) -> MemberEndpoint:
         client = self._clients.get(cluster)

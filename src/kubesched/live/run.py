@@ -8,6 +8,12 @@ then, with ``leaderElection.leaderElect``, stand by until this process holds the
 while it does. On the way out the loop stops first (no new cycles, binding cycles cancelled), then the
 writers get a few seconds to flush events and conditions — unless leadership was lost: then nothing more
 is written (another replica leads) and :class:`LeadershipLost` ends the process, as kube-scheduler exits.
+
+With cluster profiles (:mod:`kubesched.federation.profiles`) the process runs two planes: the node profiles'
+scheduler over the hub's Nodes (``backend``, ``scheduler``) and the cluster profiles' over the member clusters
+(``hub``, a :class:`~kubesched.live.hub.HubPlane`, whose module says how). Both sync before either schedules,
+both schedule while this process leads, and each attempt of either reaches the same observers. With only
+cluster profiles, ``backend`` and ``scheduler`` are the hub plane's.
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ from kubesched.backends.kube.kubeconfig import ClusterConnection
 from kubesched.backends.kube.leader_election import LeaderElector, LeadershipLost, default_identity, validate_settings
 from kubesched.clock import RealClock
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.federation.profiles import split_by_plane
 from kubesched.framework.runtime.registry import Registry
 from kubesched.heap import freeze_steady_state
+from kubesched.live.hub import HubOptions, HubPlane
 from kubesched.scheduler.health import HealthServer
 from kubesched.scheduler.metrics import SchedulerMetrics
-from kubesched.scheduler.results import AttemptObserver
+from kubesched.scheduler.results import AttemptObserver, AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -52,6 +60,18 @@ class LiveOptions:
     # /metrics, /healthz, /readyz on (host, port); None: no server (port 0: any free port)
     health_address: tuple[str, int] | None = None
     registry: CollectorRegistry | None = None  # the metrics' registry (default: one of this scheduler's own)
+    hub: HubOptions | None = None  # with cluster profiles: how the hub refreshes members and writes their status
+
+
+class _Forward:
+    """An attempt observer whose target is set once the observers are built."""
+
+    def __init__(self) -> None:
+        self.target: AttemptObserver | None = None
+
+    def on_attempt(self, record: AttemptRecord) -> None:
+        if self.target is not None:
+            self.target.on_attempt(record)
 
 
 class LiveScheduler:
@@ -67,36 +87,62 @@ class LiveScheduler:
         self.config = config
         self.options = options or LiveOptions()
         self.clock = RealClock()
-        connect = config.client_connection
-        self.client = KubeClient(connection, qps=connect.qps, burst=connect.burst, user_agent="kubesched")
-        names = [profile.scheduler_name for profile in config.profiles]
-        self.backend = KubeBackend(
-            self.client,
-            names,
-            clock=self.clock,
-            hostname=self.options.hostname,
-            watch_timeout=self.options.watch_timeout,
-        )
+        node_config, cluster_config = split_by_plane(config)
         sinks = list(self.options.audit_sinks)
+        # Both planes' attempts reach the observers; the audit's events sink needs a backend, built below.
+        forward = _Forward()
+        watched = bool(self.options.observers or sinks or self.options.audit_events)
+        self._observer: AttemptObserver | None = forward if watched else None
+        self.registry = self.options.registry if self.options.registry is not None else CollectorRegistry()
+        self.metrics = SchedulerMetrics(self.registry)
+        self.hub: HubPlane | None = None
+        if cluster_config is not None:
+            self.hub = HubPlane(
+                cluster_config,
+                registry,
+                connection,
+                clock=self.clock,
+                options=self.options.hub,
+                seed=self.options.seed,
+                hostname=self.options.hostname,
+                watch_timeout=self.options.watch_timeout,
+                observer=self._observer,
+                metrics=self.metrics if node_config is None else None,
+            )
+        self._node_plane = node_config is not None
+        if node_config is not None:
+            connect = config.client_connection
+            self.client = KubeClient(connection, qps=connect.qps, burst=connect.burst, user_agent="kubesched")
+            names = [profile.scheduler_name for profile in node_config.profiles]
+            self.backend = KubeBackend(
+                self.client,
+                names,
+                clock=self.clock,
+                hostname=self.options.hostname,
+                watch_timeout=self.options.watch_timeout,
+            )
+        else:
+            assert self.hub is not None
+            self.client, self.backend = self.hub.client, self.hub.backend
         if self.options.audit_events:
             sinks.append(EventsSink(self.backend))
         self.audit = AuditObserver(*sinks) if sinks else None
         observers = [*self.options.observers, *([self.audit] if self.audit is not None else [])]
-        observer: AttemptObserver | None = (
-            None if not observers else observers[0] if len(observers) == 1 else FanOut(*observers)
-        )
-        self.registry = self.options.registry if self.options.registry is not None else CollectorRegistry()
-        self.metrics = SchedulerMetrics(self.registry)
-        self.scheduler = Scheduler(
-            config,
-            registry,
-            self.backend,
-            clock=self.clock,
-            seed=self.options.seed,
-            observer=observer,
-            metrics=self.metrics,
-        )
-        self.backend.subscribe(self.scheduler.event_handlers)
+        forward.target = None if not observers else observers[0] if len(observers) == 1 else FanOut(*observers)
+        if node_config is not None:
+            self.scheduler = Scheduler(
+                node_config,
+                registry,
+                self.backend,
+                clock=self.clock,
+                seed=self.options.seed,
+                observer=self._observer,
+                metrics=self.metrics,
+            )
+            self.backend.subscribe(self.scheduler.event_handlers)
+        else:
+            assert self.hub is not None
+            self.scheduler = self.hub.scheduler
         self.elector: LeaderElector | None = None
         election = config.leader_election
         if election.leader_elect:
@@ -118,15 +164,24 @@ class LiveScheduler:
             )
 
     @property
+    def backends(self) -> list[KubeBackend]:
+        """The node plane's backend (when a node profile exists) and the hub plane's (when a cluster one does)."""
+        found = [self.backend] if self._node_plane else []
+        return [*found, *([self.hub.backend] if self.hub is not None else [])]
+
+    @property
     def ready(self) -> bool:
         """Synced, and leading or standing by for the Lease (a standby replica is ready to take over)."""
-        return self.backend.synced
+        return all(backend.synced for backend in self.backends)
 
     def not_ready_reason(self) -> str:
-        if self.backend.informers is None or not self.backend.synced:
-            unsynced = self.backend.informers.unsynced() if self.backend.informers is not None else []
-            return "informers not synced: " + ", ".join(unsynced)
-        return ""
+        unsynced: list[str] = []
+        for backend in self.backends:
+            if backend.informers is None:
+                unsynced.append("not started")
+            elif not backend.synced:
+                unsynced.extend(backend.informers.unsynced())
+        return "informers not synced: " + ", ".join(unsynced) if unsynced else ""
 
     def _not_ready(self) -> str | None:
         return self.not_ready_reason() or None
@@ -145,18 +200,34 @@ class LiveScheduler:
     async def _schedule(self, stop: asyncio.Event) -> None:
         self.scheduling.set()
         try:
-            await self.scheduler.run(stop)  # closes the scheduler when it returns or is cancelled
+            # Each scheduler closes itself when its loop returns or is cancelled; one failing cancels the other.
+            async with asyncio.TaskGroup() as planes:
+                if self._node_plane:
+                    planes.create_task(self.scheduler.run(stop), name="kubesched node plane")
+                if self.hub is not None:
+                    planes.create_task(self.hub.run_leading(stop), name="kubesched hub plane")
         finally:
             self.scheduling.clear()
+
+    async def _wait_synced(self) -> None:
+        await asyncio.gather(*(backend.wait_synced() for backend in self.backends))
+
+    async def _close_schedulers(self) -> None:
+        await self.scheduler.close()  # idempotent
+        if self.hub is not None:
+            await self.hub.scheduler.close()
 
     async def run(self, stop: asyncio.Event) -> None:
         if self.health is not None:
             await self.health.start()  # /healthz answers while the informers sync; /readyz says why not ready
         self.running = True
-        self.backend.start()
+        if self._node_plane:
+            self.backend.start()
+        if self.hub is not None:
+            await self.hub.start()
         lost = False
         try:
-            synced = asyncio.ensure_future(self.backend.wait_synced())
+            synced = asyncio.ensure_future(self._wait_synced())
             stopped = asyncio.ensure_future(stop.wait())
             try:
                 await asyncio.wait({synced, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -164,9 +235,10 @@ class LiveScheduler:
                 synced.cancel()
                 stopped.cancel()
             if stop.is_set():
-                await self.scheduler.close()
+                await self._close_schedulers()
                 return
-            log.info("informers synced; scheduling for %s", ", ".join(self.backend.scheduler_names))
+            names = [name for backend in self.backends for name in backend.scheduler_names]
+            log.info("informers synced; scheduling for %s", ", ".join(names))
             freeze_steady_state()  # the listed cluster: long-lived, never garbage, kept out of every collection
             if self.elector is None:
                 await self._schedule(stop)
@@ -177,10 +249,14 @@ class LiveScheduler:
                 lost = True
                 raise
             finally:
-                await self.scheduler.close()  # idempotent; also when the Lease was never ours
+                await self._close_schedulers()  # also when the Lease was never ours
         finally:
             self.running = False
-            await self.backend.aclose(drain_seconds=0.0 if lost else 5.0)
+            drain = 0.0 if lost else 5.0
+            if self._node_plane:
+                await self.backend.aclose(drain_seconds=drain)
+            if self.hub is not None:
+                await self.hub.aclose(drain_seconds=drain)
             if self.audit is not None:
                 await self.audit.close()
             if self.health is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from kubesched.api.objects import Namespace, Node, Pod, PodDisruptionBudget
@@ -40,6 +40,11 @@ ASSIGNED_PODS = f"spec.nodeName!=,{NOT_TERMINATED}"
 
 def unassigned_pods_of(scheduler_name: str) -> str:
     return f"spec.schedulerName={scheduler_name},spec.nodeName=,{NOT_TERMINATED}"
+
+
+def assigned_pods_of(scheduler_name: str) -> str:
+    """The assigned, not terminated pods that name ``scheduler_name`` (the live hub's pods bound to clusters)."""
+    return f"spec.schedulerName={scheduler_name},{ASSIGNED_PODS}"
 
 
 # (store attribute, kind) for the listers the Handle hands out. Not PriorityClasses: in a cluster the priority
@@ -235,20 +240,30 @@ class Informers:
         on_invalid: InvalidHandler,
         *,
         watch_timeout: tuple[int, int] | None = None,
+        nodes: bool = True,
+        assigned_selectors: Sequence[str] = (ASSIGNED_PODS,),
+        extra: Callable[[dict[str, Any]], Sequence[Reflector[Any]]] | None = None,
     ) -> None:
+        """``nodes`` False: no Node watch (the live hub's nodes are member clusters); ``assigned_selectors``: the
+        field selectors of the assigned-pod watches (one watch each; the sets must be disjoint); ``extra``: more
+        reflectors, built from the reflector options, started, awaited and closed with these."""
         options: dict[str, Any] = {} if watch_timeout is None else {"watch_timeout": watch_timeout}
         self.pods = PodStreams(handler, on_invalid)
         self.reflectors: list[Reflector[Any]] = [
-            Reflector(client, NODES, _NodeFeed(handler, on_invalid), **options),
+            *([Reflector(client, NODES, _NodeFeed(handler, on_invalid), **options)] if nodes else []),
             *(
                 Reflector(client, kind, _store_feed(attribute, kind, stores, handler, on_invalid), **options)
                 for attribute, kind in LISTER_KINDS
             ),
-            Reflector(client, PODS, self.pods.assigned, field_selector=ASSIGNED_PODS, **options),
+            *(
+                Reflector(client, PODS, self.pods.assigned, field_selector=selector, **options)
+                for selector in assigned_selectors
+            ),
             *(
                 Reflector(client, PODS, self.pods.unassigned, field_selector=unassigned_pods_of(name), **options)
                 for name in scheduler_names
             ),
+            *(extra(options) if extra is not None else ()),
         ]
         self._tasks: list[asyncio.Task[None]] = []
 
