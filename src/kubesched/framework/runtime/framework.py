@@ -708,7 +708,7 @@ class Framework(ContextHandle):
                 if metrics is not None:
                     scores = _timed_scores(metrics, entry, state, pod, batch, self.use_batch)
                 elif self.use_batch and entry.batch is not None:
-                    scores = np.asarray(entry.batch.score_batch(state, pod, batch), dtype=np.int64).copy()
+                    scores = np.asarray(entry.batch.score_batch(state, pod, batch), dtype=np.int64)
                 else:
                     scores = np.fromiter(
                         (entry.plugin.score(state, pod, info) for info in batch.infos),
@@ -717,8 +717,9 @@ class Framework(ContextHandle):
                     )
                 raw[entry.name] = scores
                 if entry.normalizer is not None:
-                    # NormalizeScore works in place; one small copy keeps the raw scores to explain.
-                    raw[entry.name] = scores.copy()
+                    # NormalizeScore works in place: on a copy, so the raw scores stay to explain (and an array
+                    # the plugin keeps is never written).
+                    scores = scores.copy()
                     status = (
                         entry.normalizer.normalize_score(state, pod, scores)
                         if metrics is None
@@ -736,8 +737,9 @@ class Framework(ContextHandle):
                         return Status.error(f'plugin "{entry.name}" failed with: {status.message}', plugin=entry.name)
             except Exception as exc:
                 return Status.error(f'plugin "{entry.name}" failed with: {exc}', plugin=entry.name)
-            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
-                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+            highest, lowest = (int(scores.max()), int(scores.min())) if len(scores) else (0, 0)
+            if highest > MAX_NODE_SCORE or lowest < MIN_NODE_SCORE:
+                bad = highest if highest > MAX_NODE_SCORE else lowest
                 return Status.error(
                     f'plugin "{entry.name}" returns an invalid score {bad}, it should in the range of '
                     f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
