@@ -317,10 +317,6 @@ def test_distinct_pods_differ_only_where_the_policy_does_not_look() -> None:
         assert result.cpu_us_per_pod == pytest.approx((result.cpu_seconds + result.helper_cpu_seconds) / 200 * 1e6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11 item 4: decisions are keyed on the whole pod input, so each distinct pod is evaluated anew",
-)
 def test_distinct_pods_reuse_the_policy_decisions() -> None:
     result, _ = run_small("security-audit-distinct.yaml", **TINY)
     audit, _ = run_small("security-audit.yaml", **TINY)
