@@ -108,6 +108,7 @@ class _Collector:
     def __init__(self, object_get_is_builtin: bool) -> None:
         self.paths: set[InputPath] = set()
         self._object_get = object_get_is_builtin
+        self.input_vars = 0  # references to input accounted for (checked against _input_vars)
 
     def visit(self, node: object) -> None:
         if isinstance(node, list):
@@ -132,6 +133,7 @@ class _Collector:
     def _reference(self, expr: Mapping[str, Any]) -> None:
         root, steps = _chain(expr)
         if _is_input(root):
+            self.input_vars += 1
             path: list[PathPart] = []
             constant = True
             for step in steps:
@@ -179,6 +181,7 @@ class _Collector:
             parts.append(part)
         if not _is_input(target_root) or not parts:
             return False
+        self.input_vars += 1
         self.paths.add((*parts, *key_path))
         self.visit(default)
         return True
@@ -229,6 +232,16 @@ def _defines_object(modules: list[tuple[str, Mapping[str, Any]]]) -> bool:
     return False
 
 
+def _input_vars(node: object) -> int:
+    """Every ``input`` variable in the AST, however it is nested: the collector must have seen each one."""
+    if isinstance(node, list):
+        return sum(_input_vars(item) for item in node)
+    if not isinstance(node, Mapping):
+        return 0
+    own = 1 if isinstance(node.get("Var"), Mapping) and node["Var"].get("value") == "input" else 0
+    return own + sum(_input_vars(value) for value in node.values())
+
+
 def input_paths(ast_json: str) -> InputPaths:
     """The ``input`` paths the modules in ``ast_json`` read (kubesched's generated modules left out)."""
     modules = list(_modules(ast_json))
@@ -238,5 +251,10 @@ def input_paths(ast_json: str) -> InputPaths:
             collector.visit(ast.get("imports") or [])
             collector.visit(ast.get("rules") or [])
     except _Unbounded:
+        return InputPaths(None)
+    if collector.input_vars != sum(
+        _input_vars(ast.get("imports") or []) + _input_vars(ast.get("rules") or []) for _, ast in modules
+    ):
+        # An AST shape the collector does not know held a reference to input: it cannot tell what is read.
         return InputPaths(None)
     return InputPaths(tuple(sorted(collector.paths, key=lambda path: json.dumps(path))))
