@@ -13,7 +13,9 @@ Input document of one decision::
 ``cluster`` replaces ``node`` when a member cluster is the target. ``pod`` is the pod manifest without
 ``status`` and without per-instance identity (:func:`pod_document`), so replicas share decisions; ``node``
 is ``metadata`` (name, labels, annotations) and ``spec`` (taints, unschedulable). ``time`` is passed in,
-rounded to a granularity, so that equal inputs give equal, cacheable decisions.
+rounded to a granularity, so that equal inputs give equal, cacheable decisions. A client may also say which
+paths of the input its policy reads (:class:`InputPaths`, :meth:`PolicyClient.input_paths`): inputs equal
+at those paths (:func:`projection`) get equal decisions, so caches key on them.
 
 Every client method that can wait (on the network, on a worker) is a coroutine with a deadline; the
 scheduling cycle awaits it between Filter batches, never inside Filter or Score.

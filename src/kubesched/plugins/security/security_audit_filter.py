@@ -7,11 +7,16 @@ call over the ~10 % of nodes kube-scheduler examines. ``evaluationMode: per-node
 one-call-per-node pattern, as an option and as the benchmark baseline.
 
 What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy
-revision, pod input digest, time bucket, operation) and within an entry by the node's *policy facts*
-(name, labels, annotations, taints, unschedulable: a status-only node update keeps the decision). An entry
-only ever grows: each per-node :class:`~kubesched.framework.policy.Decision` is immutable once recorded,
-so replicas sharing the entry can never see another attempt's outcome change theirs. Everything about one
-attempt — exemption, an engine failure, what was skipped — lives in that attempt's own
+revision, pod key, time bucket, operation) and within an entry by node class. Both come from what the policy
+reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per revision): the pod key is
+the pod's values at the paths read under ``input.pod`` (pods that differ only in an annotation the policy
+never reads share their decisions), a node class is the nodes with equal values at the paths read under
+``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a part (remote
+OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the node by its
+*policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node update keeps
+the decision. An entry only ever grows: each per-class :class:`~kubesched.framework.policy.Decision` is
+immutable once recorded, so pods sharing the entry can never see another attempt's outcome change theirs.
+Everything about one attempt — exemption, an engine failure, what was skipped — lives in that attempt's own
 :class:`AttemptPolicy` in the CycleState, which is also the attempt's verdict source, sealed into plain
 verdicts when the cycle ends.
 
