@@ -22,7 +22,7 @@ from kubesched.framework.policy import (
     projection,
     target_document,
 )
-from kubesched.plugins.security.policy_keys import pod_key
+from kubesched.plugins.security.policy_keys import Keying
 from kubesched.policy.embedded import EmbeddedRegoEngine
 from kubesched.testing.builders import make_node, make_pod
 
@@ -146,6 +146,7 @@ def test_decisions_by_the_projected_key_equal_decisions_without_a_cache(
     paths = engine.input_paths
     node_paths = paths.below(kind)
     to_document = target_document(kind)
+    keying = Keying(paths, kind, to_document)
     cache: dict[tuple[str, str], tuple[bool, tuple[str, ...]]] = {}
     for pod_doc, node in pairs:
         # A twin that differs only where no policy here distinguishes, by construction of the vocabulary... or
@@ -156,7 +157,7 @@ def test_decisions_by_the_projected_key_equal_decisions_without_a_cache(
             node_key = (
                 projection(node_doc, node_paths) if node_paths is not None else json.dumps(node_doc, sort_keys=True)
             )
-            key = (pod_key(doc, whole, paths), node_key)
+            key = (keying.pod_key(doc, whole), node_key)
             fresh = _answer(
                 engine.decide(decision_input(doc, node_doc, target_kind=kind, operation="schedule", time=TIME))
             )

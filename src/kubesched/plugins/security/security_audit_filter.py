@@ -42,6 +42,7 @@ from kubesched.framework.policy import (
     OPERATION_SCHEDULE,
     UNDEFINED_REASON,
     Decision,
+    InputPaths,
     PolicyError,
     decision_input,
     denial_reason,
@@ -66,7 +67,7 @@ from kubesched.plugins.security.args import (
 )
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
 from kubesched.plugins.security.engines import engine_client, pod_exemption
-from kubesched.plugins.security.policy_keys import node_classes, pod_key
+from kubesched.plugins.security.policy_keys import Keying
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
 _WARNED_KEY = "kubesched.io/security-audit-warned"
@@ -275,6 +276,8 @@ class SecurityAuditFilter:
         # Node documents per (class column, class id) of one table (class ids are per table and column).
         self._docs: tuple[NodeTable | None, dict[tuple[str, int], dict[str, Any]]] = (None, {})
         self.calls = 0  # policy evaluations made (batch or per node), for benchmarks and tests
+        # How the last revision seen keys its decisions (made once per revision: see policy_keys).
+        self._keying: tuple[str, InputPaths | None, Keying] = ("", None, Keying(None, self.target_kind, self._document))
 
     @property
     def name(self) -> str:
@@ -316,9 +319,9 @@ class SecurityAuditFilter:
             # Another table (tests build several): its class ids mean other nodes.
             self._docs = (snapshot.table, {})
             self.cache = DecisionCache(self.args.cache_size)
-        paths = self.client.input_paths(revision)
-        attempt.use_classes(*node_classes(snapshot.table, paths, self.target_kind, self._document))
-        pod_part = pod_key(attempt.pod_doc, attempt.pod_digest, paths)
+        keying = self._keying_for(revision)
+        attempt.use_classes(*keying.node_classes(snapshot.table))
+        pod_part = keying.pod_key(attempt.pod_doc, attempt.pod_digest)
         # The node classes are part of the key: class ids of one column mean nothing in another.
         key = CacheKey(revision, f"{pod_part}/{attempt.facts_name}", attempt.time, OPERATION_SCHEDULE)
         entry = self.cache.get(key)
@@ -380,11 +383,18 @@ class SecurityAuditFilter:
             attempt.entry.record(class_id, decision)
         return None
 
+    def _keying_for(self, revision: str) -> Keying:
+        paths = self.client.input_paths(revision)
+        known, known_paths, keying = self._keying
+        if known != revision or known_paths != paths:
+            keying = Keying(paths, self.target_kind, self._document)
+            self._keying = (revision, paths, keying)
+        return keying
+
     def _classes_changed(self, attempt: AttemptPolicy, revision: str) -> bool:
         if self.args.evaluation_mode == MODE_PER_NODE or attempt.facts_name == NODE_POLICY_FACTS.name:
             return False  # per node, or classes of whole policy facts: right for any policy
-        paths = self.client.input_paths(revision)
-        name, _ = node_classes(attempt.snapshot.table, paths, self.target_kind, self._document)
+        name, _ = self._keying_for(revision).node_classes(attempt.snapshot.table)
         return name != attempt.facts_name
 
     async def _decide_one_by_one(self, attempt: AttemptPolicy, documents: list[dict[str, Any]]) -> dict[str, Decision]:
