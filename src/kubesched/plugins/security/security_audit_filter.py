@@ -360,7 +360,8 @@ class SecurityAuditFilter:
         except PolicyError as exc:
             attempt.fail(str(exc), ignore=self.args.failure_policy == FAILURE_IGNORE)
             return None
-        decisions = [answers[info.name] for info in infos]
+        # By the documents' names: a class's document is the first node of it ever seen, not always this batch's.
+        decisions = [answers[document["metadata"]["name"]] for document in documents]
         answered = next((d.revision for d in decisions if d.revision), attempt.entry.revision)
         if answered != attempt.entry.revision and self._classes_changed(attempt, answered):
             # The policy changed between keying this attempt and the answer, and the new one tells other nodes

@@ -208,7 +208,7 @@ allow if input.node.metadata.labels.pool == input.pod.metadata.labels.team
 """
 
 # Reads the same, and everything else too: the analysis cannot bound it, so decisions are keyed whole.
-WALKING_POLICY = POOL_POLICY + """
+WALKING_POLICY = f"""{POOL_POLICY}
 walked := [v | walk(input, [_, v])]
 """
 
@@ -248,6 +248,37 @@ def test_pods_and_nodes_the_policy_cannot_tell_apart_share_evaluations(
         assert audit.calls == calls
         entries = list(audit.cache._entries.values())
         assert all(int(entry.decided.sum()) == classes for entry in entries)
+
+    run_async(scenario())
+
+
+def test_a_node_class_is_decided_by_any_of_its_nodes(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # The nodes whose documents stood for their pools in the first evaluation are gone by the second: other
+        # nodes of the same pools stand for them, and their answers are theirs.
+        (tmp_path / "pools.rego").write_text(POOL_POLICY)
+        cfg = config(
+            {"multiPoint": ["SecurityAuditFilter"]},
+            {"SecurityAuditFilter": {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}},
+        )
+        clock = VirtualClock()
+        pools = "abcabc"
+        first = [make_node(f"n{i}").label("pool", p).capacity(cpu="4", pods=20).obj() for i, p in enumerate(pools)]
+        cluster = SimulatedCluster(clock, first, [teammate("a0", "a")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        cluster.subscribe(scheduler.event_handlers)
+        await scheduler.run_until_idle(clock)
+        assert records.last("a0").node in ("n0", "n3")
+        for name in ("n0", "n1", "n2"):
+            cluster.delete_node(name)
+        cluster.add_pod(teammate("b0", "b"))
+        cluster.add_pod(teammate("c0", "c"))
+        await scheduler.run_until_idle(clock)
+        assert (records.last("b0").node, records.last("c0").node) == ("n4", "n5")
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == 3, "one evaluation per team"
+        await scheduler.close()
 
     run_async(scenario())
 
