@@ -13,7 +13,9 @@ Input document of one decision::
 ``cluster`` replaces ``node`` when a member cluster is the target. ``pod`` is the pod manifest without
 ``status`` and without per-instance identity (:func:`pod_document`), so replicas share decisions; ``node``
 is ``metadata`` (name, labels, annotations) and ``spec`` (taints, unschedulable). ``time`` is passed in,
-rounded to a granularity, so that equal inputs give equal, cacheable decisions.
+rounded to a granularity, so that equal inputs give equal, cacheable decisions. A client may also say which
+paths of the input its policy reads (:class:`InputPaths`, :meth:`PolicyClient.input_paths`): inputs equal
+at those paths (:func:`projection`) get equal decisions, so caches key on them.
 
 Every client method that can wait (on the network, on a worker) is a coroutine with a deadline; the
 scheduling cycle awaits it between Filter batches, never inside Filter or Score.
@@ -122,12 +124,88 @@ class PolicyClient(Protocol):
         leaves out is undefined); raises :class:`PolicyError` by the deadline."""
         ...
 
+    def input_paths(self, revision: str) -> InputPaths | None:
+        """What the policy of ``revision`` reads of its input, when the client knows (None: it does not, and
+        callers key decisions on the whole input). Cheap and without I/O."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
 def policy_client(handle: Handle, spec: PolicyEngineSpec) -> PolicyClient:
     """The scheduler's shared client for ``spec`` (created on first request)."""
     return cast(PolicyClient, handle.service(POLICY_ENGINE_SERVICE, spec))
+
+
+# ---- what a policy reads of its input --------------------------------------------------------------
+
+PathPart = str | int
+InputPath = tuple[PathPart, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InputPaths:
+    """The ``input`` references a policy makes, as constant paths (``input.pod.metadata.labels["team"]`` is
+    ``("pod", "metadata", "labels", "team")``; a reference with a variable key stops before it, so it stands
+    for the whole subtree). ``paths`` is None when the analysis cannot bound them (``input`` used whole).
+
+    Made by :func:`kubesched.policy.input_paths.input_paths` from the policy's AST, per revision; read by
+    SecurityAuditFilter, which keys its decision cache on the pod's values at these paths only (a pod that
+    differs from another only where the policy never looks gets the other's decisions).
+    """
+
+    paths: tuple[InputPath, ...] | None
+
+    def below(self, root: str) -> tuple[InputPath, ...] | None:
+        """The paths under ``input.<root>``, relative and prefix-free; None when ``input.<root>`` may be read
+        whole (or the analysis could not tell); ``()`` when the policy never reads it."""
+        if self.paths is None:
+            return None
+        found = sorted({path[1:] for path in self.paths if path and path[0] == root}, key=_path_order)
+        if () in found:
+            return None
+        kept: list[InputPath] = []
+        for path in found:  # sorted: a prefix comes before the paths it covers
+            if not any(path[: len(prefix)] == prefix for prefix in kept):
+                kept.append(path)
+        return tuple(kept)
+
+
+def _path_order(path: InputPath) -> tuple[tuple[int, str], ...]:
+    return tuple((0, part) if isinstance(part, str) else (1, f"{part:020d}") for part in path)
+
+
+_TYPE_TAGS = ((bool, "boolean"), (str, "string"), (int, "number"), (float, "number"), (list, "array"))
+
+
+def _type_tag(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "object"
+    return next((tag for kind, tag in _TYPE_TAGS if isinstance(value, kind)), type(value).__name__)
+
+
+def _at(document: object, path: InputPath) -> object:
+    """The value at ``path``, or where and on what the lookup stopped: two documents with equal answers for
+    every read path are equal to the policy (a lookup that stops on a string is undefined whatever the
+    string; on a mapping without the key, whatever the other keys)."""
+    node = document
+    for depth, part in enumerate(path):
+        found = (isinstance(part, str) and isinstance(node, Mapping) and part in node) or (
+            isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node)
+        )
+        if found:
+            node = node[part]  # type: ignore[index]
+        else:
+            return {"absent": depth, "on": _type_tag(node)}
+    return {"value": node}
+
+
+def projection(document: Mapping[str, Any], paths: Sequence[InputPath]) -> str:
+    """``document`` seen through ``paths`` (from :meth:`InputPaths.below`), as canonical JSON: equal
+    projections mean equal inputs for a policy that reads only these paths."""
+    return json.dumps([_at(document, path) for path in paths], sort_keys=True, separators=(",", ":"), default=str)
 
 
 # ---- input documents ------------------------------------------------------------------------------

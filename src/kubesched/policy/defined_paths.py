@@ -30,7 +30,7 @@ def _ref_parts(ref: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _rule_head(rule: Mapping[str, Any]) -> list[str]:
+def rule_head(rule: Mapping[str, Any]) -> list[str]:
     body = rule.get("Spec") or rule.get("Default") or {}
     head = body.get("head", body)  # a Default rule carries its reference directly
     for kind in ("Compr", "Set", "Func"):
@@ -48,7 +48,7 @@ def defined_paths(ast_json: str) -> tuple[list[Path], list[Path]]:
         package = tuple(_ref_parts(ast["package"]["refr"]))
         packages.append(package)
         for rule in ast.get("rules", ()):
-            head = _rule_head(rule)
+            head = rule_head(rule)
             if head:
                 rules.append((*package, *head))
     return packages, rules

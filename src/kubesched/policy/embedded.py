@@ -35,7 +35,7 @@ import yaml
 
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.clock import Clock
-from kubesched.framework.policy import Decision, PolicyError, undefined_decision
+from kubesched.framework.policy import Decision, InputPaths, PolicyError, undefined_decision
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
@@ -44,6 +44,7 @@ from kubesched.policy.contract import (
     interpret_result,
 )
 from kubesched.policy.defined_paths import undefined_path_error
+from kubesched.policy.input_paths import input_paths
 
 log = logging.getLogger(__name__)
 
@@ -174,11 +175,16 @@ class EmbeddedRegoEngine:
         self.last_reload_error = ""
         self._failed_stamp: Stamp | None = None
         self._sources = sources if sources is not None else _read_sources(self._policy_paths, self._data_paths)
-        self._engine = self._build(self._sources)
+        self._engine, self._input_paths = self._build(self._sources)
 
     @property
     def kind(self) -> str:
         return "embedded"
+
+    @property
+    def input_paths(self) -> InputPaths:
+        """What the policy in force reads of ``input`` (:mod:`kubesched.policy.input_paths`)."""
+        return self._input_paths
 
     @property
     def decision_path(self) -> str:
@@ -199,16 +205,18 @@ class EmbeddedRegoEngine:
         self._failed_stamp = stamp
         self.last_reload_error = error
 
-    def _build(self, sources: PolicySources) -> Any:
+    def _build(self, sources: PolicySources) -> tuple[Any, InputPaths]:
         engine = regorus.Engine()
         for path, text in sources.policies:
             try:
                 engine.add_policy(path, text)
             except RuntimeError as exc:
                 raise PolicyError(f"policy does not compile: {_first_line(exc)}") from exc
-        undefined = undefined_path_error(self._decision_path, engine.get_ast_as_json(), sources.data)
+        ast_json = engine.get_ast_as_json()
+        undefined = undefined_path_error(self._decision_path, ast_json, sources.data)
         if undefined:
             raise PolicyError(undefined)
+        paths = input_paths(ast_json)  # of the user's modules only: the generated ones are added below
         generated = {
             "kubesched-single.rego": (f"package {SINGLE_PACKAGE}\n\nimport rego.v1\n\ndecision := {self._reference}\n"),
             "kubesched-batch-node.rego": batch_module(self._decision_path, "node"),
@@ -224,7 +232,7 @@ class EmbeddedRegoEngine:
                 engine.eval_rule(rule)
             except RuntimeError as exc:
                 raise PolicyError(f"policy does not compile: {_first_line(exc)}") from exc
-        return engine
+        return engine, paths
 
     def revision(self) -> str:
         self._maybe_reload()
@@ -259,13 +267,13 @@ class EmbeddedRegoEngine:
                 # Touched or rewritten with the same bytes (or put back after a broken change).
                 self._sources, self._failed_stamp, self.last_reload_error = sources, None, ""
                 return False
-            engine = self._build(sources)
+            engine, paths = self._build(sources)
         except (PolicyError, OSError, ValueError) as exc:  # ValueError: a file that is not UTF-8
             self._failed_stamp = stamp  # None when the files could not even be listed: retried every check
             self.last_reload_error = str(exc)
             log.error("keeping the last good policy (revision %s): %s", self._sources.revision, exc)
             return False
-        self._sources, self._engine = sources, engine
+        self._sources, self._engine, self._input_paths = sources, engine, paths
         self._failed_stamp, self.last_reload_error = None, ""
         log.info("policy reloaded: revision %s", sources.revision)
         return True

@@ -76,7 +76,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, cast
 
 from kubesched.clock import Clock
-from kubesched.framework.policy import ENGINE_EMBEDDED, Decision, PolicyError, undefined_decision
+from kubesched.framework.policy import ENGINE_EMBEDDED, Decision, InputPaths, PolicyError, undefined_decision
 from kubesched.policy.contract import batch_input
 from kubesched.policy.embedded import EmbeddedRegoEngine, PolicySources, Stamp
 
@@ -161,6 +161,7 @@ def _reload(engine: EmbeddedRegoEngine, conn: Connection) -> None:
         error or engine.last_reload_error,
         engine.failed_stamp,
         engine.sources if changed else None,
+        engine.input_paths,
     )
     conn.send_bytes(pickle.dumps(message))
 
@@ -188,7 +189,8 @@ def _serve(
         return
     engine.remember_failed_reload(failed_stamp, reload_error)
     # The sources go back only when read here: a restarted worker was given them.
-    conn.send_bytes(pickle.dumps(("ready", engine.sources.revision, engine.sources if sources is None else None)))
+    ready = ("ready", engine.sources.revision, engine.sources if sources is None else None, engine.input_paths)
+    conn.send_bytes(pickle.dumps(ready))
     while True:
         try:
             message = conn.recv_bytes()
@@ -356,6 +358,8 @@ class EmbeddedPolicyClient:
         self._failed_stamp: Stamp | None = None
         self._last_reload_error = ""
         self._revision = ""
+        # What the policy of a revision reads of its input, as the worker analysed it when it built the engine.
+        self._paths: tuple[str, InputPaths] = ("", InputPaths(None))
         self._last_check = clock.now()
         self._check_pending = False
         self._stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -387,6 +391,11 @@ class EmbeddedPolicyClient:
     def revision(self) -> str:
         self._maybe_check()
         return self._revision
+
+    def input_paths(self, revision: str) -> InputPaths | None:
+        # Only for the revision analysed: a caller holding an older or newer revision keys on the whole input.
+        analysed, paths = self._paths
+        return paths if analysed == revision and revision else None
 
     async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
         deadline = _monotonic() + self._timeout
@@ -619,7 +628,7 @@ class EmbeddedPolicyClient:
         if message[0] == "error":
             worker.dispose(graceful=False)
             raise PolicyError(message[1])
-        _, revision, sources = message
+        _, revision, sources, paths = message
         with self._lock:
             closed = self._closed
             if not closed:
@@ -629,6 +638,7 @@ class EmbeddedPolicyClient:
             raise PolicyError("the embedded policy client is closed")
         if sources is not None:
             self._sources = sources
+        self._paths = (revision, paths)
         self._revision = revision
         log.debug(
             "policy worker %d ready in %.1f ms (revision %s)", worker.pid, (_monotonic() - started) * 1e3, revision
@@ -671,7 +681,8 @@ class EmbeddedPolicyClient:
             return
         finally:
             worker.busy = False
-        _, revision, error, failed_stamp, sources = message
+        _, revision, error, failed_stamp, sources, paths = message
+        self._paths = (revision, paths)
         if sources is not None:
             self._sources = sources
             log.info("policy reloaded: revision %s", revision)

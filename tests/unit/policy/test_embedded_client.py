@@ -426,3 +426,28 @@ def test_close_leaves_no_process_or_thread_behind(
     assert workers() == [] and client_threads() == []
     idle.close()  # idempotent
     busy.close()
+
+
+def test_the_read_paths_are_those_of_the_revision_in_force(
+    run_async: RunAsync[Any], make_client: MakeClient, tmp_path: Path
+) -> None:
+    policy = tmp_path / "simple.rego"
+    policy.write_text(SIMPLE)
+    client = make_client([str(policy)], decision_path="simple/allow")
+
+    async def scenario() -> None:
+        first = client.revision()
+        paths = client.input_paths(first)
+        assert paths is not None and paths.paths == (("node", "metadata", "name"),)
+        assert client.input_paths("another revision") is None, "never the paths of another policy"
+        policy.write_text(SIMPLE.replace("input.node.metadata.name", 'input.pod.metadata.labels["team"]'))
+        second = await client.reload()
+        assert second != first and client.input_paths(first) is None
+        paths = client.input_paths(second)
+        assert paths is not None and paths.paths == (("pod", "metadata", "labels", "team"),)
+        os.kill(client.worker_pid or 0, signal.SIGKILL)  # a restarted worker analyses the same sources
+        await asyncio.sleep(0.1)
+        await client.decide({"pod": {}})
+        assert client.input_paths(second) == paths
+
+    run_async(scenario())

@@ -1,11 +1,12 @@
-"""Decision cache: the policy's answers per (policy revision, pod input, time bucket, operation).
+"""Decision cache: the policy's answers per (policy revision, pod key, time bucket, operation).
 
 OPA keeps no decisions between queries, so the scheduler keeps them: a pod retried after backoff, or a
-replica whose policy input equals another's, reuses what was decided. The key holds everything the
-decision depends on except the node, and each entry holds per-node decisions keyed by the node's policy
-facts (so a node whose labels changed is decided again, and one whose status changed is not); an entry can
-never answer for another policy revision; entries of an older revision are dropped as soon as a newer
-revision is seen. Used by SecurityAuditFilter.
+pod whose policy-visible facts equal another's, reuses what was decided. The pod key is what the policy of
+that revision reads of the pod (:mod:`~kubesched.plugins.security.policy_keys`; the whole pod input when the
+engine cannot say), with the node classes it is decided per; each entry holds per-node-class decisions (so a
+node whose read facts changed is decided again, and one whose status changed is not); an entry can never
+answer for another policy revision; entries of an older revision are dropped as soon as a newer revision
+is seen. Used by SecurityAuditFilter.
 """
 
 from __future__ import annotations

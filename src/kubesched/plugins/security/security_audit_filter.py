@@ -7,11 +7,16 @@ call over the ~10 % of nodes kube-scheduler examines. ``evaluationMode: per-node
 one-call-per-node pattern, as an option and as the benchmark baseline.
 
 What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy
-revision, pod input digest, time bucket, operation) and within an entry by the node's *policy facts*
-(name, labels, annotations, taints, unschedulable: a status-only node update keeps the decision). An entry
-only ever grows: each per-node :class:`~kubesched.framework.policy.Decision` is immutable once recorded,
-so replicas sharing the entry can never see another attempt's outcome change theirs. Everything about one
-attempt — exemption, an engine failure, what was skipped — lives in that attempt's own
+revision, pod key, time bucket, operation) and within an entry by node class. Both come from what the policy
+reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per revision): the pod key is
+the pod's values at the paths read under ``input.pod`` (pods that differ only in an annotation the policy
+never reads share their decisions), a node class is the nodes with equal values at the paths read under
+``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a part (remote
+OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the node by its
+*policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node update keeps
+the decision. An entry only ever grows: each per-class :class:`~kubesched.framework.policy.Decision` is
+immutable once recorded, so pods sharing the entry can never see another attempt's outcome change theirs.
+Everything about one attempt — exemption, an engine failure, what was skipped — lives in that attempt's own
 :class:`AttemptPolicy` in the CycleState, which is also the attempt's verdict source, sealed into plain
 verdicts when the cycle ends.
 
@@ -37,6 +42,7 @@ from kubesched.framework.policy import (
     OPERATION_SCHEDULE,
     UNDEFINED_REASON,
     Decision,
+    InputPaths,
     PolicyError,
     decision_input,
     denial_reason,
@@ -61,12 +67,16 @@ from kubesched.plugins.security.args import (
 )
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
 from kubesched.plugins.security.engines import engine_client, pod_exemption
+from kubesched.plugins.security.policy_keys import Keying
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
 _WARNED_KEY = "kubesched.io/security-audit-warned"
 DENIED_PREFIX = "Denied by security policy: "
 ENGINE_FAILED_PREFIX = "OPA evaluation failed: "
 NOT_PREFETCHED = "the policy decision for this node was not fetched before Filter"
+POLICY_CHANGING = "the policy revision kept changing during the evaluation"
+# Re-keyings of one attempt after the policy changed under it before it gives up (a reload every call).
+_MAX_REKEYS = 3
 
 
 def denial_status(decision: Decision) -> Status:
@@ -143,9 +153,11 @@ class AttemptPolicy:
         "error",
         "exempt",
         "facts",
+        "facts_name",
         "plugin",
         "pod_digest",
         "pod_doc",
+        "rekeyed",
         "skipped",
         "snapshot",
         "time",
@@ -156,7 +168,10 @@ class AttemptPolicy:
         self.engine = engine
         self.enforcement = enforcement
         self.snapshot = snapshot
+        # The node classes the attempt's decisions are per (nodes the policy cannot tell apart); see _key.
+        self.facts_name = NODE_POLICY_FACTS.name
         self.facts: ClassColumn = snapshot.table.class_column(NODE_POLICY_FACTS.name, NODE_POLICY_FACTS.key_fn)
+        self.rekeyed = 0  # times the policy revision changed under this attempt (see prefetch_filter)
         self.pod_digest = ""
         self.pod_doc: dict[str, Any] = {}
         self.time = ""
@@ -184,6 +199,10 @@ class AttemptPolicy:
         if self.error and not self.skipped:
             return Status(Code.ERROR, ENGINE_FAILED_PREFIX + self.error)
         return None
+
+    def use_classes(self, name: str, column: ClassColumn) -> None:
+        self.facts_name, self.facts = name, column
+        self._batch = (None, np.zeros(0, dtype=np.int64))
 
     def class_ids(self, nodes: NodeBatch) -> IntArray:
         batch, ids = self._batch
@@ -254,9 +273,11 @@ class SecurityAuditFilter:
         self.target_kind = policy_target_kind(handle)
         self._document = target_document(self.target_kind)
         self.cache: DecisionCache[NodeDecisions] = DecisionCache(args.cache_size)
-        # Node documents per policy-facts class of one table (class ids are per table).
-        self._docs: tuple[NodeTable | None, dict[int, dict[str, Any]]] = (None, {})
+        # Node documents per (class column, class id) of one table (class ids are per table and column).
+        self._docs: tuple[NodeTable | None, dict[tuple[str, int], dict[str, Any]]] = (None, {})
         self.calls = 0  # policy evaluations made (batch or per node), for benchmarks and tests
+        # How the last revision seen keys its decisions (made once per revision: see policy_keys).
+        self._keying: tuple[str, InputPaths | None, Keying] = ("", None, Keying(None, self.target_kind, self._document))
 
     @property
     def name(self) -> str:
@@ -283,21 +304,31 @@ class SecurityAuditFilter:
         attempt.pod_doc = pod_document(pod.pod)
         attempt.time = rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
         attempt.pod_digest = digest({"pod": attempt.pod_doc, "operation": OPERATION_SCHEDULE, "time": attempt.time})
-        revision = self.client.revision()
+        self._key(attempt, self.client.revision())
+        return attempt
+
+    def _key(self, attempt: AttemptPolicy, revision: str) -> None:
+        """Find (or make) the attempt's shared decisions under ``revision``: keyed by what that revision's policy
+        reads of the pod, per class of nodes it cannot tell apart (the whole pod and the node's policy facts
+        when the client has no analysis of it: see :mod:`~kubesched.plugins.security.policy_keys`)."""
         if self.args.evaluation_mode == MODE_PER_NODE:
             attempt.entry = NodeDecisions(revision)  # the seed's pattern: no cache
-            return attempt
+            return
+        snapshot = attempt.snapshot
         if self._docs[0] is not snapshot.table:
             # Another table (tests build several): its class ids mean other nodes.
             self._docs = (snapshot.table, {})
             self.cache = DecisionCache(self.args.cache_size)
-        key = CacheKey(revision, attempt.pod_digest, attempt.time, OPERATION_SCHEDULE)
+        keying = self._keying_for(revision)
+        attempt.use_classes(*keying.node_classes(snapshot.table))
+        pod_part = keying.pod_key(attempt.pod_doc, attempt.pod_digest)
+        # The node classes are part of the key: class ids of one column mean nothing in another.
+        key = CacheKey(revision, f"{pod_part}/{attempt.facts_name}", attempt.time, OPERATION_SCHEDULE)
         entry = self.cache.get(key)
         if entry is None:
             entry = NodeDecisions(revision)
             self.cache.put(key, entry)
         attempt.entry = entry
-        return attempt
 
     # ---- fetching decisions (off the loop, between Filter batches) -----------------------------
 
@@ -313,7 +344,7 @@ class SecurityAuditFilter:
         wanted, first = np.unique(class_ids[todo], return_index=True)
         slots = nodes.slots[todo][first]
         infos: list[NodeInfo] = NodeBatch(attempt.snapshot.table, slots).infos
-        documents = self._node_documents(attempt.snapshot.table, wanted.tolist(), infos)
+        documents = self._node_documents(attempt.snapshot.table, attempt.facts_name, wanted.tolist(), infos)
         try:
             if self.args.evaluation_mode == MODE_PER_NODE:
                 answers = await self._decide_one_by_one(attempt, documents)
@@ -329,7 +360,21 @@ class SecurityAuditFilter:
         except PolicyError as exc:
             attempt.fail(str(exc), ignore=self.args.failure_policy == FAILURE_IGNORE)
             return None
-        decisions = [answers[info.name] for info in infos]
+        # By the documents' names: a class's document is the first node of it ever seen, not always this batch's.
+        decisions = [answers[document["metadata"]["name"]] for document in documents]
+        answered = next((d.revision for d in decisions if d.revision), attempt.entry.revision)
+        if answered != attempt.entry.revision and self._classes_changed(attempt, answered):
+            # The policy changed between keying this attempt and the answer, and the new one tells other nodes
+            # apart than the old one did: a representative's answer must not be broadcast over the old class.
+            # Key the attempt again under the revision that answered, and ask again. (With the same classes the
+            # answers are kept, as before the analysis: each is right for this pod, and the entry they go into
+            # is dropped by the next attempt, which sees the new revision.)
+            if attempt.rekeyed >= _MAX_REKEYS:
+                attempt.fail(POLICY_CHANGING, ignore=False)
+                return None
+            attempt.rekeyed += 1
+            self._key(attempt, answered)
+            return await self.prefetch_filter(state, pod, nodes)
         if self.args.failure_policy == FAILURE_IGNORE and any(d.undefined for d in decisions):
             # An undefined decision is a wrong path or a missing default: a failure of the policy set-up,
             # which Ignore lets through (Fail keeps it a deny).
@@ -338,6 +383,20 @@ class SecurityAuditFilter:
         for class_id, decision in zip(wanted.tolist(), decisions, strict=True):
             attempt.entry.record(class_id, decision)
         return None
+
+    def _keying_for(self, revision: str) -> Keying:
+        paths = self.client.input_paths(revision)
+        known, known_paths, keying = self._keying
+        if known != revision or known_paths != paths:
+            keying = Keying(paths, self.target_kind, self._document)
+            self._keying = (revision, paths, keying)
+        return keying
+
+    def _classes_changed(self, attempt: AttemptPolicy, revision: str) -> bool:
+        if self.args.evaluation_mode == MODE_PER_NODE or attempt.facts_name == NODE_POLICY_FACTS.name:
+            return False  # per node, or classes of whole policy facts: right for any policy
+        name, _ = self._keying_for(revision).node_classes(attempt.snapshot.table)
+        return name != attempt.facts_name
 
     async def _decide_one_by_one(self, attempt: AttemptPolicy, documents: list[dict[str, Any]]) -> dict[str, Decision]:
         """The seed's pattern: one engine call per (pod, node), in order."""
@@ -355,16 +414,19 @@ class SecurityAuditFilter:
             )
         return answers
 
-    def _node_documents(self, table: NodeTable, class_ids: list[int], infos: list[NodeInfo]) -> list[dict[str, Any]]:
-        """Node documents are built once per policy-facts class, then reused by every pod."""
+    def _node_documents(
+        self, table: NodeTable, column: str, class_ids: list[int], infos: list[NodeInfo]
+    ) -> list[dict[str, Any]]:
+        """Node documents are built once per class, then reused by every pod. (A class's document is its first
+        node's: with read-path classes, other nodes of the class differ only where the policy does not look.)"""
         if self._docs[0] is not table:
             self._docs = (table, {})
         docs = self._docs[1]
         result = []
         for class_id, info in zip(class_ids, infos, strict=True):
-            doc = docs.get(class_id)
+            doc = docs.get((column, class_id))
             if doc is None:
-                doc = docs[class_id] = self._document(info.node)
+                doc = docs[(column, class_id)] = self._document(info.node)
             result.append(doc)
         return result
 

@@ -198,6 +198,91 @@ def test_cache_reuses_decisions_for_a_retried_pod(run_async: Runner) -> None:
     run_async(scenario())
 
 
+POOL_POLICY = """package pools
+
+import rego.v1
+
+default allow := false
+
+allow if input.node.metadata.labels.pool == input.pod.metadata.labels.team
+"""
+
+# Reads the same, and everything else too: the analysis cannot bound it, so decisions are keyed whole.
+WALKING_POLICY = f"""{POOL_POLICY}
+walked := [v | walk(input, [_, v])]
+"""
+
+
+def pool_nodes() -> list[Any]:
+    pools = ["a", "a", "a", "b", "b", "c"]
+    return [make_node(f"n{i}").label("pool", pool).capacity(cpu="4", pods=20).obj() for i, pool in enumerate(pools)]
+
+
+def teammate(name: str, team: str) -> Pod:
+    # Each pod differs from the others in a label and an annotation the pool policy never reads.
+    return make_pod(name).label("team", team).label("app", name).annotation("note", name).req(cpu="100m").obj()
+
+
+@pytest.mark.parametrize(
+    ("policy", "calls", "classes"),
+    [
+        pytest.param(POOL_POLICY, 2, 3, id="read-paths-one-call-per-team-one-document-per-pool"),
+        pytest.param(WALKING_POLICY, 5, 6, id="unbounded-one-call-per-pod-one-document-per-node"),
+    ],
+)
+def test_pods_and_nodes_the_policy_cannot_tell_apart_share_evaluations(
+    run_async: Runner, tmp_path: Path, policy: str, calls: int, classes: int
+) -> None:
+    async def scenario() -> None:
+        (tmp_path / "pools.rego").write_text(policy)
+        cfg = config(
+            {"multiPoint": ["SecurityAuditFilter"]},
+            {"SecurityAuditFilter": {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}},
+        )
+        pods = [teammate(f"a{i}", "a") for i in range(4)] + [teammate("b0", "b")]
+        scheduler, cluster, records = await run(cfg, pods, pool_nodes())
+        pools = {name: node.metadata.labels["pool"] for name, node in cluster.nodes.items()}
+        assert {pools.get(records.last(p.metadata.name).node or "") for p in pods[:4]} == {"a"}
+        assert pools.get(records.last("b0").node or "") == "b"
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == calls
+        entries = list(audit.cache._entries.values())
+        assert all(int(entry.decided.sum()) == classes for entry in entries)
+
+    run_async(scenario())
+
+
+def test_a_node_class_is_decided_by_any_of_its_nodes(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # The nodes whose documents stood for their pools in the first evaluation are gone by the second: other
+        # nodes of the same pools stand for them, and their answers are theirs.
+        (tmp_path / "pools.rego").write_text(POOL_POLICY)
+        cfg = config(
+            {"multiPoint": ["SecurityAuditFilter"]},
+            {"SecurityAuditFilter": {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}},
+        )
+        clock = VirtualClock()
+        pools = "abcabc"
+        first = [make_node(f"n{i}").label("pool", p).capacity(cpu="4", pods=20).obj() for i, p in enumerate(pools)]
+        cluster = SimulatedCluster(clock, first, [teammate("a0", "a")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        cluster.subscribe(scheduler.event_handlers)
+        await scheduler.run_until_idle(clock)
+        assert records.last("a0").node in ("n0", "n3")
+        for name in ("n0", "n1", "n2"):
+            cluster.delete_node(name)
+        cluster.add_pod(teammate("b0", "b"))
+        cluster.add_pod(teammate("c0", "c"))
+        await scheduler.run_until_idle(clock)
+        assert (records.last("b0").node, records.last("c0").node) == ("n4", "n5")
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == 3, "one evaluation per team"
+        await scheduler.close()
+
+    run_async(scenario())
+
+
 @pytest.mark.parametrize(
     ("namespace", "labels", "exempt"),
     [

@@ -1,0 +1,172 @@
+"""What a policy reads of its input, from regorus' AST: the paths, the cases that make it unbounded, and the
+projection that keys decisions on those paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import regorus
+
+from kubesched.framework.policy import InputPath, InputPaths, projection
+from kubesched.policy.input_paths import input_paths
+
+ROOT = Path(__file__).resolve().parents[3]
+BENCH_POLICY = ROOT / "src" / "kubesched" / "bench" / "workloads" / "security" / "placement.rego"
+EXAMPLE_POLICY = ROOT / "examples" / "policies" / "placement.rego"
+RESIDENCY_POLICY = ROOT / "examples" / "multicluster" / "policies" / "residency.rego"
+
+PLACEMENT_PATHS: tuple[InputPath, ...] = (
+    ("node", "metadata", "labels"),
+    ("node", "metadata", "name"),
+    ("pod", "metadata", "labels"),
+    ("pod", "metadata", "namespace"),
+    ("pod", "spec", "containers"),
+    ("pod", "spec", "initContainers"),
+)
+
+
+def analysed(*modules: str) -> InputPaths:
+    engine = regorus.Engine()
+    for index, text in enumerate(modules):
+        engine.add_policy(f"m{index}.rego", text)
+    return input_paths(engine.get_ast_as_json())
+
+
+def rule(body: str, *, header: str = "") -> str:
+    return f"package t\n\nimport rego.v1\n{header}\nallow if {{\n\t{body}\n}}\n"
+
+
+def test_the_placement_policies_read_a_few_pod_and_node_fields() -> None:
+    for policy in (BENCH_POLICY, EXAMPLE_POLICY):
+        paths = analysed(policy.read_text())
+        assert paths.paths == PLACEMENT_PATHS, policy
+        # object.get(input.pod.metadata, "labels", {}) reads the labels, not the whole metadata (annotations).
+        assert paths.below("pod") == (
+            ("metadata", "labels"),
+            ("metadata", "namespace"),
+            ("spec", "containers"),
+            ("spec", "initContainers"),
+        )
+        assert paths.below("node") == (("metadata", "labels"), ("metadata", "name"))
+
+
+def test_the_residency_policy_never_reads_the_cluster_name() -> None:
+    paths = analysed(RESIDENCY_POLICY.read_text())
+    assert paths.below("cluster") == (("metadata", "annotations"), ("metadata", "labels"))
+    assert paths.below("pod") == (("metadata", "labels"),)
+    assert paths.below("node") == ()  # never read: every node looks the same to it
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(
+            'input.pod.metadata.labels["team"] == "a"', [("pod", "metadata", "labels", "team")], id="string-key"
+        ),
+        pytest.param("input.pod.spec.containers[0].image", [("pod", "spec", "containers", 0, "image")], id="index"),
+        pytest.param("input.pod.metadata.labels[k]", [("pod", "metadata", "labels")], id="variable-key-whole-subtree"),
+        pytest.param("input.pod.x[1.5]", [("pod", "x")], id="fractional-index-whole-subtree"),
+        pytest.param(
+            "some c in input.pod.spec.containers\n\tc.image", [("pod", "spec", "containers")], id="some-in-collection"
+        ),
+        pytest.param(
+            "input.pod.metadata.labels[input.node.metadata.name]",
+            [("node", "metadata", "name"), ("pod", "metadata", "labels")],
+            id="reference-in-an-index",
+        ),
+        pytest.param(
+            'object.get(input.pod, ["metadata", "labels", "team"], "")',
+            [("pod", "metadata", "labels", "team")],
+            id="object-get-path",
+        ),
+        pytest.param(
+            "object.get(input.pod.metadata, k, {})", [("pod", "metadata")], id="object-get-variable-key-whole-object"
+        ),
+        pytest.param(
+            'object.get(input.pod.metadata, "labels", input.node.metadata.labels)',
+            [("node", "metadata", "labels"), ("pod", "metadata", "labels")],
+            id="object-get-default-is-read-too",
+        ),
+        pytest.param("m := input.pod.metadata\n\tm.labels.a", [("pod", "metadata")], id="alias-counts-whole"),
+        pytest.param("[x | x := input.pod.a]", [("pod", "a")], id="comprehension"),
+        pytest.param("every c in input.pod.c { c.x }", [("pod", "c")], id="every"),
+        pytest.param("f(input.pod.spec)", [("pod", "spec")], id="function-argument-whole"),
+        pytest.param("walk(input, [p, v])", None, id="walk-input-unbounded"),
+        pytest.param("x := input\n\tx.pod", None, id="input-whole-unbounded"),
+        pytest.param("input[k].metadata", None, id="dynamic-root-unbounded"),
+        pytest.param("data.t.g with input.pod as {}", None, id="with-input-unbounded"),
+        pytest.param("count(input) > 0", None, id="builtin-on-input-unbounded"),
+    ],
+)
+def test_paths_read_by_one_rule(body: str, expected: list[InputPath] | None) -> None:
+    policy = rule(body) + "\nf(x) := x\n\ng := true\n"
+    paths = analysed(policy).paths
+    assert (sorted(paths) if paths is not None else None) == (sorted(expected) if expected is not None else None)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param("import input.pod as p", id="import-input-pod"),
+        pytest.param("import input.pod", id="import-input-pod-unaliased"),
+    ],
+)
+def test_an_imported_input_reference_is_read_whole(header: str) -> None:
+    paths = analysed(rule("p.metadata.labels.a", header=header) if "as" in header else rule("pod.x", header=header))
+    assert paths.below("pod") is None and paths.below("node") == ()
+
+
+def test_import_input_is_unbounded() -> None:
+    assert analysed(rule("input.pod.x", header="import input")).paths is None
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param(rule('object.get(input.pod, "a", 1)', header="import data.lib as object"), id="import-as-object"),
+        pytest.param(rule('object.get(input.pod, "a", 1)', header="import data.object"), id="import-object"),
+        pytest.param(
+            rule('object.get(input.pod, "a", 1) with object.get as mock') + "\nmock(a, b, c) := a\n", id="with-mock"
+        ),
+    ],
+)
+def test_object_get_is_taken_for_the_builtin_only_when_nothing_can_shadow_it(policy: str) -> None:
+    lib = "package lib\n\nimport rego.v1\n\nget(a, b, c) := a\n"
+    objects = "package object\n\nimport rego.v1\n\nget(a, b, c) := a\n"
+    paths = analysed(policy, lib, objects)
+    assert paths.below("pod") is None  # the whole pod: the call may read it all
+
+
+def test_generated_modules_are_not_analysed() -> None:
+    from kubesched.policy.contract import batch_module
+
+    paths = analysed(BENCH_POLICY.read_text(), batch_module("kubernetes/authz", "node"))
+    assert paths.paths == PLACEMENT_PATHS  # the batch module's input.nodes and `with input as` are kubesched's
+
+
+def test_paths_below_a_root_are_prefix_free() -> None:
+    paths = InputPaths((("pod", "a"), ("pod", "a", "b"), ("pod", "c", 0), ("node", "x"), ("time",)))
+    assert paths.below("pod") == (("a",), ("c", 0))
+    assert InputPaths((("pod",), ("pod", "a"))).below("pod") is None
+    assert InputPaths(None).below("pod") is None
+    assert paths.below("cluster") == ()
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "equal"),
+    [
+        pytest.param({"a": {"b": 1}, "z": 1}, {"a": {"b": 1}, "z": 2}, True, id="unread-field-differs"),
+        pytest.param({"a": {"b": 1}}, {"a": {"b": 1.5}}, False, id="read-value-differs"),
+        pytest.param({"a": {}}, {"a": {"c": 1}}, True, id="both-without-the-key"),
+        pytest.param({"a": {}}, {"a": "text"}, False, id="missing-key-is-not-a-string"),
+        pytest.param({"a": "x"}, {"a": "y"}, True, id="strings-stop-the-lookup-alike"),
+        pytest.param({"a": {"b": None}}, {"a": {}}, False, id="null-is-not-absent"),
+        pytest.param({"a": {"b": True}}, {"a": {"b": 1}}, False, id="true-is-not-one"),
+        pytest.param({"l": [{"b": 1}]}, {"l": [{"b": 1}, {"b": 2}]}, True, id="only-element-zero-read"),
+        pytest.param({"l": []}, {"l": {}}, False, id="empty-array-is-not-empty-object"),
+    ],
+)
+def test_projection(left: dict[str, object], right: dict[str, object], equal: bool) -> None:
+    paths: tuple[InputPath, ...] = (("a", "b"), ("l", 0, "b"))
+    assert (projection(left, paths) == projection(right, paths)) is equal
