@@ -21,7 +21,14 @@ A cluster with 100 free CPUs spread as 2 per node cannot run a pod asking for 8.
 The pod's request (component-helpers ``PodRequests``, no non-zero defaults) is computed once at PreFilter.
 A request larger than the whole cluster's allocatable is UnschedulableAndUnresolvable, anything else
 Unschedulable. The in-flight overlay is cached per cluster by the state and the super node's generation, so
-Filter recomputes it only after a bind to that cluster.
+Filter recomputes it only after a bind to that cluster; when the in-flight pods are the cached ones plus pods
+bound since (the usual case: a bind appends), only those are placed, on a copy of the cached buckets (first-fit
+is sequential, so the buckets are the same as placing every pod again).
+
+``filter_batch`` answers for every candidate cluster at once from
+:class:`~kubesched.plugins.multicluster.capacity_index.CapacityIndex`, which keeps each cluster's buckets as
+arrays until its super node or its state changes; ``filter`` is the reference, and a property test holds the two
+equal (statuses, reasons and codes).
 """
 
 from __future__ import annotations
@@ -30,17 +37,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kubesched.framework.clusters import ClusterState, NodeBucket, take_cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo, PreFilterResult, Resource
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
+from kubesched.plugins.helper.classes import uniform_result
 from kubesched.plugins.multicluster.args import ClusterCapacityArgs
+from kubesched.plugins.multicluster.capacity_index import (
+    MAX_REQUEST_ITEMS,
+    MODE_TOTALS,
+    MODE_UNKNOWN,
+    CapacityIndex,
+    decode,
+)
 from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, in_flight, read_snapshot, request_items
 
 if TYPE_CHECKING:
-    from kubesched.framework.interface import FilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
+    from kubesched.framework.interface import BatchFilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.CLUSTER_CAPACITY
 
@@ -142,6 +160,23 @@ def _status(code: Code, reasons: list[str]) -> Status:
     return status
 
 
+def _missing_state() -> Status:
+    return Status.error(f"{PRE_FILTER_STATE_KEY} not found: the plugin's PreFilter did not run")
+
+
+@dataclass(frozen=True, slots=True)
+class _Overlay:
+    """One cluster's overlaid buckets and what they were made from."""
+
+    state: ClusterState
+    generation: int
+    pods: int
+    """The super node's generation and pod count then: equal now means the same in-flight pods."""
+    in_flight: tuple[str, ...]
+    """The in-flight pods' uids, in the order they were placed."""
+    buckets: _Buckets
+
+
 class ClusterCapacity:
     """Filter: clusters without a node the pod fits on (node summaries), or without room in their totals."""
 
@@ -149,8 +184,8 @@ class ClusterCapacity:
         self.args = validated(args, ClusterCapacityArgs)
         self._ignored = frozenset(self.args.ignored_resources)
         self._handle = handle
-        # cluster name -> (the state, super node generation, its pod count, the overlaid buckets)
-        self._overlays: dict[str, tuple[ClusterState, int, int, _Buckets]] = {}
+        self._overlays: dict[str, _Overlay] = {}
+        self._index = CapacityIndex(self.args.node_level_fit, self._buckets)
 
     @property
     def name(self) -> str:
@@ -167,13 +202,61 @@ class ClusterCapacity:
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         request = state.get(PRE_FILTER_STATE_KEY, _Request)
         if request is None:
-            return Status.error(f"{PRE_FILTER_STATE_KEY} not found: the plugin's PreFilter did not run")
+            return _missing_state()
         cluster = read_snapshot(state).get(node_info.name)
         if cluster is None:
             return UNKNOWN_CLUSTER
         if cluster.nodes is None or not self.args.node_level_fit:
             return self._estimate(request.items, cluster, node_info)
         return self._node_fit(request.items, cluster, self._buckets(cluster, node_info))
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        request = state.get(PRE_FILTER_STATE_KEY, _Request)
+        if request is None:
+            return uniform_result(len(nodes), _missing_state())
+        snapshot = read_snapshot(state)
+        if len(nodes) == 0:
+            return None
+        if len(request.items) > MAX_REQUEST_ITEMS:
+            return self._filter_each(state, pod, nodes)
+        fits, keys = self._index.verdicts(snapshot.clusters, nodes, request.items)
+        rejected = ~fits
+        if not rejected.any():
+            return None
+        distinct, inverse = np.unique(keys[rejected], return_inverse=True)
+        statuses = [self._rejection(request.items, int(key)) for key in distinct.tolist()]
+        codes = np.zeros(len(nodes), dtype=np.int64)
+        codes[rejected] = inverse.reshape(-1) + 1
+        return BatchFilterResult(codes, statuses)
+
+    def _filter_each(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        # The per-cluster reference, for a request too wide for the index's keys.
+        statuses: list[Status] = []
+        codes = np.zeros(len(nodes), dtype=np.int64)
+        for index, info in enumerate(nodes.infos):
+            status = self.filter(state, pod, info)
+            if status is not None:
+                statuses.append(status)
+                codes[index] = len(statuses)
+        return BatchFilterResult(codes, statuses) if statuses else None
+
+    def _rejection(self, request: Sequence[tuple[str, int]], key: int) -> Status:
+        """The Status ``filter`` gives for what the key says (the same reasons, in the same order)."""
+        rejection = decode(key, len(request))
+        if rejection.mode == MODE_UNKNOWN:
+            return UNKNOWN_CLUSTER
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if rejection.beyond else Code.UNSCHEDULABLE
+        names = [request[j][0] for j in rejection.short]
+        if rejection.mode == MODE_TOTALS:
+            reasons = [TOO_MANY_PODS] if rejection.full else []
+            reasons.extend(insufficient(name) for name in names)
+            return _status(code, reasons)
+        reasons = [no_node_with(name) for name in names]
+        if rejection.full:
+            reasons.append(ERR_REASON_NO_POD_SLOT)
+        if not reasons:
+            reasons.append(ERR_REASON_NO_NODE_FITS)
+        return _status(code, reasons)
 
     def _code(self, request: Sequence[tuple[str, int]], cluster: ClusterState, short: Sequence[str]) -> Code:
         whole = cluster.allocatable
@@ -204,12 +287,29 @@ class ClusterCapacity:
     def _buckets(self, cluster: ClusterState, node_info: NodeInfo) -> _Buckets:
         cached = self._overlays.get(cluster.name)
         pods = len(node_info.pods)
-        if cached is not None and cached[0] is cluster and cached[1] == node_info.generation and cached[2] == pods:
-            return cached[3]
+        if (
+            cached is not None
+            and cached.state is cluster
+            and cached.generation == node_info.generation
+            and cached.pods == pods
+        ):
+            return cached.buckets
         assert cluster.nodes is not None
-        requests = [tuple(request_items(pod.request, self._ignored).items()) for pod in in_flight(node_info, cluster)]
-        buckets = overlay(cluster.nodes, requests)
-        self._overlays[cluster.name] = (cluster, node_info.generation, pods, buckets)
+        flying = list(in_flight(node_info, cluster))
+        uids = tuple(pod.uid for pod in flying)
+        placed = len(cached.in_flight) if cached is not None else 0
+        if cached is not None and cached.state is cluster and uids[:placed] == cached.in_flight:
+            # The same pods first, in the same order, then the ones bound since: place only those (on a copy:
+            # the cached list may be in use). No new pod (the node changed otherwise, e.g. a bind confirmed):
+            # the very same list, which tells the batch index its arrays still hold.
+            buckets = cached.buckets if len(flying) == placed else list(cached.buckets)
+            for pod in flying[placed:]:
+                place_first_fit(buckets, tuple(request_items(pod.request, self._ignored).items()))
+        else:
+            buckets = overlay(
+                cluster.nodes, [tuple(request_items(pod.request, self._ignored).items()) for pod in flying]
+            )
+        self._overlays[cluster.name] = _Overlay(cluster, node_info.generation, pods, uids, buckets)
         return buckets
 
     def _node_fit(self, request: Sequence[tuple[str, int]], cluster: ClusterState, buckets: _Buckets) -> Status | None:
@@ -231,5 +331,5 @@ class ClusterCapacity:
 
 if TYPE_CHECKING:
 
-    def _conforms(plugin: ClusterCapacity) -> tuple[PreFilterPlugin, FilterPlugin]:
+    def _conforms(plugin: ClusterCapacity) -> tuple[PreFilterPlugin, BatchFilterPlugin]:
         return plugin, plugin
