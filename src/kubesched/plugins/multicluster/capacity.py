@@ -55,7 +55,7 @@ from kubesched.plugins.multicluster.capacity_index import (
     CapacityIndex,
     decode,
 )
-from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, in_flight, read_snapshot, request_items
+from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, read_snapshot, request_items
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import BatchFilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
@@ -295,22 +295,24 @@ class ClusterCapacity:
         ):
             return cached.buckets
         assert cluster.nodes is not None
-        flying = list(in_flight(node_info, cluster))
-        uids = tuple(pod.uid for pod in flying)
+        # The in-flight pods' uids (common.in_flight's order), by key alone: only the pods to place are looked up.
+        accounted = cluster.accounted_pods
+        uids = tuple([uid for uid in node_info.pods if uid not in accounted])
         placed = len(cached.in_flight) if cached is not None else 0
         if cached is not None and cached.state is cluster and uids[:placed] == cached.in_flight:
             # The same pods first, in the same order, then the ones bound since: place only those (on a copy:
             # the cached list may be in use). No new pod (the node changed otherwise, e.g. a bind confirmed):
             # the very same list, which tells the batch index its arrays still hold.
-            buckets = cached.buckets if len(flying) == placed else list(cached.buckets)
-            for pod in flying[placed:]:
-                place_first_fit(buckets, tuple(request_items(pod.request, self._ignored).items()))
+            buckets = cached.buckets if len(uids) == placed else list(cached.buckets)
+            for uid in uids[placed:]:
+                place_first_fit(buckets, self._request_of(node_info.pods[uid]))
         else:
-            buckets = overlay(
-                cluster.nodes, [tuple(request_items(pod.request, self._ignored).items()) for pod in flying]
-            )
+            buckets = overlay(cluster.nodes, [self._request_of(node_info.pods[uid]) for uid in uids])
         self._overlays[cluster.name] = _Overlay(cluster, node_info.generation, pods, uids, buckets)
         return buckets
+
+    def _request_of(self, pod: PodInfo) -> tuple[tuple[str, int], ...]:
+        return tuple(request_items(pod.request, self._ignored).items())
 
     def _node_fit(self, request: Sequence[tuple[str, int]], cluster: ClusterState, buckets: _Buckets) -> Status | None:
         live = [free for count, free in buckets if count > 0]
