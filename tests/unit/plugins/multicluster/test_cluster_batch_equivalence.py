@@ -7,6 +7,7 @@ ClusterReadiness's ``filter_batch``/``score_batch`` and ClusterBalance's ``score
 per-cluster methods of a fresh plugin over the whole snapshot and a shuffled subset. The batch plugins are kept
 across rounds in which pods are bound, removed, counted by the member, and states replaced, as in a scheduler, so
 their per-slot caches and the incremental overlay are checked against a recomputation from scratch.
+ClusterReservation's ``filter_batch`` is compared with its ``filter`` over random commit ledgers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from kubesched.api.objects import Pod
 from kubesched.clock import VirtualClock
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.state import placeholder_uid
-from kubesched.framework.clusters import CLUSTER_STATE_SERVICE, ClusterSnapshot, ClusterState, NodeBucket
+from kubesched.framework.clusters import (
+    CLUSTER_COMMIT_SERVICE,
+    CLUSTER_STATE_SERVICE,
+    ClusterSnapshot,
+    ClusterState,
+    CommitLedger,
+    NodeBucket,
+)
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime.services import Services
 from kubesched.framework.snapshot import Snapshot
@@ -34,6 +42,8 @@ from kubesched.plugins.multicluster import (
     ClusterCapacityArgs,
     ClusterReadiness,
     ClusterReadinessArgs,
+    ClusterReservation,
+    ClusterReservationArgs,
 )
 from kubesched.plugins.multicluster.args import ResourceWeight
 from kubesched.scheduler.cache.cache import Cache
@@ -235,3 +245,53 @@ def test_cluster_plugins_batch_equals_per_cluster_across_binds_and_state_changes
                 source.put(data.draw(cluster_state(cluster), label="new state"))
             elif change == "drop":
                 source.drop(cluster)
+
+
+class _Committer:
+    """Only the ledger: ClusterReservation's Filter reads nothing else of the committer."""
+
+    def __init__(self) -> None:
+        self.ledger = CommitLedger()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(NAMES), st.sampled_from([NOON - 120, NOON - 60, NOON - 59, NOON - 1, NOON])),
+        max_size=12,
+    ),
+    st.lists(st.sampled_from(NAMES), max_size=3),
+    st.permutations(NAMES),
+    st.integers(1, len(NAMES)),
+)
+def test_reservation_filter_batch_equals_filter_on_the_ledger(
+    failures: list[tuple[str, float]], succeeded: list[str], order: list[str], size: int
+) -> None:
+    committer = _Committer()
+    for cluster, at in failures:
+        committer.ledger.failed(cluster, at)
+    for cluster in succeeded:
+        committer.ledger.succeeded(cluster)
+    cache = Cache()
+    for name in NAMES:
+        cache.add_node(super_node(make_member(name).obj(), ClusterState(name=name, ready=True)))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    services = Services()
+    services.register(CLUSTER_COMMIT_SERVICE, lambda spec: committer)
+    handle = PluginHandle(cache, clock=VirtualClock(NOON), services=services, profile_name="hub")
+    plugin = ClusterReservation(ClusterReservationArgs(suspect_after_failures=2, suspect_seconds=60), handle)
+    pod = PodInfo(make_pod("p").obj())
+    subset = list(order[:size])
+    want = [plugin.filter(CycleState(), pod, snapshot.by_name[name]) for name in subset]
+    got = expand_batch_result(plugin.filter_batch(CycleState(), pod, batch_of(snapshot, subset)), len(subset))
+    assert got == want
+
+
+def test_reservation_filter_batch_without_a_committer_passes_every_cluster() -> None:
+    cache = Cache()
+    cache.add_node(super_node(make_member("c0").obj(), ClusterState(name="c0", ready=True)))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    plugin = ClusterReservation(None, PluginHandle(cache, services=Services()))
+    assert plugin.filter_batch(CycleState(), PodInfo(make_pod("p").obj()), batch_of(snapshot)) is None
