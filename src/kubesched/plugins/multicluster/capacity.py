@@ -25,14 +25,17 @@ Filter recomputes it only after a bind to that cluster; when the in-flight pods 
 bound since (the usual case: a bind appends), only those are placed, on a copy of the cached buckets (first-fit
 is sequential, so the buckets are the same as placing every pod again).
 
-``filter_batch`` answers for every candidate cluster at once from
-:class:`~kubesched.plugins.multicluster.capacity_index.CapacityIndex`, which keeps each cluster's buckets as
-arrays until its super node or its state changes; ``filter`` is the reference, and a property test holds the two
-equal (statuses, reasons and codes).
+``filter_batch`` keeps, per recurring request (a workload's few pod templates), the verdict of every cluster and
+the :class:`~kubesched.plugins.multicluster.capacity_index.CapacityIndex` stamp it was made at; a cluster whose
+super node or state changed since (the one the last bind went to, one a refresh updated) is asked again: a few
+through ``filter`` itself, many at once through the index's arrays (each cluster's buckets as a row per bucket,
+remade only when read after a change). ``filter`` is the reference, and a property test holds the two equal
+(statuses, reasons and codes).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,7 +44,7 @@ import numpy as np
 
 from kubesched.framework.clusters import ClusterState, NodeBucket, take_cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.node_table import BatchFilterResult, NodeBatch
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch, NodeTable
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo, PreFilterResult, Resource
 from kubesched.plugins import names
@@ -160,6 +163,46 @@ def _status(code: Code, reasons: list[str]) -> Status:
     return status
 
 
+FEW_SLOTS = 16
+"""Stale slots up to this many are filtered by the per-cluster method (plain Python, about 20 us each);
+more by the index's arrays, whose numpy calls cost about as much whatever their length."""
+
+MAX_KEPT_REQUESTS = 64
+"""Distinct pod requests whose per-cluster verdicts are kept (workloads repeat a few pod templates)."""
+
+
+class _Verdicts:
+    """One request's verdict per slot, valid while the slot's index stamp is the one kept beside it."""
+
+    __slots__ = ("_interned", "codes", "stamps", "statuses")
+
+    def __init__(self, capacity: int) -> None:
+        self.codes: IntArray = np.zeros(capacity, dtype=np.int64)
+        """0: fits; k > 0: rejected with ``statuses[k - 1]``."""
+        self.stamps: IntArray = np.full(capacity, -1, dtype=np.int64)
+        self.statuses: list[Status] = []
+        self._interned: dict[Status, int] = {}
+
+    def ensure(self, capacity: int) -> None:
+        grow = capacity - self.codes.shape[0]
+        if grow > 0:
+            self.codes = np.concatenate([self.codes, np.zeros(grow, dtype=np.int64)])
+            self.stamps = np.concatenate([self.stamps, np.full(grow, -1, dtype=np.int64)])
+
+    def code(self, status: Status | None) -> int:
+        if status is None:
+            return 0
+        code = self._interned.get(status)
+        if code is None:
+            self.statuses.append(status)
+            code = self._interned[status] = len(self.statuses)
+        return code
+
+    def put(self, slot: int, stamp: int, status: Status | None) -> None:
+        self.codes[slot] = self.code(status)
+        self.stamps[slot] = stamp
+
+
 def _missing_state() -> Status:
     return Status.error(f"{PRE_FILTER_STATE_KEY} not found: the plugin's PreFilter did not run")
 
@@ -186,6 +229,10 @@ class ClusterCapacity:
         self._handle = handle
         self._overlays: dict[str, _Overlay] = {}
         self._index = CapacityIndex(self.args.node_level_fit, self._buckets)
+        self._verdicts: OrderedDict[tuple[tuple[str, int], ...], _Verdicts] = OrderedDict()
+        self._verdicts_table: NodeTable | None = None
+        self.few_slots = FEW_SLOTS
+        """See :data:`FEW_SLOTS` (an attribute so a test can send every stale slot through the arrays)."""
 
     @property
     def name(self) -> str:
@@ -219,15 +266,47 @@ class ClusterCapacity:
             return None
         if len(request.items) > MAX_REQUEST_ITEMS:
             return self._filter_each(state, pod, nodes)
-        fits, keys = self._index.verdicts(snapshot.clusters, nodes, request.items)
-        rejected = ~fits
-        if not rejected.any():
+        table, slots, index = nodes.table, nodes.slots, self._index
+        index.refresh(table, snapshot.clusters, slots)
+        verdicts = self._verdicts_for(table, request.items)
+        missing = verdicts.stamps[slots] != index.stamps[slots]
+        if missing.any():
+            stale = slots[missing]
+            if stale.shape[0] <= self.few_slots:
+                for slot in stale.tolist():
+                    info = table.infos[slot]
+                    assert info is not None  # a batch holds live slots only
+                    verdicts.put(slot, int(index.stamps[slot]), self.filter(state, pod, info))
+            else:
+                fits, keys = index.verdicts(snapshot.clusters, table, stale, request.items)
+                codes = np.zeros(stale.shape[0], dtype=np.int64)
+                rejected = ~fits
+                if rejected.any():
+                    distinct, inverse = np.unique(keys[rejected], return_inverse=True)
+                    found = [verdicts.code(self._rejection(request.items, int(key))) for key in distinct.tolist()]
+                    codes[rejected] = np.asarray(found, dtype=np.int64)[inverse.reshape(-1)]
+                verdicts.codes[stale] = codes
+                verdicts.stamps[stale] = index.stamps[stale]
+        codes = verdicts.codes[slots]
+        if not codes.any():
             return None
-        distinct, inverse = np.unique(keys[rejected], return_inverse=True)
-        statuses = [self._rejection(request.items, int(key)) for key in distinct.tolist()]
-        codes = np.zeros(len(nodes), dtype=np.int64)
-        codes[rejected] = inverse.reshape(-1) + 1
-        return BatchFilterResult(codes, statuses)
+        return BatchFilterResult(codes, verdicts.statuses)
+
+    def _verdicts_for(self, table: NodeTable, request: tuple[tuple[str, int], ...]) -> _Verdicts:
+        """The kept verdicts of ``request`` (made empty the first time, or for a new table; the least recently
+        used request forgotten past :data:`MAX_KEPT_REQUESTS`)."""
+        if table is not self._verdicts_table:
+            self._verdicts_table = table
+            self._verdicts.clear()
+        verdicts = self._verdicts.get(request)
+        if verdicts is None:
+            verdicts = self._verdicts[request] = _Verdicts(table.capacity)
+            if len(self._verdicts) > MAX_KEPT_REQUESTS:
+                self._verdicts.popitem(last=False)
+        else:
+            self._verdicts.move_to_end(request)
+            verdicts.ensure(table.capacity)
+        return verdicts
 
     def _filter_each(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         # The per-cluster reference, for a request too wide for the index's keys.

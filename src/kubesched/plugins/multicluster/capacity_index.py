@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubesched.framework.clusters import ClusterState
-from kubesched.framework.node_table import BoolArray, IntArray, NodeBatch, NodeTable
+from kubesched.framework.node_table import BoolArray, IntArray, NodeTable
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo
 from kubesched.plugins.multicluster.slots import SlotTracker
 
@@ -87,16 +87,21 @@ class CapacityIndex:
         self._columns: dict[str, int] = {}
         self._capacity = 0
         self._width = 1  # rows per slot
+        # Per slot, the overlay its node-fit arrays were made from (identity: the plugin's cache hands out the
+        # same list while the cluster's in-flight pods and state are unchanged).
+        self._made_from: list[Sequence[Bucket] | None] = []
         self._alloc(0, 0, 1)
+        self.stamps: IntArray = np.zeros(0, dtype=np.int64)
+        """Per slot, a number that changes whenever the slot's verdicts may (its row or its cluster's state did):
+        a caller may keep verdicts per slot and stamp, see ClusterCapacity's per-request cache."""
+        self._next_stamp = 0
+        self._made: IntArray = np.zeros(0, dtype=np.int64)  # per slot, the stamp its arrays were made at
 
     # ---- storage --------------------------------------------------------------------------------
 
     def _alloc(self, columns: int, capacity: int, width: int) -> None:
         self.mode: IntArray = np.zeros(capacity, dtype=np.int64)
-        made_from: list[Sequence[Bucket] | None] = getattr(self, "_made_from", [])
-        # Per slot, the overlay its node-fit arrays were made from (identity: the plugin's cache hands out the
-        # same list while the cluster's in-flight pods and state are unchanged).
-        self._made_from = made_from[:capacity] + [None] * (capacity - len(made_from))
+        self._made_from = self._made_from[:capacity] + [None] * max(capacity - len(self._made_from), 0)
         self.live: BoolArray = np.zeros(capacity, dtype=np.bool_)
         self.full: BoolArray = np.zeros(capacity, dtype=np.bool_)
         self.valid: BoolArray = np.zeros((capacity, width), dtype=np.bool_)
@@ -129,26 +134,43 @@ class CapacityIndex:
 
     # ---- making a slot's values -----------------------------------------------------------------
 
-    def _refresh(self, table: NodeTable, clusters: Mapping[str, ClusterState], slots: IntArray) -> None:
+    def refresh(self, table: NodeTable, clusters: Mapping[str, ClusterState], slots: IntArray) -> None:
+        """Give every slot of ``slots`` whose node row or cluster state changed a new :attr:`stamps` value; its
+        arrays are remade when :meth:`verdicts` next reads them."""
         tracker = self._tracker
         if tracker.table is not table:
             self._columns = {}
             self._made_from = []
             self._alloc(0, table.capacity, 1)
+            self.stamps = np.zeros(table.capacity, dtype=np.int64)
+            self._made = np.full(table.capacity, -1, dtype=np.int64)
         stale = tracker.stale(table, clusters, slots)
         if not stale:
             return
         if self._capacity < table.capacity:
             self._resize(self.rows.shape[0], table.capacity, self._width)
+        if self.stamps.shape[0] < table.capacity:
+            grow = table.capacity - self.stamps.shape[0]
+            self.stamps = np.concatenate([self.stamps, np.zeros(grow, dtype=np.int64)])
+            self._made = np.concatenate([self._made, np.full(grow, -1, dtype=np.int64)])
         for slot in stale:
             info = table.infos[slot]
             assert info is not None  # a batch holds live slots only
             cluster = clusters.get(info.name)
-            if not tracker.version_changed(slot) and tracker.states[slot] is cluster:
-                tracker.mark(slot, cluster)  # another cluster's state changed, not this one's
-                continue
-            self._make(slot, info, cluster)
-            tracker.mark(slot, cluster)
+            if tracker.version_changed(slot) or tracker.states[slot] is not cluster:
+                self._next_stamp += 1
+                self.stamps[slot] = self._next_stamp
+            tracker.mark(slot, cluster)  # else another cluster's state changed, not this one's
+
+    def _ensure_made(self, table: NodeTable, clusters: Mapping[str, ClusterState], slots: IntArray) -> None:
+        behind = self._made[slots] != self.stamps[slots]
+        if not behind.any():
+            return
+        for slot in slots[behind].tolist():
+            info = table.infos[slot]
+            assert info is not None
+            self._make(slot, info, clusters.get(info.name))
+            self._made[slot] = self.stamps[slot]
 
     def _make(self, slot: int, info: NodeInfo, cluster: ClusterState | None) -> None:
         buckets = (
@@ -204,13 +226,16 @@ class CapacityIndex:
     # ---- the verdicts -------------------------------------------------------------------------------
 
     def verdicts(
-        self, clusters: Mapping[str, ClusterState], nodes: NodeBatch, request: Sequence[tuple[str, int]]
+        self,
+        clusters: Mapping[str, ClusterState],
+        table: NodeTable,
+        slots: IntArray,
+        request: Sequence[tuple[str, int]],
     ) -> tuple[BoolArray, IntArray]:
-        """Per candidate of ``nodes``: whether the pod fits, and for those that do not, a key for
-        :func:`decode`. ``request``: the pod's non-zero (resource, amount) items, at most
+        """Per slot of ``slots`` (refreshed by :meth:`refresh` this cycle): whether the pod fits, and for those
+        that do not, a key for :func:`decode`. ``request``: the pod's non-zero (resource, amount) items, at most
         :data:`MAX_REQUEST_ITEMS`."""
-        slots = nodes.slots
-        self._refresh(nodes.table, clusters, slots)
+        self._ensure_made(table, clusters, slots)
         mode = self.mode[slots]
         live = self.live[slots]
         ok = self.valid[slots]

@@ -6,7 +6,9 @@ resources, one no cluster reports, one the plugin ignores), ClusterCapacity's ``
 ClusterReadiness's ``filter_batch``/``score_batch`` and ClusterBalance's ``score_batch`` are compared with the
 per-cluster methods of a fresh plugin over the whole snapshot and a shuffled subset. The batch plugins are kept
 across rounds in which pods are bound, removed, counted by the member, and states replaced, as in a scheduler, so
-their per-slot caches and the incremental overlay are checked against a recomputation from scratch.
+their per-slot caches, the verdicts kept per recurring request and the incremental overlay are checked against a
+recomputation from scratch; one ClusterCapacity sends every changed cluster through its arrays, one through the
+per-cluster method as it does for a few.
 ClusterReservation's ``filter_batch`` is compared with its ``filter`` over random commit ledgers.
 """
 
@@ -217,15 +219,22 @@ def test_cluster_plugins_batch_equals_per_cluster_across_binds_and_state_changes
     services = Services()
     services.register(CLUSTER_STATE_SERVICE, lambda spec: source)
     handle = PluginHandle(cache, clock=VirtualClock(NOON), services=services, profile_name="hub")
+    arrays_only = [ClusterCapacity(args, handle) for args in CAPACITY_ARGS]
+    for plugin in arrays_only:
+        plugin.few_slots = 0  # every stale slot through the index's arrays, none through filter
     warm: list[Any] = [
+        *arrays_only,
         *(ClusterCapacity(args, handle) for args in CAPACITY_ARGS),
         *(ClusterReadiness(args, handle) for args in READINESS_ARGS),
         *(ClusterBalance(args, handle) for args in BALANCE_ARGS),
     ]
     snapshot = Snapshot()  # one snapshot updated in place, as the scheduler's: table slots persist
-    for _ in range(data.draw(st.integers(1, 4), label="rounds")):
+    # A few pending pods that recur across rounds, as a workload's templates do: the verdicts kept per request
+    # must follow every change in between.
+    pending = [PodInfo(data.draw(hub_pod(f"pending-{i}", None), label="pending")) for i in range(2)]
+    for _ in range(data.draw(st.integers(1, 5), label="rounds")):
         cache.update_snapshot(snapshot)
-        pod = PodInfo(data.draw(hub_pod("pending", None), label="pending"))
+        pod = data.draw(st.sampled_from(pending), label="this round's pod")
         order = data.draw(st.permutations(names), label="order")
         subset = order[: data.draw(st.integers(1, len(order)), label="subset size")]
         _check(warm, handle, snapshot, pod, list(subset))
