@@ -9,42 +9,54 @@ the candidates so the freest scores 100 (kube-scheduler's DefaultNormalizeScore)
 clusters however full they all are. The pod's cpu and memory count as kube-scheduler scoring counts them: 100m
 and 200Mi when the pod names none.
 
-Everything is computed once at PreScore over the feasible clusters; Score reads it.
+PreScore computes what the pod asks for per configured resource, once; Score reads it. ``score_batch`` scores
+every candidate at once from the table's allocatable and requested columns (the super node's figures are the
+cluster's, see :mod:`kubesched.federation.adapter`); ``score`` is the reference, and a property test holds the
+two equal. A weight on ``pods``, or figures so large that ``free × 100`` could leave int64, take the per-cluster
+path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
-from kubesched.framework.node_table import IntArray
+from kubesched.framework.node_table import IntArray, NodeBatch, NodeTable
 from kubesched.framework.status import Status
-from kubesched.framework.types import CPU, MEMORY, NodeInfo, PodInfo
+from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.normalize_score import default_normalize_score
 from kubesched.plugins.multicluster.args import ClusterBalanceArgs
 
 if TYPE_CHECKING:
-    from kubesched.framework.interface import Handle, PreScorePlugin, ScoreNormalizer, ScorePlugin
+    from kubesched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, ScoreNormalizer
 
 PRE_SCORE_STATE_KEY = "PreScore" + names.CLUSTER_BALANCE
 
 
 @dataclass(frozen=True, slots=True)
-class _Scores:
-    by_cluster: Mapping[str, int]
+class _Wanted:
+    amounts: tuple[tuple[str, int, int], ...]
+    """(resource, weight, what the pod asks for of it) per configured resource."""
 
-    def clone(self) -> _Scores:
+    def clone(self) -> _Wanted:
         return self
 
 
-def free_share_score(node_info: NodeInfo, pod: PodInfo, weights: Sequence[tuple[str, int]]) -> int:
-    """The weighted mean free share (0..100) of the cluster once ``pod`` is added."""
-    total = weight_sum = 0
+# Beyond this a cluster's figure times 100 might not fit in int64: such batches take the per-cluster path.
+_SAFE_CAPACITY = (2**63 - 1) // (MAX_NODE_SCORE * 4)
+
+
+def wanted_amounts(pod: PodInfo, weights: Sequence[tuple[str, int]]) -> tuple[tuple[str, int, int], ...]:
+    """(resource, weight, amount) per weighted resource: the pod's cpu and memory as scoring counts them (100m
+    and 200Mi when it names none), anything else as requested."""
+    out: list[tuple[str, int, int]] = []
     for name, weight in weights:
         if name == CPU:
             wanted = pod.non_zero_milli_cpu
@@ -52,13 +64,39 @@ def free_share_score(node_info: NodeInfo, pod: PodInfo, weights: Sequence[tuple[
             wanted = pod.non_zero_memory
         else:
             wanted = pod.request.get(name)
+        out.append((name, weight, wanted))
+    return tuple(out)
+
+
+def free_share_score(node_info: NodeInfo, pod: PodInfo, weights: Sequence[tuple[str, int]]) -> int:
+    """The weighted mean free share (0..100) of the cluster once ``pod`` is added."""
+    return _free_share(node_info, wanted_amounts(pod, weights))
+
+
+def _free_share(node_info: NodeInfo, wanted: Sequence[tuple[str, int, int]]) -> int:
+    total = weight_sum = 0
+    for name, weight, amount in wanted:
         capacity = node_info.allocatable.get(name)
         if capacity <= 0:
             continue
-        free = capacity - node_info.requested.get(name) - wanted
+        free = capacity - node_info.requested.get(name) - amount
         total += max(free, 0) * MAX_NODE_SCORE // capacity * weight
         weight_sum += weight
     return total // weight_sum if weight_sum else 0
+
+
+def _columns(table: NodeTable, name: str) -> tuple[IntArray, IntArray] | None:
+    """The (allocatable, requested) columns NodeInfo's ``allocatable.get(name)`` and ``requested.get(name)`` read;
+    None for ``pods``, whose requested figure the table does not hold."""
+    if name == CPU:
+        return table.alloc_cpu, table.req_cpu
+    if name == MEMORY:
+        return table.alloc_memory, table.req_memory
+    if name == EPHEMERAL_STORAGE:
+        return table.alloc_ephemeral, table.req_ephemeral
+    if name == PODS:
+        return None
+    return table.scalar(name)
 
 
 class ClusterBalance:
@@ -74,16 +112,40 @@ class ClusterBalance:
         return names.CLUSTER_BALANCE
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
-        state.write(
-            PRE_SCORE_STATE_KEY, _Scores({info.name: free_share_score(info, pod, self._weights) for info in nodes})
-        )
+        state.write(PRE_SCORE_STATE_KEY, _Wanted(wanted_amounts(pod, self._weights)))
         return None
 
-    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
-        scores = state.get(PRE_SCORE_STATE_KEY, _Scores)
-        if scores is None:
+    def _wanted(self, state: CycleState) -> _Wanted:
+        wanted = state.get(PRE_SCORE_STATE_KEY, _Wanted)
+        if wanted is None:
             raise RuntimeError(f"{PRE_SCORE_STATE_KEY} not found: the plugin's PreScore did not run")
-        return scores.by_cluster.get(node_info.name, free_share_score(node_info, pod, self._weights))
+        return wanted
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
+        return _free_share(node_info, self._wanted(state).amounts)
+
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
+        wanted = self._wanted(state).amounts
+        slots = nodes.slots
+        total = np.zeros(len(nodes), dtype=np.int64)
+        weight_sum = np.zeros(len(nodes), dtype=np.int64)
+        for name, weight, amount in wanted:
+            columns = _columns(nodes.table, name)
+            if columns is None:
+                return self._score_each(wanted, nodes)
+            capacity, requested = columns[0][slots], columns[1][slots]
+            if len(nodes) and (max(int(capacity.max()), -int(requested.min()), abs(amount)) > _SAFE_CAPACITY):
+                return self._score_each(wanted, nodes)
+            counted = capacity > 0
+            free = np.maximum(capacity - requested - amount, 0)
+            # Both operands are non-negative where counted, so numpy's floor division is Python's.
+            share = free * MAX_NODE_SCORE // np.where(counted, capacity, 1) * weight
+            total += np.where(counted, share, 0)
+            weight_sum += np.where(counted, weight, 0)
+        return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
+
+    def _score_each(self, wanted: Sequence[tuple[str, int, int]], nodes: NodeBatch) -> IntArray:
+        return np.fromiter((_free_share(info, wanted) for info in nodes.infos), dtype=np.int64, count=len(nodes))
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
@@ -92,5 +154,5 @@ class ClusterBalance:
 
 if TYPE_CHECKING:
 
-    def _conforms(plugin: ClusterBalance) -> tuple[PreScorePlugin, ScorePlugin, ScoreNormalizer]:
+    def _conforms(plugin: ClusterBalance) -> tuple[PreScorePlugin, BatchScorePlugin, ScoreNormalizer]:
         return plugin, plugin, plugin

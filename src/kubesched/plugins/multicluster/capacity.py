@@ -21,26 +21,47 @@ A cluster with 100 free CPUs spread as 2 per node cannot run a pod asking for 8.
 The pod's request (component-helpers ``PodRequests``, no non-zero defaults) is computed once at PreFilter.
 A request larger than the whole cluster's allocatable is UnschedulableAndUnresolvable, anything else
 Unschedulable. The in-flight overlay is cached per cluster by the state and the super node's generation, so
-Filter recomputes it only after a bind to that cluster.
+Filter recomputes it only after a bind to that cluster; when the in-flight pods are the cached ones plus pods
+bound since (the usual case: a bind appends), only those are placed, on a copy of the cached buckets (first-fit
+is sequential, so the buckets are the same as placing every pod again).
+
+``filter_batch`` keeps, per recurring request (a workload's few pod templates), the verdict of every cluster and
+the :class:`~kubesched.plugins.multicluster.capacity_index.CapacityIndex` stamp it was made at; a cluster whose
+super node or state changed since (the one the last bind went to, one a refresh updated) is asked again: a few
+through ``filter`` itself, many at once through the index's arrays (each cluster's buckets as a row per bucket,
+remade only when read after a change). ``filter`` is the reference, and a property test holds the two equal
+(statuses, reasons and codes).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kubesched.framework.clusters import ClusterState, NodeBucket, take_cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch, NodeTable
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo, PreFilterResult, Resource
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
+from kubesched.plugins.helper.classes import uniform_result
 from kubesched.plugins.multicluster.args import ClusterCapacityArgs
-from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, in_flight, read_snapshot, request_items
+from kubesched.plugins.multicluster.capacity_index import (
+    MAX_REQUEST_ITEMS,
+    MODE_TOTALS,
+    MODE_UNKNOWN,
+    CapacityIndex,
+    decode,
+)
+from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, read_snapshot, request_items
 
 if TYPE_CHECKING:
-    from kubesched.framework.interface import FilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
+    from kubesched.framework.interface import BatchFilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.CLUSTER_CAPACITY
 
@@ -142,6 +163,63 @@ def _status(code: Code, reasons: list[str]) -> Status:
     return status
 
 
+FEW_SLOTS = 16
+"""Stale slots up to this many are filtered by the per-cluster method (plain Python, about 20 us each);
+more by the index's arrays, whose numpy calls cost about as much whatever their length."""
+
+MAX_KEPT_REQUESTS = 64
+"""Distinct pod requests whose per-cluster verdicts are kept (workloads repeat a few pod templates)."""
+
+
+class _Verdicts:
+    """One request's verdict per slot, valid while the slot's index stamp is the one kept beside it."""
+
+    __slots__ = ("_interned", "codes", "stamps", "statuses")
+
+    def __init__(self, capacity: int) -> None:
+        self.codes: IntArray = np.zeros(capacity, dtype=np.int64)
+        """0: fits; k > 0: rejected with ``statuses[k - 1]``."""
+        self.stamps: IntArray = np.full(capacity, -1, dtype=np.int64)
+        self.statuses: list[Status] = []
+        self._interned: dict[Status, int] = {}
+
+    def ensure(self, capacity: int) -> None:
+        grow = capacity - self.codes.shape[0]
+        if grow > 0:
+            self.codes = np.concatenate([self.codes, np.zeros(grow, dtype=np.int64)])
+            self.stamps = np.concatenate([self.stamps, np.full(grow, -1, dtype=np.int64)])
+
+    def code(self, status: Status | None) -> int:
+        if status is None:
+            return 0
+        code = self._interned.get(status)
+        if code is None:
+            self.statuses.append(status)
+            code = self._interned[status] = len(self.statuses)
+        return code
+
+    def put(self, slot: int, stamp: int, status: Status | None) -> None:
+        self.codes[slot] = self.code(status)
+        self.stamps[slot] = stamp
+
+
+def _missing_state() -> Status:
+    return Status.error(f"{PRE_FILTER_STATE_KEY} not found: the plugin's PreFilter did not run")
+
+
+@dataclass(frozen=True, slots=True)
+class _Overlay:
+    """One cluster's overlaid buckets and what they were made from."""
+
+    state: ClusterState
+    generation: int
+    pods: int
+    """The super node's generation and pod count then: equal now means the same in-flight pods."""
+    in_flight: tuple[str, ...]
+    """The in-flight pods' uids, in the order they were placed."""
+    buckets: _Buckets
+
+
 class ClusterCapacity:
     """Filter: clusters without a node the pod fits on (node summaries), or without room in their totals."""
 
@@ -149,8 +227,12 @@ class ClusterCapacity:
         self.args = validated(args, ClusterCapacityArgs)
         self._ignored = frozenset(self.args.ignored_resources)
         self._handle = handle
-        # cluster name -> (the state, super node generation, its pod count, the overlaid buckets)
-        self._overlays: dict[str, tuple[ClusterState, int, int, _Buckets]] = {}
+        self._overlays: dict[str, _Overlay] = {}
+        self._index = CapacityIndex(self.args.node_level_fit, self._buckets)
+        self._verdicts: OrderedDict[tuple[tuple[str, int], ...], _Verdicts] = OrderedDict()
+        self._verdicts_table: NodeTable | None = None
+        self.few_slots = FEW_SLOTS
+        """See :data:`FEW_SLOTS` (an attribute so a test can send every stale slot through the arrays)."""
 
     @property
     def name(self) -> str:
@@ -167,13 +249,93 @@ class ClusterCapacity:
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         request = state.get(PRE_FILTER_STATE_KEY, _Request)
         if request is None:
-            return Status.error(f"{PRE_FILTER_STATE_KEY} not found: the plugin's PreFilter did not run")
+            return _missing_state()
         cluster = read_snapshot(state).get(node_info.name)
         if cluster is None:
             return UNKNOWN_CLUSTER
         if cluster.nodes is None or not self.args.node_level_fit:
             return self._estimate(request.items, cluster, node_info)
         return self._node_fit(request.items, cluster, self._buckets(cluster, node_info))
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        request = state.get(PRE_FILTER_STATE_KEY, _Request)
+        if request is None:
+            return uniform_result(len(nodes), _missing_state())
+        snapshot = read_snapshot(state)
+        if len(nodes) == 0:
+            return None
+        if len(request.items) > MAX_REQUEST_ITEMS:
+            return self._filter_each(state, pod, nodes)
+        table, slots, index = nodes.table, nodes.slots, self._index
+        index.refresh(table, snapshot.clusters, slots)
+        verdicts = self._verdicts_for(table, request.items)
+        missing = verdicts.stamps[slots] != index.stamps[slots]
+        if missing.any():
+            stale = slots[missing]
+            if stale.shape[0] <= self.few_slots:
+                for slot in stale.tolist():
+                    info = table.infos[slot]
+                    assert info is not None  # a batch holds live slots only
+                    verdicts.put(slot, int(index.stamps[slot]), self.filter(state, pod, info))
+            else:
+                fits, keys = index.verdicts(snapshot.clusters, table, stale, request.items)
+                codes = np.zeros(stale.shape[0], dtype=np.int64)
+                rejected = ~fits
+                if rejected.any():
+                    distinct, inverse = np.unique(keys[rejected], return_inverse=True)
+                    found = [verdicts.code(self._rejection(request.items, int(key))) for key in distinct.tolist()]
+                    codes[rejected] = np.asarray(found, dtype=np.int64)[inverse.reshape(-1)]
+                verdicts.codes[stale] = codes
+                verdicts.stamps[stale] = index.stamps[stale]
+        codes = verdicts.codes[slots]
+        if not codes.any():
+            return None
+        return BatchFilterResult(codes, verdicts.statuses)
+
+    def _verdicts_for(self, table: NodeTable, request: tuple[tuple[str, int], ...]) -> _Verdicts:
+        """The kept verdicts of ``request`` (made empty the first time, or for a new table; the least recently
+        used request forgotten past :data:`MAX_KEPT_REQUESTS`)."""
+        if table is not self._verdicts_table:
+            self._verdicts_table = table
+            self._verdicts.clear()
+        verdicts = self._verdicts.get(request)
+        if verdicts is None:
+            verdicts = self._verdicts[request] = _Verdicts(table.capacity)
+            if len(self._verdicts) > MAX_KEPT_REQUESTS:
+                self._verdicts.popitem(last=False)
+        else:
+            self._verdicts.move_to_end(request)
+            verdicts.ensure(table.capacity)
+        return verdicts
+
+    def _filter_each(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        # The per-cluster reference, for a request too wide for the index's keys.
+        statuses: list[Status] = []
+        codes = np.zeros(len(nodes), dtype=np.int64)
+        for index, info in enumerate(nodes.infos):
+            status = self.filter(state, pod, info)
+            if status is not None:
+                statuses.append(status)
+                codes[index] = len(statuses)
+        return BatchFilterResult(codes, statuses) if statuses else None
+
+    def _rejection(self, request: Sequence[tuple[str, int]], key: int) -> Status:
+        """The Status ``filter`` gives for what the key says (the same reasons, in the same order)."""
+        rejection = decode(key, len(request))
+        if rejection.mode == MODE_UNKNOWN:
+            return UNKNOWN_CLUSTER
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if rejection.beyond else Code.UNSCHEDULABLE
+        names = [request[j][0] for j in rejection.short]
+        if rejection.mode == MODE_TOTALS:
+            reasons = [TOO_MANY_PODS] if rejection.full else []
+            reasons.extend(insufficient(name) for name in names)
+            return _status(code, reasons)
+        reasons = [no_node_with(name) for name in names]
+        if rejection.full:
+            reasons.append(ERR_REASON_NO_POD_SLOT)
+        if not reasons:
+            reasons.append(ERR_REASON_NO_NODE_FITS)
+        return _status(code, reasons)
 
     def _code(self, request: Sequence[tuple[str, int]], cluster: ClusterState, short: Sequence[str]) -> Code:
         whole = cluster.allocatable
@@ -204,13 +366,32 @@ class ClusterCapacity:
     def _buckets(self, cluster: ClusterState, node_info: NodeInfo) -> _Buckets:
         cached = self._overlays.get(cluster.name)
         pods = len(node_info.pods)
-        if cached is not None and cached[0] is cluster and cached[1] == node_info.generation and cached[2] == pods:
-            return cached[3]
+        if (
+            cached is not None
+            and cached.state is cluster
+            and cached.generation == node_info.generation
+            and cached.pods == pods
+        ):
+            return cached.buckets
         assert cluster.nodes is not None
-        requests = [tuple(request_items(pod.request, self._ignored).items()) for pod in in_flight(node_info, cluster)]
-        buckets = overlay(cluster.nodes, requests)
-        self._overlays[cluster.name] = (cluster, node_info.generation, pods, buckets)
+        # The in-flight pods' uids (common.in_flight's order), by key alone: only the pods to place are looked up.
+        accounted = cluster.accounted_pods
+        uids = tuple([uid for uid in node_info.pods if uid not in accounted])
+        placed = len(cached.in_flight) if cached is not None else 0
+        if cached is not None and cached.state is cluster and uids[:placed] == cached.in_flight:
+            # The same pods first, in the same order, then the ones bound since: place only those (on a copy:
+            # the cached list may be in use). No new pod (the node changed otherwise, e.g. a bind confirmed):
+            # the very same list, which tells the batch index its arrays still hold.
+            buckets = cached.buckets if len(uids) == placed else list(cached.buckets)
+            for uid in uids[placed:]:
+                place_first_fit(buckets, self._request_of(node_info.pods[uid]))
+        else:
+            buckets = overlay(cluster.nodes, [self._request_of(node_info.pods[uid]) for uid in uids])
+        self._overlays[cluster.name] = _Overlay(cluster, node_info.generation, pods, uids, buckets)
         return buckets
+
+    def _request_of(self, pod: PodInfo) -> tuple[tuple[str, int], ...]:
+        return tuple(request_items(pod.request, self._ignored).items())
 
     def _node_fit(self, request: Sequence[tuple[str, int]], cluster: ClusterState, buckets: _Buckets) -> Status | None:
         live = [free for count, free in buckets if count > 0]
@@ -231,5 +412,5 @@ class ClusterCapacity:
 
 if TYPE_CHECKING:
 
-    def _conforms(plugin: ClusterCapacity) -> tuple[PreFilterPlugin, FilterPlugin]:
+    def _conforms(plugin: ClusterCapacity) -> tuple[PreFilterPlugin, BatchFilterPlugin]:
         return plugin, plugin
