@@ -1,14 +1,16 @@
 """What the cluster agent does in its member: report state, hold and release reservations, bind pods, expire.
 
 Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints) and
-tests. Everything goes to the member's API server through our own client
-(:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours.
+tests. Everything goes to the member's API server through a :class:`~kubesched.agent.api.MemberApi`: our own
+client (:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours, or -- for the
+benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
 
 * **State** is read fresh from the member on every ``state()`` call: its Nodes, its running Pods (bound to a
   node, not finished) and the live reservations, turned into a
   :class:`~kubesched.framework.clusters.ClusterState` with the same conversion the simulation uses
   (:func:`kubesched.federation.state.member_capacity`). A reservation counts like a pod on the node it was
-  placed on, so ``allocated`` and the per-node free buckets already leave its capacity out.
+  placed on, so ``allocated`` and the per-node free buckets already leave its capacity out. The lists are read
+  every time; only the parse of a Node or Pod listed again at the same uid and ``resourceVersion`` is reused.
 * **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
   :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
   ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
@@ -35,13 +37,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from kubesched.agent.api import MemberApi
 from kubesched.api.objects import Node, Pod
 from kubesched.api.resources import pod_requests
-from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, is_status
 from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
@@ -60,6 +62,8 @@ from kubesched.framework.clusters import ClusterState
 __all__ = ["DEFAULT_NAMESPACE", "Agent", "Refused", "Reservation"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DEFAULT_NAMESPACE = "kubesched-system"
 CONFIGMAP_PREFIX = "kubesched-reservation-"
@@ -127,6 +131,28 @@ def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
     return all(amount <= free.get(name, 0) for name, amount in requests.items() if amount > 0 and name != PODS)
 
 
+def _parsed(
+    items: Iterable[Mapping[str, Any]],
+    seen: Mapping[str, tuple[str, T]],
+    parse: Callable[[Mapping[str, Any], str], T],
+    where: str,
+) -> tuple[list[T], dict[str, tuple[str, T]]]:
+    """The listed objects parsed, and the cache for the next list: an object listed with the uid and
+    resourceVersion it had last time is the same object (the API server changes the version on every write), so
+    its earlier parse is reused. The new cache holds the objects listed now only (deleted ones drop out)."""
+    parsed: list[T] = []
+    fresh: dict[str, tuple[str, T]] = {}
+    for item in items:
+        metadata = item.get("metadata") or {}
+        uid, version = str(metadata.get("uid") or ""), str(metadata.get("resourceVersion") or "")
+        hit = seen.get(uid) if uid and version else None
+        obj = hit[1] if hit is not None and hit[0] == version else parse(item, where)
+        if uid and version:
+            fresh[uid] = (version, obj)
+        parsed.append(obj)
+    return parsed, fresh
+
+
 @dataclass
 class _Discovery:
     apis: frozenset[str] | None = None
@@ -140,7 +166,7 @@ class Agent:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: MemberApi,
         *,
         clock: Clock,
         namespace: str = DEFAULT_NAMESPACE,
@@ -154,6 +180,10 @@ class Agent:
         self.request_timeout = request_timeout
         self._lock = asyncio.Lock()
         self._discovery = _Discovery()
+        # Parsed objects by uid, with their resourceVersion: every state and every reservation lists the member,
+        # and parsing each Node and Pod again each time was most of the agent's CPU (see _parsed).
+        self._nodes_seen: dict[str, tuple[str, Node]] = {}
+        self._pods_seen: dict[str, tuple[str, Pod]] = {}
 
     # ------------------------------------------------------------------------------------------ member I/O
 
@@ -190,8 +220,8 @@ class Agent:
             self._get("/api/v1/nodes"),
             self._get("/api/v1/pods", {"fieldSelector": "spec.nodeName!="}),
         )
-        nodes = [Node.from_dict(item, "member Node") for item in nodes_list.get("items", [])]
-        pods = [Pod.from_dict(item, "member Pod") for item in pods_list.get("items", [])]
+        nodes, self._nodes_seen = _parsed(nodes_list.get("items", []), self._nodes_seen, Node.from_dict, "member Node")
+        pods, self._pods_seen = _parsed(pods_list.get("items", []), self._pods_seen, Pod.from_dict, "member Pod")
         return nodes, running_pods(pods)
 
     async def _apis(self) -> frozenset[str] | None:
