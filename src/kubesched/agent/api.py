@@ -1,4 +1,5 @@
-"""What the cluster agent needs of its member's API: one ``request`` call and the server's name.
+"""What the cluster agent needs of its member's API: one ``request`` call, the server's name, and whether
+concurrent calls overlap.
 
 Who calls it: :class:`~kubesched.agent.core.Agent` is typed against :class:`MemberApi`, so it runs on a real API
 server through :class:`~kubesched.backends.kube.client.KubeClient` and, in the benchmark and unit tests, on
@@ -21,6 +22,12 @@ class MemberApi(Protocol):
     @property
     def server(self) -> str:
         """Where the member is (a URL), for messages."""
+        ...
+
+    @property
+    def overlaps_requests(self) -> bool:
+        """Whether concurrent calls overlap (a remote server's round trips do): the agent then makes its
+        independent reads concurrently, and otherwise one after another."""
         ...
 
     async def request(

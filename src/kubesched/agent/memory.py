@@ -106,6 +106,8 @@ class InMemoryMember:
         self.resource_version = 0
         self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {resource: {} for resource, _ in CORE_KINDS}
         self.requests = 0  # calls answered (errors included): what a real API server would have been sent
+        # Every call is answered before it returns: concurrency gains nothing (see Agent._together).
+        self.overlaps_requests = False
 
     # --------------------------------------------------------------------------------------------- seeding
 

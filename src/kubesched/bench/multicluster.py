@@ -11,8 +11,9 @@ servers:
   :class:`~kubesched.agent.server.AgentServer` endpoints -- all of them in one child process, as agents run apart
   from their hub; its CPU time is counted as helper CPU;
 * the hub's :class:`~kubesched.federation.cache.ClusterStateCache` over those endpoints is refreshed once before
-  any pod, and then every ``refreshSeconds`` of wall time while pods are drained (a live hub's background refresh;
-  the scheduler's virtual clock does not move while it works, so the refresh runs on wall time here);
+  any pod, and then each member every ``refreshSeconds`` of wall time while pods are drained, the members spread
+  evenly over the interval (a live hub's background refresh; the scheduler's virtual clock does not move while it
+  works, so the refresh runs on wall time here);
 * :class:`~kubesched.federation.commit.AgentCommitter` commits, and the hub scheduler runs the workload's profile on
   a simulated cluster of the members' super nodes, with the loop handing over to binding work after every cycle as
   the live loop does (:meth:`~kubesched.scheduler.scheduler.Scheduler.run` yields after each pod).
@@ -171,10 +172,15 @@ class _TimedScheduler(Scheduler):
         return True
 
 
-async def _refresh_every(cache: ClusterStateCache, seconds: int) -> None:
+async def _refresh_every(cache: ClusterStateCache, names: Sequence[str], seconds: int) -> None:
+    """Every member refreshed once per ``seconds`` of wall time, one after another at even spacing: a live hub's
+    refreshers each sleep their interval after their own refresh, so they drift apart; refreshing all at once would
+    instead be a burst of a hundred state computations (in one agents' process, in the HTTPS variant)."""
+    spacing = seconds / len(names)
     while True:
-        await asyncio.sleep(seconds)
-        await cache.refresh_all()
+        for name in names:
+            await asyncio.sleep(spacing)
+            await cache.refresh(name)
 
 
 @dataclass(slots=True)
@@ -209,8 +215,12 @@ async def _over_https(spec: MultiClusterSpec, namespaces: Sequence[str]) -> Asyn
         process.start()
         endpoints: dict[str, MemberEndpoint] = {}
         try:
-            if not await asyncio.to_thread(parent.poll, AGENTS_START_SECONDS):
-                raise WorkloadError(f"the agents' process did not start within {AGENTS_START_SECONDS:g} s")
+            deadline = time.monotonic() + AGENTS_START_SECONDS
+            while not await asyncio.to_thread(parent.poll, 0.5):
+                if not process.is_alive():
+                    raise WorkloadError(f"the agents' process ended before serving (exit code {process.exitcode})")
+                if time.monotonic() > deadline:
+                    raise WorkloadError(f"the agents' process did not start within {AGENTS_START_SECONDS:g} s")
             started = parent.recv()
             trust = ssl.create_default_context(cafile=started["ca"])
             for name, port in started["ports"].items():
@@ -341,7 +351,9 @@ async def _run_hub(
             if counter is not None:
                 counter.watch(pods, "pods" if op.collect_metrics else "setup pods")
             refresher = (
-                asyncio.ensure_future(_refresh_every(cache, spec.refresh_seconds)) if spec.refresh_seconds else None
+                asyncio.ensure_future(_refresh_every(cache, list(members.endpoints), spec.refresh_seconds))
+                if spec.refresh_seconds
+                else None
             )
             if op.collect_metrics:
                 scheduler.cycles.attempt_latencies = latencies
