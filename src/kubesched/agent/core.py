@@ -145,11 +145,13 @@ def _parsed(
     fresh: dict[str, tuple[str, T]] = {}
     for item in items:
         metadata = item.get("metadata") or {}
-        uid, version = str(metadata.get("uid") or ""), str(metadata.get("resourceVersion") or "")
-        hit = seen.get(uid) if uid and version else None
-        obj = hit[1] if hit is not None and hit[0] == version else parse(item, where)
+        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
         if uid and version:
+            hit = seen.get(uid)
+            obj = hit[1] if hit is not None and hit[0] == version else parse(item, where)
             fresh[uid] = (version, obj)
+        else:
+            obj = parse(item, where)
         parsed.append(obj)
     return parsed, fresh
 
@@ -185,11 +187,25 @@ class Agent:
         # and parsing each Node and Pod again each time was most of the agent's CPU (see _parsed).
         self._nodes_seen: dict[str, tuple[str, Node]] = {}
         self._pods_seen: dict[str, tuple[str, Pod]] = {}
+        # Each listed pod's requests, by uid, with the parsed Pod they are of (held, so its identity stays its own):
+        # a reservation sums the pods of every node it passes over, each reservation again.
+        self._requests: dict[str, tuple[Pod, Mapping[str, int]]] = {}
 
     # ------------------------------------------------------------------------------------------ member I/O
 
     async def _get(self, path: str, query: Mapping[str, str] | None = None) -> Any:
         return await self.client.request("GET", path, query=query, timeout=self.request_timeout)
+
+    def _requests_of(self, pod: Pod) -> Mapping[str, int]:
+        """``pod_requests(pod)``, computed once per parsed pod (a pod changed in the member is parsed anew)."""
+        hit = self._requests.get(pod.metadata.uid)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        if len(self._requests) > 2 * len(self._pods_seen) + 64:  # drop the pods no longer listed
+            self._requests = {uid: kept for uid, kept in self._requests.items() if uid in self._pods_seen}
+        requests = pod_requests(pod)
+        self._requests[pod.metadata.uid] = (pod, requests)
+        return requests
 
     async def _together(self, *calls: Callable[[], Awaitable[Any]]) -> list[Any]:
         """The calls' answers, in order: concurrently where the member's API overlaps requests (a remote server's
@@ -271,7 +287,7 @@ class Agent:
         """The member's state with its live reservations counted, and those reservations."""
         (nodes, pods, live, now), apis = await self._together(self._view, self._apis)
         held = held_by_node(live)
-        allocatable, allocated, buckets = member_capacity(nodes, pods, held)
+        allocatable, allocated, buckets = member_capacity(nodes, pods, held, self._requests_of)
         accounted = {r.pod_uid for r in live if r.pod_uid}
         accounted.update(
             pod.metadata.annotations[HUB_POD_UID_ANNOTATION]
@@ -338,7 +354,7 @@ class Agent:
             for node in sorted(nodes, key=lambda n: n.metadata.name):
                 if node.spec_unschedulable:
                     continue
-                _, _, buckets = member_capacity([node], by_node.get(node.name, []), held)
+                _, _, buckets = member_capacity([node], by_node.get(node.name, []), held, self._requests_of)
                 if buckets and _fits(buckets[0].free, request.requests):
                     break
             else:
