@@ -37,15 +37,20 @@ def test_multicluster_small_places_every_pod_through_the_agents(capsys: pytest.C
     assert result["throughput"] > 0 and result["p99_ms"] >= result["p50_ms"] > 0
 
 
-def test_multicluster_small_over_loopback_https(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("process", ["separate", "hub"])
+def test_multicluster_small_over_loopback_https(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, process: str
+) -> None:
     document = yaml.safe_load(SMALL.read_text())
     document["name"] = "MultiClusterSmallHTTPS"
-    document["multiCluster"]["transport"] = "https"
+    document["multiCluster"].update(transport="https", agentProcess=process)
     (tmp_path / "small-https.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     shutil.copytree(WORKLOADS / "multicluster", tmp_path / "multicluster")
     result = run_json(capsys, str(tmp_path / "small-https.yaml"))
-    assert (result["scheduled"], result["check"]) == (50, "ok")
-    assert result["helper_cpu_seconds"] > 0  # the agents' process served the reservations and binds
+    assert (result["scheduled"], result["pending"], result["check"]) == (50, 0, "ok")
+    assert result["commit_p99_ms"] > 0
+    if process == "separate":
+        assert result["helper_cpu_seconds"] > 0  # the agents' process served the reservations and binds
 
 
 def node(name: str, cpu: str = "1", pods: str = "2") -> dict[str, Any]:
@@ -125,6 +130,10 @@ def small(**multi_cluster: object) -> dict[str, Any]:
         pytest.param(small(clusters=0), "multiCluster.clusters: must be greater than zero", id="no-clusters"),
         pytest.param(small(nodeCapacity={"cpu": "8"}), "multiCluster.nodeCapacity.pods: Required value", id="no-pods"),
         pytest.param(small(regions=[]), "multiCluster.regions: must be a non-empty list", id="no-regions"),
+        pytest.param(small(agentProcess="hub"), "agentProcess: Forbidden: only with transport: https", id="in-process"),
+        pytest.param(
+            small(transport="https", agentProcess="pod"), "agentProcess: Unsupported value: 'pod'", id="bad-process"
+        ),
         pytest.param(
             {
                 **small(),

@@ -9,7 +9,9 @@ servers:
   :class:`~kubesched.agent.push.PushEndpoint` in this process (``transport: inProcess``), or through an
   :class:`~kubesched.federation.agent_client.AgentClient` over loopback HTTPS (``https``) to the agents' real
   :class:`~kubesched.agent.server.AgentServer` endpoints -- all of them in one child process, as agents run apart
-  from their hub; its CPU time is counted as helper CPU;
+  from their hub (``agentProcess: separate``; its CPU time is counted as helper CPU), or on the hub's own event
+  loop (``agentProcess: hub``, as the tests' RunningAgent runs one); the hub's connection pools are warmed (a few
+  keep-alive connections per agent) before any pod, as a live hub's are;
 * the hub's :class:`~kubesched.federation.cache.ClusterStateCache` over those endpoints is refreshed once before
   any pod, and then each member every ``refreshSeconds`` of wall time while pods are drained, the members spread
   evenly over the interval (a live hub's background refresh; the scheduler's virtual clock does not move while it
@@ -78,6 +80,7 @@ REGION_LABEL = "topology.kubernetes.io/region"
 AGENT_NAMESPACE = "kubesched-system"
 MAX_ATTEMPTS = 8  # a pod still unplaced after this many attempts is left pending (the check then fails the run)
 AGENTS_START_SECONDS = 120.0
+WARM_CONNECTIONS = 4  # per agent, before the pods (HTTPS): more than a member's usual in-flight calls
 
 
 def cluster_name(index: int) -> str:
@@ -226,6 +229,8 @@ async def _over_https(spec: MultiClusterSpec, namespaces: Sequence[str]) -> Asyn
             for name, port in started["ports"].items():
                 endpoints[name] = AgentClient(f"https://127.0.0.1:{port}", started["token"], ssl_context=trust)
 
+            await _warm(endpoints)
+
             async def contents() -> dict[str, MemberContents]:
                 parent.send("contents")
                 answer: dict[str, MemberContents] = await asyncio.to_thread(parent.recv)
@@ -242,12 +247,42 @@ async def _over_https(spec: MultiClusterSpec, namespaces: Sequence[str]) -> Asyn
                 process.kill()
 
 
-def _serve_agents(spec: MultiClusterSpec, namespaces: list[str], workdir: str, pipe: Connection) -> None:
-    """Child process: every member with its agent behind its HTTPS server on loopback, until told to stop."""
-    asyncio.run(_agents_main(spec, namespaces, Path(workdir), pipe))
+async def _warm(endpoints: Mapping[str, MemberEndpoint]) -> None:
+    """Open :data:`WARM_CONNECTIONS` keep-alive connections to every agent (concurrent state calls, a member at a
+    time): a live hub has had its connections open since long before a burst, so the TLS handshakes of a cold pool
+    are not what the run should measure."""
+    for endpoint in endpoints.values():
+        await asyncio.gather(*(endpoint.state("warm-up") for _ in range(WARM_CONNECTIONS)))
 
 
-async def _agents_main(spec: MultiClusterSpec, namespaces: list[str], workdir: Path, pipe: Connection) -> None:
+@contextlib.asynccontextmanager
+async def _over_https_in_hub(spec: MultiClusterSpec, namespaces: Sequence[str]) -> AsyncIterator[_Members]:
+    """The agents' HTTPS servers on the hub's own event loop (as the tests' RunningAgent runs one)."""
+    with tempfile.TemporaryDirectory(prefix="kubesched-bench-agents-") as workdir:
+        ca, servers, members, token = await _start_agents(spec, namespaces, Path(workdir))
+        trust = ssl.create_default_context(cafile=str(ca))
+        endpoints: dict[str, MemberEndpoint] = {
+            name: AgentClient(f"https://127.0.0.1:{server.port}", token, ssl_context=trust) for name, server in servers
+        }
+        try:
+            await _warm(endpoints)
+
+            async def contents() -> dict[str, MemberContents]:
+                return _contents(members)
+
+            yield _Members(endpoints, contents)
+        finally:
+            for endpoint in endpoints.values():
+                await endpoint.aclose()
+            for _, server in servers:
+                await server.close()
+
+
+async def _start_agents(
+    spec: MultiClusterSpec, namespaces: Sequence[str], workdir: Path
+) -> tuple[Path, list[tuple[str, AgentServer]], dict[str, InMemoryMember], str]:
+    """Every member with its agent behind its HTTPS server on loopback: (the CA file, the servers by member name,
+    the members, the bearer token)."""
     from kubesched.testing.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(workdir / "agent-pki")
@@ -259,6 +294,16 @@ async def _agents_main(spec: MultiClusterSpec, namespaces: list[str], workdir: P
         server = AgentServer(agent, token=token, ssl_context=server_ssl_context(cert, key))
         await server.start()
         servers.append((name, server))
+    return ca, servers, members, token
+
+
+def _serve_agents(spec: MultiClusterSpec, namespaces: list[str], workdir: str, pipe: Connection) -> None:
+    """Child process: every member with its agent behind its HTTPS server on loopback, until told to stop."""
+    asyncio.run(_agents_main(spec, namespaces, Path(workdir), pipe))
+
+
+async def _agents_main(spec: MultiClusterSpec, namespaces: list[str], workdir: Path, pipe: Connection) -> None:
+    ca, servers, members, token = await _start_agents(spec, namespaces, workdir)
     try:
         pipe.send({"ca": str(ca), "token": token, "ports": {name: server.port for name, server in servers}})
         while (command := await asyncio.to_thread(pipe.recv)) != "stop":
@@ -286,7 +331,9 @@ async def run_multicluster(
     if spec is None:
         raise WorkloadError(f"{workload.source}: not a multiCluster workload")
     namespaces = sorted({op.namespace for op in workload.ops})
-    connect = _over_https if spec.transport == "https" else _in_process
+    connect = _in_process
+    if spec.transport == "https":
+        connect = _over_https_in_hub if spec.agent_process == "hub" else _over_https
     async with connect(spec, namespaces) as members:
         return await _run_hub(workload, spec, registry, config, use_batch, on_progress, members)
 

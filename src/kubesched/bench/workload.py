@@ -26,12 +26,13 @@ A workload names its node and pod templates (ordinary manifests with ``metadata.
   every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
   cannot fit).
 
-``multiCluster {clusters, nodesPerCluster, nodeCapacity?, regions?, transport?, refreshSeconds?}`` makes the
-workload a hub's (:mod:`kubesched.bench.multicluster`): ``clusters`` in-memory member clusters of
+``multiCluster {clusters, nodesPerCluster, nodeCapacity?, regions?, transport?, agentProcess?, refreshSeconds?}``
+makes the workload a hub's (:mod:`kubesched.bench.multicluster`): ``clusters`` in-memory member clusters of
 ``nodesPerCluster`` nodes each (``nodeCapacity``: quantities, default 8 CPU, 32Gi, 110 pods), cluster *i* in
 ``regions[i % len]`` (its ``topology.kubernetes.io/region`` label), each behind its own cluster agent, reached in
 this process (``transport: inProcess``, the default) or over loopback HTTPS (``https``: the agents' servers in a
-child process); the hub's state cache refreshes every member every ``refreshSeconds`` of wall time while pods are
+child process, ``agentProcess: separate``, the default, or on the hub's own event loop, ``agentProcess: hub``, as
+the tests run them); the hub's state cache refreshes every member every ``refreshSeconds`` of wall time while pods are
 drained (default 5, a live hub's interval; 0: only the one refresh before the pods). Such a workload has only
 ``createPods`` ops (its nodes are the clusters' super nodes) and a ``config`` (the hub profile).
 
@@ -98,9 +99,10 @@ IMAGE_FIELDS = frozenset({"perNode", "poolSize", "minSizeMB", "maxSizeMB", "seed
 TAINT_FIELDS = frozenset({"key", "value", "effect", "every"})
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MULTI_CLUSTER_FIELDS = frozenset(
-    {"clusters", "nodesPerCluster", "nodeCapacity", "regions", "transport", "refreshSeconds"}
+    {"clusters", "nodesPerCluster", "nodeCapacity", "regions", "transport", "agentProcess", "refreshSeconds"}
 )
 TRANSPORTS = ("inProcess", "https")
+AGENT_PROCESSES = ("separate", "hub")
 DEFAULT_NODE_CAPACITY: Mapping[str, str] = {"cpu": "8", "memory": "32Gi", "pods": "110"}
 DEFAULT_REFRESH_SECONDS = 5  # MemberRefresh's interval: what a live hub does
 MAX_TEMPLATE_WEIGHT = 1000  # a round-robin cycle is the weights expanded: keep it small
@@ -182,6 +184,7 @@ class MultiClusterSpec:
     regions: tuple[str, ...]
     transport: str
     refresh_seconds: int
+    agent_process: str = AGENT_PROCESSES[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,6 +469,13 @@ def _multi_cluster(value: object, params: Mapping[str, Any], where: str) -> Mult
             f"{where}.transport: Unsupported value: {transport!r}: supported values: {', '.join(TRANSPORTS)}"
         )
     refresh = _count(value.get("refreshSeconds", DEFAULT_REFRESH_SECONDS), params, f"{where}.refreshSeconds")
+    process = value.get("agentProcess", AGENT_PROCESSES[0])
+    if process not in AGENT_PROCESSES:
+        raise WorkloadError(
+            f"{where}.agentProcess: Unsupported value: {process!r}: supported values: {', '.join(AGENT_PROCESSES)}"
+        )
+    if "agentProcess" in value and transport != "https":
+        raise WorkloadError(f"{where}.agentProcess: Forbidden: only with transport: https")
     return MultiClusterSpec(
         clusters=counts["clusters"],
         nodes_per_cluster=counts["nodesPerCluster"],
@@ -473,6 +483,7 @@ def _multi_cluster(value: object, params: Mapping[str, Any], where: str) -> Mult
         regions=regions,
         transport=str(transport),
         refresh_seconds=refresh,
+        agent_process=str(process),
     )
 
 
