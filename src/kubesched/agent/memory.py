@@ -10,7 +10,8 @@ API server's semantics for what the agent relies on:
   Nodes; lists of Pods (all namespaces or one) and ConfigMaps, with ``labelSelector`` (``k=v``, ``k==v``,
   ``k!=v``, ``k``, ``!k``, comma-separated) and ``fieldSelector`` (``spec.nodeName``, ``metadata.name``,
   ``metadata.namespace`` with ``=``, ``==`` or ``!=``); discovery (``/api/v1``, ``/apis``) naming the kinds served.
-* A create of an existing name is ``409 AlreadyExists``; a get or delete of a missing one ``404 NotFound``, as is
+* A create of an existing name is ``409 AlreadyExists``; a delete whose ``DeleteOptions.preconditions`` (``uid``,
+  ``resourceVersion``) do not hold is ``409 Conflict``; a get or delete of a missing one ``404 NotFound``, as is
   a create in a namespace that does not exist; a selector it cannot read is ``400 BadRequest``; any other path or
   method ``404`` / ``405``. Errors are :class:`~kubesched.backends.kube.errors.KubeApiError`, as the real client's.
 * Every write takes the next ``resourceVersion`` of the member (one counter, as etcd's revision); a created object
@@ -180,7 +181,7 @@ class InMemoryMember:
                 raise _status(404, "NotFound", f'namespaces "{namespace}" not found')
             return self._create(resource, namespace, body)
         if method == "DELETE" and name:
-            return self._delete(resource, namespace, name)
+            return self._delete(resource, namespace, name, body)
         raise _status(405, "MethodNotAllowed", f"{method} is not supported on {path}")
 
     def _discovery(self) -> dict[str, Any]:
@@ -250,10 +251,16 @@ class InMemoryMember:
         self._store[resource][key] = obj
         return obj
 
-    def _delete(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
-        obj = self._store[resource].pop((namespace, name), None)
+    def _delete(self, resource: str, namespace: str, name: str, options: Any) -> dict[str, Any]:
+        obj = self._store[resource].get((namespace, name))
         if obj is None:
             raise _status(404, "NotFound", f'{resource} "{name}" not found')
+        preconditions = (options.get("preconditions") or {}) if isinstance(options, Mapping) else {}
+        for field in ("uid", "resourceVersion"):
+            wanted = preconditions.get(field)
+            if wanted is not None and wanted != obj["metadata"].get(field):
+                raise _status(409, "Conflict", f"Precondition failed: {field} in precondition: {wanted}")
+        del self._store[resource][(namespace, name)]
         self._next_revision()
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
 

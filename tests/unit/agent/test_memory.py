@@ -100,6 +100,17 @@ def test_delete_removes_and_bumps_the_resource_version() -> None:
     assert run(member.request("GET", CM))["items"] == []
 
 
+def test_a_delete_with_a_uid_precondition_that_does_not_hold_is_409() -> None:
+    member = InMemoryMember()
+    member.add_namespace(NS)
+    created = run(member.request("POST", CM, body={"metadata": {"name": "a"}}))
+    with pytest.raises(KubeApiError) as stale:
+        run(member.request("DELETE", f"{CM}/a", body={"preconditions": {"uid": "someone-else"}}))
+    assert status_of(stale) == (409, "Conflict")
+    run(member.request("DELETE", f"{CM}/a", body={"preconditions": {"uid": created["metadata"]["uid"]}}))
+    assert member.configmaps(NS) == []
+
+
 @pytest.mark.parametrize(
     ("selector", "names"),
     [
