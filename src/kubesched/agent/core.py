@@ -1,14 +1,16 @@
 """What the cluster agent does in its member: report state, hold and release reservations, bind pods, expire.
 
 Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints) and
-tests. Everything goes to the member's API server through our own client
-(:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours.
+tests. Everything goes to the member's API server through a :class:`~kubesched.agent.api.MemberApi`: our own
+client (:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours, or -- for the
+benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
 
 * **State** is read fresh from the member on every ``state()`` call: its Nodes, its running Pods (bound to a
   node, not finished) and the live reservations, turned into a
   :class:`~kubesched.framework.clusters.ClusterState` with the same conversion the simulation uses
   (:func:`kubesched.federation.state.member_capacity`). A reservation counts like a pod on the node it was
-  placed on, so ``allocated`` and the per-node free buckets already leave its capacity out.
+  placed on, so ``allocated`` and the per-node free buckets already leave its capacity out. The lists are read
+  every time; only the parse of a Node or Pod listed again at the same uid and ``resourceVersion`` is reused.
 * **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
   :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
   ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
@@ -33,15 +35,16 @@ per member is the deployment model; two would each be right about their own hold
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from kubesched.agent.api import MemberApi
 from kubesched.api.objects import Node, Pod
 from kubesched.api.resources import pod_requests
-from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, is_status
 from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
@@ -60,6 +63,8 @@ from kubesched.framework.clusters import ClusterState
 __all__ = ["DEFAULT_NAMESPACE", "Agent", "Refused", "Reservation"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DEFAULT_NAMESPACE = "kubesched-system"
 CONFIGMAP_PREFIX = "kubesched-reservation-"
@@ -127,6 +132,30 @@ def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
     return all(amount <= free.get(name, 0) for name, amount in requests.items() if amount > 0 and name != PODS)
 
 
+def _parsed(
+    items: Iterable[Mapping[str, Any]],
+    seen: Mapping[str, tuple[str, T]],
+    parse: Callable[[Mapping[str, Any], str], T],
+    where: str,
+) -> tuple[list[T], dict[str, tuple[str, T]]]:
+    """The listed objects parsed, and the cache for the next list: an object listed with the uid and
+    resourceVersion it had last time is the same object (the API server changes the version on every write), so
+    its earlier parse is reused. The new cache holds the objects listed now only (deleted ones drop out)."""
+    parsed: list[T] = []
+    fresh: dict[str, tuple[str, T]] = {}
+    for item in items:
+        metadata = item.get("metadata") or {}
+        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+        if uid and version:
+            hit = seen.get(uid)
+            obj = hit[1] if hit is not None and hit[0] == version else parse(item, where)
+            fresh[uid] = (version, obj)
+        else:
+            obj = parse(item, where)
+        parsed.append(obj)
+    return parsed, fresh
+
+
 @dataclass
 class _Discovery:
     apis: frozenset[str] | None = None
@@ -140,7 +169,7 @@ class Agent:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: MemberApi,
         *,
         clock: Clock,
         namespace: str = DEFAULT_NAMESPACE,
@@ -154,11 +183,37 @@ class Agent:
         self.request_timeout = request_timeout
         self._lock = asyncio.Lock()
         self._discovery = _Discovery()
+        # Parsed objects by uid, with their resourceVersion: every state and every reservation lists the member,
+        # and parsing each Node and Pod again each time was most of the agent's CPU (see _parsed).
+        self._nodes_seen: dict[str, tuple[str, Node]] = {}
+        self._pods_seen: dict[str, tuple[str, Pod]] = {}
+        # Each listed pod's requests, by uid, with the parsed Pod they are of (held, so its identity stays its own):
+        # a reservation sums the pods of every node it passes over, each reservation again.
+        self._requests: dict[str, tuple[Pod, Mapping[str, int]]] = {}
 
     # ------------------------------------------------------------------------------------------ member I/O
 
     async def _get(self, path: str, query: Mapping[str, str] | None = None) -> Any:
         return await self.client.request("GET", path, query=query, timeout=self.request_timeout)
+
+    def _requests_of(self, pod: Pod) -> Mapping[str, int]:
+        """``pod_requests(pod)``, computed once per parsed pod (a pod changed in the member is parsed anew)."""
+        hit = self._requests.get(pod.metadata.uid)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        if len(self._requests) > 2 * len(self._pods_seen) + 64:  # drop the pods no longer listed
+            self._requests = {uid: kept for uid, kept in self._requests.items() if uid in self._pods_seen}
+        requests = pod_requests(pod)
+        self._requests[pod.metadata.uid] = (pod, requests)
+        return requests
+
+    async def _together(self, *calls: Callable[[], Awaitable[Any]]) -> list[Any]:
+        """The calls' answers, in order: concurrently where the member's API overlaps requests (a remote server's
+        round trips do), else one after another -- a gather there would only add tasks and event-loop turns, and a
+        commit's latency in the in-process benchmark is counted in those turns."""
+        if self.client.overlaps_requests:
+            return list(await asyncio.gather(*(call() for call in calls)))
+        return [await call() for call in calls]
 
     @property
     def _configmaps(self) -> str:
@@ -186,12 +241,12 @@ class Agent:
         return [reservation for reservation in found if reservation is not None]
 
     async def _nodes_and_pods(self) -> tuple[list[Node], list[Pod]]:
-        nodes_list, pods_list = await asyncio.gather(
-            self._get("/api/v1/nodes"),
-            self._get("/api/v1/pods", {"fieldSelector": "spec.nodeName!="}),
+        nodes_list, pods_list = await self._together(
+            lambda: self._get("/api/v1/nodes"),
+            lambda: self._get("/api/v1/pods", {"fieldSelector": "spec.nodeName!="}),
         )
-        nodes = [Node.from_dict(item, "member Node") for item in nodes_list.get("items", [])]
-        pods = [Pod.from_dict(item, "member Pod") for item in pods_list.get("items", [])]
+        nodes, self._nodes_seen = _parsed(nodes_list.get("items", []), self._nodes_seen, Node.from_dict, "member Node")
+        pods, self._pods_seen = _parsed(pods_list.get("items", []), self._pods_seen, Pod.from_dict, "member Pod")
         return nodes, running_pods(pods)
 
     async def _apis(self) -> frozenset[str] | None:
@@ -202,13 +257,13 @@ class Agent:
             if self.clock.now() - discovery.fetched_at < DISCOVERY_TTL_SECONDS:
                 return discovery.apis
             try:
-                core, groups = await asyncio.gather(self._get("/api/v1"), self._get("/apis"))
+                core, groups = await self._together(lambda: self._get("/api/v1"), lambda: self._get("/apis"))
                 versions = [
                     str(version["groupVersion"])
                     for group in groups.get("groups", [])
                     for version in group.get("versions", [])
                 ]
-                lists = [core, *await asyncio.gather(*(self._get(f"/apis/{gv}") for gv in versions))]
+                lists = [core, *await self._together(*(functools.partial(self._get, f"/apis/{gv}") for gv in versions))]
                 discovery.apis = frozenset(
                     f"{listed['groupVersion']}/{resource['kind']}"
                     for listed in lists
@@ -224,15 +279,15 @@ class Agent:
     # ---------------------------------------------------------------------------------------------- state
 
     async def _view(self) -> tuple[list[Node], list[Pod], list[Reservation], float]:
-        (nodes, pods), reservations = await asyncio.gather(self._nodes_and_pods(), self.reservations())
+        (nodes, pods), reservations = await self._together(self._nodes_and_pods, self.reservations)
         now = self.clock.now()
         return nodes, pods, [r for r in reservations if r.expires_at > now], now
 
     async def state(self) -> tuple[ClusterState, list[Reservation]]:
         """The member's state with its live reservations counted, and those reservations."""
-        (nodes, pods, live, now), apis = await asyncio.gather(self._view(), self._apis())
+        (nodes, pods, live, now), apis = await self._together(self._view, self._apis)
         held = held_by_node(live)
-        allocatable, allocated, buckets = member_capacity(nodes, pods, held)
+        allocatable, allocated, buckets = member_capacity(nodes, pods, held, self._requests_of)
         accounted = {r.pod_uid for r in live if r.pod_uid}
         accounted.update(
             pod.metadata.annotations[HUB_POD_UID_ANNOTATION]
@@ -299,7 +354,7 @@ class Agent:
             for node in sorted(nodes, key=lambda n: n.metadata.name):
                 if node.spec_unschedulable:
                     continue
-                _, _, buckets = member_capacity([node], by_node.get(node.name, []), held)
+                _, _, buckets = member_capacity([node], by_node.get(node.name, []), held, self._requests_of)
                 if buckets and _fits(buckets[0].free, request.requests):
                     break
             else:

@@ -15,6 +15,9 @@ final state of the simulated cluster is checked against what the workload asked 
   Ignore``, the defaults) is at most ``maxSkew``. Each placement keeps that invariant when pods are only
   added, so the final state must satisfy it too.
 
+A hub workload (``multiCluster``) is also checked in its members (:func:`check_members`): no member node holds
+more than its allocatable, and every hub pod is in exactly one member.
+
 The checks are written independently of the plugins (they group pods by term once, O(pods x distinct
 terms)); forms these workloads do not use (``namespaceSelector`` with requirements, ``matchLabelKeys``,
 ``minDomains``, non-default policies) are reported as not checked rather than guessed at.
@@ -31,6 +34,7 @@ from typing import Any
 from kubesched.api.objects import Node, Pod
 from kubesched.api.resources import pod_requests
 from kubesched.backends.simulated.cluster import SimulatedCluster
+from kubesched.federation.wire import HUB_POD_UID_ANNOTATION
 from kubesched.plugins.helper.label_selector import LabelSelector, compile_label_selector
 from kubesched.plugins.helper.node_selector import compile_node_selector
 
@@ -281,3 +285,48 @@ def _check_spread(nodes: Mapping[str, Node], bound: list[Pod], out: _Violations)
                     f"topology spread over {key} in namespace {pod.namespace}: skew {skew} > maxSkew "
                     f"{raw.get('maxSkew')} ({dict(sorted(domains.items()))})"
                 )
+
+
+@dataclass(frozen=True, slots=True)
+class MemberContents:
+    """What one member cluster's API holds at the end of a hub run: its Node and Pod objects, as stored."""
+
+    nodes: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+
+
+def check_members(members: Mapping[str, MemberContents], hub_pods: Set[str]) -> tuple[str, ...]:
+    """A hub run's placements as the members hold them: no member node holds more cpu, memory or pods than its
+    allocatable (counting every running pod there), and every hub pod (by uid) is in exactly one member, once."""
+    violations = _Violations()
+    where: dict[str, list[str]] = defaultdict(list)
+    for cluster, contents in sorted(members.items()):
+        nodes = {node.name: node for node in (Node.from_dict(raw, f"{cluster} Node") for raw in contents.nodes)}
+        used: dict[str, Counter[str]] = defaultdict(Counter)
+        for raw in contents.pods:
+            pod = Pod.from_dict(raw, f"{cluster} Pod")
+            hub_uid = pod.metadata.annotations.get(HUB_POD_UID_ANNOTATION, "")
+            if hub_uid:
+                where[hub_uid].append(f"{cluster}/{pod.key}")
+            if pod.status.phase in ("Succeeded", "Failed") or not pod.spec.node_name:
+                continue
+            if pod.spec.node_name not in nodes:
+                violations.add(f"member {cluster}: pod {pod.key} is on node {pod.spec.node_name}, which it lacks")
+                continue
+            used[pod.spec.node_name].update(pod_requests(pod))
+            used[pod.spec.node_name]["pods"] += 1
+        for name, amounts in sorted(used.items()):
+            allocatable = nodes[name].allocatable
+            for resource in ("cpu", "memory", "pods"):
+                if amounts[resource] > allocatable.get(resource, 0):
+                    violations.add(
+                        f"member {cluster}: node {name} holds {amounts[resource]} {resource}, "
+                        f"more than its allocatable {allocatable.get(resource, 0)}"
+                    )
+    for uid in sorted(hub_pods):
+        places = where.get(uid, [])
+        if len(places) != 1:
+            violations.add(f"hub pod {uid} is in {len(places)} members, not exactly one: {places[:3]}")
+    for uid in sorted(set(where) - set(hub_pods)):
+        violations.add(f"member pod(s) {where[uid][:3]} belong to hub pod {uid}, which the workload never created")
+    return violations.result()

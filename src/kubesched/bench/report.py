@@ -4,7 +4,8 @@ A bench run can take an hour; the table prints its header before the first workl
 moment each workload finishes (flushed, so ``| tee`` shows it too). Column widths are therefore fixed up
 front, from the headers and the names of the workloads about to run, not from the numbers. JSON stays a
 single document written at the end, the one thing a program reading it can parse. Each row carries CPU time
-per measured pod and the process's peak RSS beside throughput and latency. With ``--compare`` the table
+per measured pod and the process's peak RSS beside throughput and latency, and a hub workload's p99 from queue pop
+to the member's bind (``-`` for the others). With ``--compare`` the table
 ends with the ratios to the baseline (:mod:`kubesched.bench.compare`), and the JSON document has them as
 ``comparison``. Failures (a workload
 file that cannot be read, a workload that cannot run) are one line each on stderr as they happen, and are
@@ -32,6 +33,7 @@ HEADER = (
     "PODS/S",
     "P50 MS",
     "P99 MS",
+    "COMMIT P99 MS",
     "CPU US/POD",
     "PEAK RSS MB",
     "POLICY CALLS",
@@ -75,6 +77,7 @@ def _row(result: BenchResult) -> tuple[str, ...]:
         f"{result.throughput:.1f}",
         f"{result.p50_ms:.2f}",
         f"{result.p99_ms:.2f}",
+        f"{result.commit_p99_ms:.2f}" if result.commit_p99_ms else "-",
         f"{result.cpu_us_per_pod:.0f}",
         f"{result.peak_rss_mb:.0f}",
         str(result.policy_calls),

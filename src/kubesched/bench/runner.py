@@ -9,7 +9,9 @@ runs. A benchmark, not a test: nothing here asserts a speed.
 one document at the end). A workload that cannot be read or run is one error line naming its file, and the
 others still run; the exit code is 1 when any failed or any placement check did. ``--compare BASELINE.json``
 reads the baseline before anything runs (a bad file: one line, exit code 2) and ends the report with the
-ratios (:mod:`kubesched.bench.compare`). Each result also carries CPU time per measured pod (this process's
+ratios (:mod:`kubesched.bench.compare`). A ``multiCluster`` workload runs a hub over
+member clusters and their agents instead (:mod:`kubesched.bench.multicluster`), and adds the latency from queue pop
+to the member's bind. Each result also carries CPU time per measured pod (this process's
 CPU time over the measured ops plus its helper processes': the embedded engine's worker, the loopback OPA
 server) and this process's peak RSS.
 On a terminal, stderr carries a progress line (``SchedulingBasic: 3000/10000 pods``); nothing is written there
@@ -95,6 +97,9 @@ class BenchResult:
     helper_cpu_seconds: float = 0.0  # its live descendants' (policy worker, OPA server) over the same ops
     cpu_us_per_pod: float = 0.0  # (cpu_seconds + helper_cpu_seconds) per measured pod, in microseconds
     peak_rss_mb: float = 0.0  # the process's peak RSS so far (ru_maxrss): earlier workloads of the run count too
+    # multiCluster only: from a pod's last pop off the queue to its bind returning from the member (0: not a hub run)
+    commit_p50_ms: float = 0.0
+    commit_p99_ms: float = 0.0
 
     @property
     def check(self) -> str:
@@ -468,6 +473,11 @@ def run_workload(
             substitutions["OPA_URL"] = stack.enter_context(opa_server_process(workload.opa_server))
         config = _load_config(workload, registry, substitutions)
         try:
+            if workload.multi_cluster is not None:
+                # imported here: kubesched.bench.multicluster builds on this module's pieces (results, pod factory)
+                from kubesched.bench.multicluster import run_multicluster
+
+                return run_returning(run_multicluster(workload, registry, config, use_batch, on_progress))
             return run_returning(_run_async(workload, registry, config, use_batch, inspect, on_progress))
         finally:
             thaw()
@@ -561,6 +571,8 @@ def median_result(results: list[BenchResult]) -> BenchResult:
         helper_cpu_seconds=statistics.median(r.helper_cpu_seconds for r in results),
         cpu_us_per_pod=statistics.median(r.cpu_us_per_pod for r in results),
         peak_rss_mb=max(r.peak_rss_mb for r in results),
+        commit_p50_ms=statistics.median(r.commit_p50_ms for r in results),
+        commit_p99_ms=statistics.median(r.commit_p99_ms for r in results),
     )
 
 

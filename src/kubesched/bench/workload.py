@@ -26,6 +26,16 @@ A workload names its node and pod templates (ordinary manifests with ``metadata.
   every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
   cannot fit).
 
+``multiCluster {clusters, nodesPerCluster, nodeCapacity?, regions?, transport?, agentProcess?, refreshSeconds?}``
+makes the workload a hub's (:mod:`kubesched.bench.multicluster`): ``clusters`` in-memory member clusters of
+``nodesPerCluster`` nodes each (``nodeCapacity``: quantities, default 8 CPU, 32Gi, 110 pods), cluster *i* in
+``regions[i % len]`` (its ``topology.kubernetes.io/region`` label), each behind its own cluster agent, reached in
+this process (``transport: inProcess``, the default) or over loopback HTTPS (``https``: the agents' servers in a
+child process, ``agentProcess: separate``, the default, or on the hub's own event loop, ``agentProcess: hub``, as
+the tests run them); the hub's state cache refreshes every member every ``refreshSeconds`` of wall time while pods are
+drained (default 5, a live hub's interval; 0: only the one refresh before the pods). Such a workload has only
+``createPods`` ops (its nodes are the clusters' super nodes) and a ``config`` (the hub profile).
+
 Relative paths in a workload (``config``, ``opaServer.policies``, ``opaServer.data``) are relative to the
 workload file, and the runner replaces ``${WORKLOAD_DIR}`` in the strings of its config file with the
 workload file's directory: the workloads bundled in the package (:func:`bundled_workloads`) then run from any
@@ -50,7 +60,18 @@ from kubesched.errors import KubeschedError
 OPCODES = ("createNodes", "createPods", "churn")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 WORKLOAD_FIELDS = frozenset(
-    {"name", "description", "labels", "params", "nodeTemplate", "podTemplate", "ops", "config", "opaServer"}
+    {
+        "name",
+        "description",
+        "labels",
+        "params",
+        "nodeTemplate",
+        "podTemplate",
+        "ops",
+        "config",
+        "opaServer",
+        "multiCluster",
+    }
 )
 OP_FIELDS: Mapping[str, frozenset[str]] = {
     "createNodes": frozenset(
@@ -77,6 +98,13 @@ OP_FIELDS: Mapping[str, frozenset[str]] = {
 IMAGE_FIELDS = frozenset({"perNode", "poolSize", "minSizeMB", "maxSizeMB", "seed", "prefix"})
 TAINT_FIELDS = frozenset({"key", "value", "effect", "every"})
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MULTI_CLUSTER_FIELDS = frozenset(
+    {"clusters", "nodesPerCluster", "nodeCapacity", "regions", "transport", "agentProcess", "refreshSeconds"}
+)
+TRANSPORTS = ("inProcess", "https")
+AGENT_PROCESSES = ("separate", "hub")
+DEFAULT_NODE_CAPACITY: Mapping[str, str] = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+DEFAULT_REFRESH_SECONDS = 5  # MemberRefresh's interval: what a live hub does
 MAX_TEMPLATE_WEIGHT = 1000  # a round-robin cycle is the weights expanded: keep it small
 
 
@@ -146,6 +174,20 @@ class OpaServerSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class MultiClusterSpec:
+    """``multiCluster``: the member clusters a hub workload schedules onto (see :mod:`kubesched.bench.multicluster`).
+    ``node_capacity`` holds quantity strings; cluster *i* is in ``regions[i % len]``."""
+
+    clusters: int
+    nodes_per_cluster: int
+    node_capacity: tuple[tuple[str, str], ...]
+    regions: tuple[str, ...]
+    transport: str
+    refresh_seconds: int
+    agent_process: str = AGENT_PROCESSES[0]
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     name: str
     description: str
@@ -154,6 +196,7 @@ class Workload:
     source: str
     config: str | None = None
     opa_server: OpaServerSpec | None = None
+    multi_cluster: MultiClusterSpec | None = None
 
 
 def _count(value: object, params: Mapping[str, Any], where: str) -> int:
@@ -362,7 +405,11 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         )
     if raw_ops and isinstance(raw_ops[-1], Mapping) and raw_ops[-1].get("opcode") == "churn":
         raise WorkloadError(f"{source}: ops[{len(raw_ops) - 1}]: a churn op must come before a createPods op")
-    _check_nodes_before_pods(ops, raw_ops, source)
+    multi_cluster = _multi_cluster(document.get("multiCluster"), params, f"{source}: multiCluster")
+    if multi_cluster is not None:
+        _check_hub_ops(ops, document, source)
+    else:
+        _check_nodes_before_pods(ops, raw_ops, source)
     labels = _strings(document.get("labels"), f"{source}: labels")
     description = document.get("description", "")
     if not isinstance(description, str):
@@ -388,7 +435,73 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         source=source,
         config=str(here / config) if config is not None else None,
         opa_server=opa_server,
+        multi_cluster=multi_cluster,
     )
+
+
+def _multi_cluster(value: object, params: Mapping[str, Any], where: str) -> MultiClusterSpec | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise WorkloadError(f"{where}: must be a mapping")
+    _unknown_fields(value, MULTI_CLUSTER_FIELDS, where)
+    counts = {}
+    for key in ("clusters", "nodesPerCluster"):
+        if key not in value:
+            raise WorkloadError(f"{where}.{key}: Required value")
+        counts[key] = _count(value[key], params, f"{where}.{key}")
+        if counts[key] == 0:
+            raise WorkloadError(f"{where}.{key}: must be greater than zero")
+    capacity = value.get("nodeCapacity", DEFAULT_NODE_CAPACITY)
+    if not isinstance(capacity, Mapping) or not capacity:
+        raise WorkloadError(f"{where}.nodeCapacity: must be a mapping of resource name to quantity")
+    for name, amount in capacity.items():
+        if not isinstance(name, str) or not isinstance(amount, str | int) or isinstance(amount, bool):
+            raise WorkloadError(f"{where}.nodeCapacity.{name}: must be a quantity, got {amount!r}")
+    if "pods" not in capacity:
+        raise WorkloadError(f"{where}.nodeCapacity.pods: Required value (a node without it admits no pods)")
+    regions = _strings(value.get("regions", ["region-0"]), f"{where}.regions")
+    if not regions or not all(regions):
+        raise WorkloadError(f"{where}.regions: must be a non-empty list of non-empty strings")
+    transport = value.get("transport", TRANSPORTS[0])
+    if transport not in TRANSPORTS:
+        raise WorkloadError(
+            f"{where}.transport: Unsupported value: {transport!r}: supported values: {', '.join(TRANSPORTS)}"
+        )
+    refresh = _count(value.get("refreshSeconds", DEFAULT_REFRESH_SECONDS), params, f"{where}.refreshSeconds")
+    process = value.get("agentProcess", AGENT_PROCESSES[0])
+    if process not in AGENT_PROCESSES:
+        raise WorkloadError(
+            f"{where}.agentProcess: Unsupported value: {process!r}: supported values: {', '.join(AGENT_PROCESSES)}"
+        )
+    if "agentProcess" in value and transport != "https":
+        raise WorkloadError(f"{where}.agentProcess: Forbidden: only with transport: https")
+    return MultiClusterSpec(
+        clusters=counts["clusters"],
+        nodes_per_cluster=counts["nodesPerCluster"],
+        node_capacity=tuple((str(k), str(v)) for k, v in capacity.items()),
+        regions=regions,
+        transport=str(transport),
+        refresh_seconds=refresh,
+        agent_process=str(process),
+    )
+
+
+def _check_hub_ops(ops: Sequence[Op], document: Mapping[str, Any], source: str) -> None:
+    """A hub workload places pods onto its member clusters, and only that: its nodes are the clusters' (their
+    super nodes), and its profile is the hub's (a config file is required)."""
+    if not document.get("config"):
+        raise WorkloadError(f"{source}: config: Required value (the hub profile) with multiCluster")
+    if document.get("opaServer") is not None:
+        raise WorkloadError(f"{source}: opaServer: Forbidden with multiCluster")
+    for index, op in enumerate(ops):
+        if op.opcode != "createPods":
+            raise WorkloadError(
+                f"{source}: ops[{index}].opcode: Forbidden: {op.opcode} with multiCluster (only createPods: "
+                "the nodes are the member clusters')"
+            )
+        if op.heartbeat_every:
+            raise WorkloadError(f"{source}: ops[{index}].nodeHeartbeatEveryPods: Forbidden with multiCluster")
 
 
 def _heartbeat(raw: Mapping[str, Any], params: Mapping[str, Any], where: str) -> int:

@@ -19,7 +19,7 @@ was last heard of then, and grows stale as the simulated clock moves on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kubesched.api.multicluster import MemberCluster
 from kubesched.api.objects import Node, Pod, object_uid
@@ -84,11 +84,15 @@ def takes_new_pods(node: Node) -> bool:
 
 
 def member_capacity(
-    nodes: Sequence[Node], pods: Sequence[Pod], held: Mapping[str, Sequence[Mapping[str, int]]] | None = None
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
+    held: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
+    requests_of: Callable[[Pod], Mapping[str, int]] = pod_requests,
 ) -> tuple[dict[str, int], dict[str, int], tuple[NodeBucket, ...]]:
     """(allocatable, allocated, node buckets) of a member described by its own nodes and the running ``pods``
     bound to them; ``held``: per node name, the requests of reservations held there (each also takes a pod
-    slot), counted as allocated like pods. Who calls it: :func:`cluster_state` and the cluster agent."""
+    slot), counted as allocated like pods. ``requests_of`` is :func:`pod_requests` or a cache of it (the agent
+    computes each listed pod's requests once). Who calls it: :func:`cluster_state` and the cluster agent."""
     by_node: dict[str, list[Pod]] = {}
     for pod in pods:
         by_node.setdefault(pod.spec.node_name, []).append(pod)
@@ -100,7 +104,7 @@ def member_capacity(
         requested: dict[str, int] = {}
         on_node = by_node.get(node.metadata.name, [])
         for pod in on_node:
-            _add(requested, pod_requests(pod))
+            _add(requested, requests_of(pod))
         holds = held.get(node.metadata.name, ()) if held is not None else ()
         for hold in holds:
             _add(requested, hold)

@@ -264,6 +264,8 @@ class _OpenedSockets:
 class KubeClient:
     """Requests to one API server (see the module doc); create inside the running loop, close with aclose."""
 
+    overlaps_requests = True  # concurrent requests overlap their round trips (kubesched.agent.api.MemberApi)
+
     def __init__(
         self,
         connection: ClusterConnection,

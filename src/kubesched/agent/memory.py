@@ -1,0 +1,273 @@
+"""An in-memory member cluster API: the few calls the cluster agent makes, answered from dicts in this process.
+
+Who calls it: the multi-cluster benchmark (:mod:`kubesched.bench.multicluster`), which runs a hundred members'
+agents in one process, and the agent's unit tests. An :class:`InMemoryMember` is a
+:class:`~kubesched.agent.api.MemberApi` like :class:`~kubesched.backends.kube.client.KubeClient`, so the
+:class:`~kubesched.agent.core.Agent` runs on it unchanged. It serves exactly what the agent asks for, with the
+API server's semantics for what the agent relies on:
+
+* ``GET``/``POST`` namespaces; ``GET``/``POST``/``DELETE`` Pods and ConfigMaps by namespace and name; ``GET``
+  Nodes; lists of Pods (all namespaces or one) and ConfigMaps, with ``labelSelector`` (``k=v``, ``k==v``,
+  ``k!=v``, ``k``, ``!k``, comma-separated) and ``fieldSelector`` (``spec.nodeName``, ``metadata.name``,
+  ``metadata.namespace`` with ``=``, ``==`` or ``!=``); discovery (``/api/v1``, ``/apis``) naming the kinds served.
+* A create of an existing name is ``409 AlreadyExists``; a delete whose ``DeleteOptions.preconditions`` (``uid``,
+  ``resourceVersion``) do not hold is ``409 Conflict``; a get or delete of a missing one ``404 NotFound``, as is
+  a create in a namespace that does not exist; a selector it cannot read is ``400 BadRequest``; any other path or
+  method ``404`` / ``405``. Errors are :class:`~kubesched.backends.kube.errors.KubeApiError`, as the real client's.
+* Every write takes the next ``resourceVersion`` of the member (one counter, as etcd's revision); a created object
+  gets a ``uid`` and ``creationTimestamp``, a created Pod ``status.phase: Pending``. The body is copied through
+  JSON (what a real client sends is what it serialised), so the caller's later changes do not reach the store.
+* Answers share the stored objects, which are never changed in place (a write stores a new dict): callers treat
+  them as read-only, as the agent does. This is what makes a list cheap enough for a hundred members.
+
+:meth:`InMemoryMember.add_node` is the test's and benchmark's way in (there is no kubelet); :meth:`pods`,
+:meth:`nodes` and :meth:`configmaps` are how they read the member afterwards.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kubesched.backends.kube.errors import KubeApiError
+
+__all__ = ["InMemoryMember"]
+
+CORE_KINDS = (("namespaces", "Namespace"), ("nodes", "Node"), ("pods", "Pod"), ("configmaps", "ConfigMap"))
+_NAMESPACED = frozenset({"pods", "configmaps"})
+_KIND = dict(CORE_KINDS)
+_FIELDS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
+    "spec.nodeName": lambda obj: str((obj.get("spec") or {}).get("nodeName") or ""),
+    "metadata.name": lambda obj: str(obj["metadata"]["name"]),
+    "metadata.namespace": lambda obj: str(obj["metadata"].get("namespace") or ""),
+}
+
+Predicate = Callable[[Mapping[str, Any]], bool]
+
+
+def _status(code: int, reason: str, message: str) -> KubeApiError:
+    return KubeApiError(code, reason, message)
+
+
+Reader = Callable[[Mapping[str, Any]], str | None]
+
+
+def _requirement(term: str, reader: Callable[[str], Reader], what: str) -> Predicate:
+    """One selector term: ``k=v``, ``k==v``, ``k!=v`` (a missing key is "not v"), ``k`` (exists), ``!k``."""
+    for operator in ("!=", "==", "="):
+        key, sep, value = term.partition(operator)
+        if sep:
+            key = key.strip()
+            value = value.strip()
+            if not key:
+                break
+            read = reader(key)
+            if operator == "!=":
+                return lambda obj: read(obj) != value
+            return lambda obj: read(obj) == value
+    else:
+        name = term.strip().removeprefix("!")
+        if name:
+            read = reader(name)
+            if term.strip().startswith("!"):
+                return lambda obj: read(obj) is None
+            return lambda obj: read(obj) is not None
+    raise _status(400, "BadRequest", f"unable to parse requirement {term!r} of the {what}")
+
+
+def _label(key: str) -> Reader:
+    def read(obj: Mapping[str, Any]) -> str | None:
+        value = (obj["metadata"].get("labels") or {}).get(key)
+        return None if value is None else str(value)
+
+    return read
+
+
+def _field(key: str) -> Reader:
+    """An unknown field is refused before anything is listed, as the API server does."""
+    read = _FIELDS.get(key)
+    if read is None:
+        raise _status(400, "BadRequest", f"field label not supported: {key}")
+    return read
+
+
+def _selector(text: str, reader: Callable[[str], Reader], what: str) -> list[Predicate]:
+    return [_requirement(term, reader, what) for term in text.split(",") if term.strip()]
+
+
+class InMemoryMember:
+    """One member cluster's API, in memory (module doc). ``clock`` stamps ``creationTimestamp`` (wall seconds)."""
+
+    def __init__(self, name: str = "member", *, clock: Callable[[], float] | None = None) -> None:
+        self.server = f"memory://{name}"
+        self._now = clock if clock is not None else (lambda: datetime.datetime.now(datetime.UTC).timestamp())
+        self._revision = itertools.count(1)
+        self.resource_version = 0
+        self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {resource: {} for resource, _ in CORE_KINDS}
+        self._compiled: dict[tuple[str, str], list[Predicate]] = {}  # selectors as parsed, by their text
+        self.requests = 0  # calls answered (errors included): what a real API server would have been sent
+        # Every call is answered before it returns: concurrency gains nothing (see Agent._together).
+        self.overlaps_requests = False
+
+    # --------------------------------------------------------------------------------------------- seeding
+
+    def add_node(self, node: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a Node as the kubelet would register it (409 when its name exists)."""
+        return self._create("nodes", "", node)
+
+    def add_namespace(self, name: str) -> None:
+        """Create namespace ``name`` unless it exists (a member's pods need their namespace)."""
+        if ("", name) not in self._store["namespaces"]:
+            self._create("namespaces", "", {"metadata": {"name": name}})
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self._store["nodes"].values())
+
+    def pods(self) -> list[dict[str, Any]]:
+        return list(self._store["pods"].values())
+
+    def configmaps(self, namespace: str) -> list[dict[str, Any]]:
+        return [obj for (ns, _), obj in self._store["configmaps"].items() if ns == namespace]
+
+    # ------------------------------------------------------------------------------------------ the API
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+        retry: bool = True,
+    ) -> Any:
+        """One API call, answered at once (``content_type``, ``timeout`` and ``retry`` change nothing here)."""
+        self.requests += 1
+        return self._answer(method, path, query or {}, body)
+
+    async def aclose(self) -> None:
+        """Nothing to close: there is no connection."""
+
+    def _answer(self, method: str, path: str, query: Mapping[str, str], body: Any) -> Any:
+        parts = [part for part in path.split("?", 1)[0].split("/") if part]
+        if parts[:1] == ["apis"] and method == "GET":
+            if len(parts) == 1:
+                return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+            raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+        if parts[:2] != ["api", "v1"]:
+            raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+        rest = parts[2:]
+        if not rest and method == "GET":
+            return self._discovery()
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in _NAMESPACED:
+            namespace, rest = rest[1], rest[2:]
+        if not rest or rest[0] not in _KIND or len(rest) > 2:
+            raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+        resource, name = rest[0], rest[1] if len(rest) == 2 else ""
+        if resource in _NAMESPACED and name and not namespace:
+            raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+        if method == "GET":
+            return self._get(resource, namespace, name) if name else self._list(resource, namespace, query)
+        if method == "POST" and not name:
+            if resource in _NAMESPACED and ("", namespace) not in self._store["namespaces"]:
+                raise _status(404, "NotFound", f'namespaces "{namespace}" not found')
+            return self._create(resource, namespace, body)
+        if method == "DELETE" and name:
+            return self._delete(resource, namespace, name, body)
+        raise _status(405, "MethodNotAllowed", f"{method} is not supported on {path}")
+
+    def _discovery(self) -> dict[str, Any]:
+        resources = [
+            {"name": resource, "kind": kind, "namespaced": resource in _NAMESPACED} for resource, kind in CORE_KINDS
+        ]
+        return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
+
+    def _get(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        obj = self._store[resource].get((namespace, name))
+        if obj is None:
+            raise _status(404, "NotFound", f'{resource} "{name}" not found')
+        return obj
+
+    def _list(self, resource: str, namespace: str, query: Mapping[str, str]) -> dict[str, Any]:
+        selectors = (query.get("labelSelector", ""), query.get("fieldSelector", ""))
+        predicates = self._compiled.get(selectors)
+        if predicates is None:
+            predicates = [
+                *_selector(selectors[0], _label, "label selector"),
+                *_selector(selectors[1], _field, "field selector"),
+            ]
+            self._compiled[selectors] = predicates
+        stored = self._store[resource]
+        found = stored.values() if not namespace else [obj for (ns, _), obj in stored.items() if ns == namespace]
+        if len(predicates) == 1:  # the agent's lists: one term each (a list of a hundred pods per reservation)
+            only = predicates[0]
+            items = [obj for obj in found if only(obj)]
+        else:
+            items = [obj for obj in found if all(p(obj) for p in predicates)]
+        return {
+            "kind": _KIND[resource] + "List",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(self.resource_version)},
+            "items": items,
+        }
+
+    def _next_revision(self) -> str:
+        self.resource_version = next(self._revision)
+        return str(self.resource_version)
+
+    def _create(self, resource: str, namespace: str, body: Any) -> dict[str, Any]:
+        obj = json.loads(json.dumps(body)) if body is not None else None
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+            raise _status(400, "BadRequest", f"the body of a {_KIND[resource]} create must be an object with metadata")
+        metadata = obj["metadata"]
+        name = metadata.get("name")
+        if not isinstance(name, str) or not name:
+            raise _status(422, "Invalid", f"{_KIND[resource]}: metadata.name: Required value")
+        given = metadata.get("namespace")
+        if resource in _NAMESPACED:
+            if given not in (None, "", namespace):
+                raise _status(400, "BadRequest", "the namespace of the object does not match the namespace of the URL")
+            metadata["namespace"] = namespace
+        key = (namespace, name)
+        if key in self._store[resource]:
+            raise _status(409, "AlreadyExists", f'{resource} "{name}" already exists')
+        metadata["uid"] = str(uuid.uuid4())
+        metadata["resourceVersion"] = self._next_revision()
+        stamp = datetime.datetime.fromtimestamp(self._now(), datetime.UTC)
+        metadata["creationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        obj.setdefault("apiVersion", "v1")
+        obj.setdefault("kind", _KIND[resource])
+        if resource == "pods":
+            status = obj["status"] = dict(obj.get("status") or {})
+            status.setdefault("phase", "Pending")
+        self._store[resource][key] = obj
+        return obj
+
+    def _delete(self, resource: str, namespace: str, name: str, options: Any) -> dict[str, Any]:
+        obj = self._store[resource].get((namespace, name))
+        if obj is None:
+            raise _status(404, "NotFound", f'{resource} "{name}" not found')
+        preconditions = (options.get("preconditions") or {}) if isinstance(options, Mapping) else {}
+        for field in ("uid", "resourceVersion"):
+            wanted = preconditions.get(field)
+            if wanted is not None and wanted != obj["metadata"].get(field):
+                raise _status(409, "Conflict", f"Precondition failed: {field} in precondition: {wanted}")
+        del self._store[resource][(namespace, name)]
+        self._next_revision()
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
+
+
+if TYPE_CHECKING:
+    from kubesched.agent.api import MemberApi
+    from kubesched.backends.kube.client import KubeClient
+
+    def _conforms(member: InMemoryMember, client: KubeClient) -> tuple[MemberApi, MemberApi]:
+        return member, client
