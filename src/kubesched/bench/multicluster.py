@@ -151,8 +151,8 @@ class _TimedCommitter:
     ) -> str:
         return await self.inner.reserve(cluster, reservation_id, pod, requests, ttl_seconds, timeout=timeout)
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> None:
-        await self.inner.release(cluster, reservation_id, timeout=timeout)
+    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
+        return await self.inner.release(cluster, reservation_id, timeout=timeout)
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
         await self.inner.bind(cluster, reservation_id, pod, timeout=timeout)

@@ -65,7 +65,12 @@ class AgentError(KubeschedError):
 
 
 class AgentUnreachable(AgentError):
-    """No answer (connection, TLS or deadline): the agent may or may not have acted on the request."""
+    """No answer (connection, TLS or deadline): the agent may or may not have acted on the request, unless
+    ``delivered`` is False (the connection was refused: the request never left)."""
+
+    def __init__(self, agent: str, message: str, *, delivered: bool = True) -> None:
+        super().__init__(agent, message)
+        self.delivered = delivered
 
 
 class AgentRefused(AgentError):
@@ -158,7 +163,11 @@ class AgentClient:
         except TimeoutError as error:
             raise AgentUnreachable(self.url, f"{method} {path}: no answer within the deadline") from error
         except (ProtocolError, OSError) as error:  # refused, reset, TLS (ssl.SSLError is an OSError)
-            raise AgentUnreachable(self.url, f"{method} {path}: {type(error).__name__}: {error}") from error
+            raise AgentUnreachable(
+                self.url,
+                f"{method} {path}: {type(error).__name__}: {error}",
+                delivered=not isinstance(error, ConnectionRefusedError),
+            ) from error
         try:
             decoded = json.loads(answer.body) if answer.body else None
         except ValueError as error:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kubesched.api.objects import Pod
-from kubesched.federation.agent_client import AgentError, AgentRefused, MemberEndpoint
+from kubesched.federation.agent_client import AgentError, AgentRefused, AgentUnreachable, MemberEndpoint
 from kubesched.federation.wire import ReservationRequest
 from kubesched.framework.clusters import CommitError, CommitLedger
 
@@ -54,7 +54,8 @@ class AgentCommitter:
     def _translated(cluster: str, error: AgentError) -> CommitError:
         if isinstance(error, AgentRefused):
             return CommitError(cluster, error.reason or str(error.status), str(error), refused=True)
-        return CommitError(cluster, UNREACHABLE_REASON, str(error), refused=False)
+        delivered = not isinstance(error, AgentUnreachable) or error.delivered
+        return CommitError(cluster, UNREACHABLE_REASON, str(error), refused=False, may_have_acted=delivered)
 
     async def reserve(
         self,
@@ -73,9 +74,9 @@ class AgentCommitter:
             raise self._translated(cluster, error) from error
         return held.node
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> None:
+    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
         try:
-            await self._client(cluster).release(reservation_id, timeout=timeout)
+            return await self._client(cluster).release(reservation_id, timeout=timeout)
         except AgentError as error:
             raise self._translated(cluster, error) from error
 

@@ -219,13 +219,15 @@ CLUSTER_COMMIT_SERVICE = "cluster-commit"
 class CommitError(Exception):
     """A reserve, release or bind in a member failed. ``refused``: the member answered no (``reason`` says why:
     ``Unfit``, ``NotFound``, ``Expired``, ...); otherwise it could not be reached in time (``Unreachable``), and may
-    or may not have acted: repeating the call with the same reservation id is safe."""
+    or may not have acted: repeating the call with the same reservation id is safe. ``may_have_acted``: whether the
+    request may have reached the member unanswered (False when it never left: the connection was refused)."""
 
-    def __init__(self, cluster: str, reason: str, message: str, *, refused: bool) -> None:
-        super().__init__(f"cluster {cluster}: {message}")
+    def __init__(self, cluster: str, reason: str, message: str, *, refused: bool, may_have_acted: bool = True) -> None:
+        super().__init__(message if message.startswith(f"cluster {cluster}: ") else f"cluster {cluster}: {message}")
         self.cluster = cluster
         self.reason = reason
         self.refused = refused
+        self.may_have_acted = not refused and may_have_acted
 
 
 class CommitLedger:
@@ -270,7 +272,10 @@ class ClusterCommitter(Protocol):
         """Hold ``requests`` for ``pod`` in ``cluster`` for ``ttl_seconds``; the member's node holding them."""
         ...
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> None: ...
+    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
+        """Let the reservation go; whether the member still held it (False: a bind consumed it, it expired or
+        it never existed). Once the member has answered, no bind under that id can make a pod any more."""
+        ...
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
         """Create ``pod`` in ``cluster`` under the reservation (consuming it)."""

@@ -167,7 +167,13 @@ class Scheduler:
         return True
 
     def _busy(self) -> bool:
-        return any(self.cycles.binding_runnable(task) for task in self.cycles.binding_tasks) or self.tasks.busy()
+        return (
+            any(
+                self.cycles.binding_runnable(task) and not self.tasks.sleeping(task)
+                for task in self.cycles.binding_tasks
+            )
+            or self.tasks.busy()
+        )
 
     async def settle(self) -> None:
         """Let binding and background tasks run until each has finished or waits on the clock or at Permit."""

@@ -107,6 +107,10 @@ class BackgroundTasks:
             if task is not None:
                 self._sleeping.discard(task)
 
+    def sleeping(self, task: asyncio.Task[Any]) -> bool:
+        """Whether ``task`` (any task, a binding cycle's too) is asleep in :meth:`sleep`, waiting on the clock."""
+        return task in self._sleeping
+
     def busy(self) -> bool:
         """Whether some task can make progress without the clock moving (it runs, or awaits real I/O)."""
         return any(not task.done() and task not in self._sleeping for task in self._tasks)

@@ -95,6 +95,9 @@ class HeldReservation:
     reserved: bool = False
     released: bool = False
     deadline: float = float("inf")  # when the approval times out (the hub's clock)
+    # When the member holds it no more at the latest, on the hub's clock: the answer's arrival plus the TTL (the
+    # member's own expiry, counted from before it answered, is earlier). Past it a late bind is refused there.
+    member_expiry: float = float("inf")
 
     def clone(self) -> HeldReservation:
         return self  # one reservation per attempt, shared by the cycle's plugins on purpose
@@ -204,6 +207,7 @@ class ClusterReservation:
                     break  # the member said no: asking again gives the same answer
                 continue
             held.reserved = True
+            held.member_expiry = self.handle.clock.now() + self.args.ttl_seconds
             committer.ledger.succeeded(held.cluster)
             return None
         if failure is not None:

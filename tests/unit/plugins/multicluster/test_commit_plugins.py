@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from kubesched.clock import VirtualClock
 from kubesched.errors import FieldError, ValidationFailed
 from kubesched.federation.wire import RESERVATION_ID_PATTERN
-from kubesched.framework.clusters import CommitLedger
+from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.status import Code
+from kubesched.framework.runtime.services import Services
+from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins.multicluster import (
     ClusterBind,
@@ -21,10 +23,10 @@ from kubesched.plugins.multicluster import (
     ClusterReservation,
     ClusterReservationArgs,
 )
-from kubesched.plugins.multicluster.bind import NOT_RESERVED
-from kubesched.plugins.multicluster.reservation import reservation_id
+from kubesched.plugins.multicluster.bind import NOT_RESERVED, SETTLE_SKEW_SECONDS
+from kubesched.plugins.multicluster.reservation import RESERVATION_STATE_KEY, HeldReservation, reservation_id
 from kubesched.testing.builders import make_node, make_pod
-from kubesched.testing.framework_helpers import PluginHandle
+from kubesched.testing.framework_helpers import PluginHandle, RecordingClient
 
 
 @pytest.mark.parametrize(
@@ -104,3 +106,103 @@ def test_without_a_committer_permit_refuses_filter_passes_and_bind_errors() -> N
     assert "no cluster committer" in status.message and timeout == 0.0
     bound = asyncio.run(ClusterBind(None, handle).bind(state, pod, "east"))
     assert bound is not None and (bound.code, bound.message) == (Code.ERROR, NOT_RESERVED)
+
+
+class _ScriptedCommitter:
+    """A committer whose release and bind answers are scripted: "lost" (no answer in time), "unreached" (the
+    connection refused: the request never left), "refused", or a value (release: whether it was still held;
+    bind: made)."""
+
+    def __init__(self, binds: list[str], releases: list[object]) -> None:
+        self.ledger = CommitLedger()
+        self.binds = binds
+        self.releases = releases
+        self.calls: list[str] = []
+
+    def _next(self, script: list[Any], what: str) -> Any:
+        self.calls.append(what)
+        answer = script.pop(0) if script else "lost"
+        if answer == "lost":
+            raise CommitError("east", "Unreachable", f"{what}: no answer", refused=False)
+        if answer == "unreached":
+            raise CommitError("east", "Unreachable", f"{what}: connection refused", refused=False, may_have_acted=False)
+        if answer == "refused":
+            raise CommitError("east", "NotFound", f"{what}: no such reservation", refused=True)
+        return answer
+
+    async def reserve(self, *args: Any, **kwargs: Any) -> str:
+        raise AssertionError("not reserved here")
+
+    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
+        return bool(self._next(self.releases, "release"))
+
+    async def bind(self, cluster: str, reservation_id: str, pod: Any, *, timeout: float) -> None:
+        self._next(self.binds, "bind")
+
+
+def _bind_with(committer: _ScriptedCommitter, clock: VirtualClock, ttl: float = 60.0) -> Status | None:
+    services = Services()
+    services.register(CLUSTER_COMMIT_SERVICE, lambda spec: committer)
+    handle = PluginHandle(clock=clock, services=services)
+    state = CycleState()
+    state.write(RESERVATION_STATE_KEY, HeldReservation("east", "r-1", reserved=True, member_expiry=clock.now() + ttl))
+    plugin = ClusterBind(ClusterBindArgs(bind_attempts=2), handle)
+    pod = PodInfo(make_pod("p").req(cpu="1").obj())
+
+    async def run() -> Status | None:
+        task = asyncio.ensure_future(plugin.bind(state, pod, "east"))
+        while not task.done():  # the settling waits on the hub's (virtual) clock between rounds
+            await asyncio.sleep(0)
+            clock.advance(1.0)
+        return task.result()
+
+    status = asyncio.run(run())
+    assert isinstance(handle.client, RecordingClient)
+    if status is None:
+        assert handle.client.bindings == [(pod.key, "east")]
+    else:
+        assert handle.client.bindings == []
+    return status
+
+
+@pytest.mark.parametrize(
+    ("binds", "releases", "bound", "calls"),
+    [
+        pytest.param(
+            ["lost", "lost", None], [False], True, ["bind", "bind", "release", "bind"], id="a-lost-bind-had-made-it"
+        ),
+        pytest.param(["lost", "lost"], [True], False, ["bind", "bind", "release"], id="released-before-any-bind"),
+        pytest.param(
+            ["lost", "lost", "refused"], [False], False, ["bind", "bind", "release", "bind"], id="expired-unbound"
+        ),
+        pytest.param(
+            ["lost", "lost", None],
+            ["lost", "lost", False],
+            True,
+            ["bind", "bind", "release", "release", "release", "bind"],
+            id="the-member-answers-again-later",
+        ),
+        pytest.param(["refused"], [], False, ["bind"], id="a-refusal-needs-no-settling"),
+        pytest.param(["unreached", "unreached"], [], False, ["bind", "bind"], id="binds-that-never-left-need-none"),
+        pytest.param(
+            ["lost", "unreached", None], [False], True, ["bind", "bind", "release", "bind"], id="one-lost-is-enough"
+        ),
+    ],
+)
+def test_a_bind_never_answered_is_settled_before_the_pod_goes_elsewhere(
+    binds: list[str], releases: list[object], bound: bool, calls: list[str]
+) -> None:
+    committer = _ScriptedCommitter(binds, releases)
+    status = _bind_with(committer, VirtualClock())
+    assert (status is None) == bound, status
+    assert committer.calls == calls
+
+
+def test_a_member_silent_until_its_reservation_expired_cannot_bind_any_more() -> None:
+    committer = _ScriptedCommitter(["lost", "lost"], [])  # nothing is ever answered again
+    clock = VirtualClock()
+    start = clock.now()
+    status = _bind_with(committer, clock, ttl=30.0)
+    assert status is not None and status.code is Code.ERROR
+    assert clock.now() >= start + 30.0 + SETTLE_SKEW_SECONDS  # given up only once a late bind is refused there
+    assert committer.calls.count("release") >= 2
