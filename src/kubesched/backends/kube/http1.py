@@ -194,6 +194,7 @@ class Http1Pool:
         self._server_hostname = server_hostname if ssl_context is not None else None
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
+        self._closed = False
         self.opened = 0
 
     def forget(self, connection: _Connection) -> None:
@@ -202,6 +203,17 @@ class Http1Pool:
             self._idle.remove(connection)
 
     async def _connect(self) -> _Connection:
+        # A connect cancelled mid-handshake (a caller's deadline) can leave its socket unclosed in Python 3.11;
+        # so the connect is never cancelled: it finishes in the background, and a caller that stopped waiting
+        # leaves the new connection to the pool (closed if the pool was closed meanwhile).
+        connecting = asyncio.ensure_future(self._open_connection())
+        try:
+            return await asyncio.shield(connecting)
+        except asyncio.CancelledError:
+            connecting.add_done_callback(self._adopt)
+            raise
+
+    async def _open_connection(self) -> _Connection:
         loop = asyncio.get_running_loop()
         _, connection = await loop.create_connection(
             lambda: _Connection(self),
@@ -213,6 +225,15 @@ class Http1Pool:
         self.opened += 1
         self._open.add(connection)
         return connection
+
+    def _adopt(self, connecting: asyncio.Future[_Connection]) -> None:
+        if connecting.cancelled() or connecting.exception() is not None:
+            return
+        connection = connecting.result()
+        if self._closed and connection.transport is not None:
+            connection.transport.abort()
+        elif not connection.closed:
+            self._idle.append(connection)
 
     async def exchange(self, request: bytes) -> Answer:
         """Send ``request`` (a whole HTTP/1.1 request) and read its answer."""
@@ -238,6 +259,7 @@ class Http1Pool:
 
     async def aclose(self, grace: float) -> None:
         """Close every connection, waiting up to ``grace`` seconds for the TLS goodbyes."""
+        self._closed = True
         connections = list(self._open)
         self._idle.clear()
         for connection in connections:
