@@ -2,10 +2,10 @@
 
 A plugin that needs, every cycle, one number per node that depends on the node *and its pods* (the pods
 matching a spread selector, whether a pod's node affinity admits the node) would otherwise walk 5000 NodeInfos
-per pod. :class:`SlotValues` keeps the numbers in an array indexed by NodeTable slot next to the table stamp
-each one was computed at; a read recomputes only the slots whose stamp moved since (the nodes the last cycle
-bound a pod to, or that informers changed), a vectorized compare away. :class:`SlotValueCache` holds them per
-key, so pods sharing a selector share the array, and bounds how many it keeps.
+per pod. :class:`SlotValues` keeps the numbers in an array indexed by NodeTable slot and remembers how far it
+has read the table's change log; a read recomputes only the slots logged since (the nodes the last cycles
+bound a pod to, or that informers changed), without looking at the others. :class:`SlotValueCache` holds them
+per key, so pods sharing a selector share the array, and bounds how many it keeps.
 
 :class:`ColumnCache` does the same for values a plugin computes *vectorized* from the table's columns (the
 resource scores of a pod's requests): the changed slots are recomputed as one batch. A key is kept only from
@@ -131,10 +131,10 @@ class _Column:
 
 
 class ColumnCache:
-    """Per key, ``fn``'s values over every slot of a table, kept across cycles: a read recomputes, in one
-    batch call, only the slots whose stamp moved. The first read of a key computes just the batch asked for
-    and remembers the key; from the second on the key has a column (at most ``limit`` columns, the least
-    recently read dropped; as many keys again remembered as seen once)."""
+    """Per key, ``fn``'s values over every slot of a table, kept across cycles: a read recomputes only the
+    slots changed since (in one batch call, or one ``one`` call each when they are few). The first read of a
+    key computes just the batch asked for and remembers the key; from the second on the key has a column (at
+    most ``limit`` columns, the least recently read dropped; as many keys again remembered as seen once)."""
 
     __slots__ = ("_columns", "_seen", "limit")
 
