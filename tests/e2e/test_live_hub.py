@@ -26,6 +26,7 @@ from kubesched.live.hub import HubOptions
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.testing.agents import RunningAgent, make_node
 from kubesched.testing.envtest import ControlPlane
+from kubesched.testing.hubs import HUB_PLUGINS
 from kubesched.testing.live_cluster import RunningScheduler, Scenario, scenario, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -94,23 +95,7 @@ def _hub_config(corner: Scenario, hub_name: str) -> Any:
         "clientConnection": {"qps": 500, "burst": 1000},
         "profiles": [
             {"schedulerName": corner.scheduler_name},
-            {
-                "schedulerName": hub_name,
-                "plugins": {
-                    "multiPoint": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [
-                            {"name": "PrioritySort"},
-                            {"name": "NodeAffinity"},
-                            {"name": "ClusterReadiness"},
-                            {"name": "ClusterCapacity"},
-                            {"name": "ClusterBalance"},
-                            {"name": "ClusterReservation"},
-                            {"name": "ClusterBind"},
-                        ],
-                    }
-                },
-            },
+            {"schedulerName": hub_name, "plugins": HUB_PLUGINS},
         ],
     }
     return load_config_dict(document, "e2e hub config", in_tree_registry())

@@ -42,6 +42,27 @@ REGION_LABEL = "topology.kubernetes.io/region"
 _names = itertools.count()
 
 
+# The hub profile's plugins: clusters filtered by readiness and per-node capacity, spread by balance, committed
+# by the two-phase reservation and bound by the member's agent (every default plugin disabled).
+HUB_PLUGINS: dict[str, Any] = {
+    "multiPoint": {
+        "disabled": [{"name": "*"}],
+        "enabled": [
+            {"name": name}
+            for name in (
+                "PrioritySort",
+                "NodeAffinity",
+                "ClusterReadiness",
+                "ClusterCapacity",
+                "ClusterBalance",
+                "ClusterReservation",
+                "ClusterBind",
+            )
+        ],
+    }
+}
+
+
 def hub_config(approval: str = "Automatic", suspect_after: int = 3, permit_timeout: float = 20) -> Any:
     document = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -49,20 +70,7 @@ def hub_config(approval: str = "Automatic", suspect_after: int = 3, permit_timeo
         "profiles": [
             {
                 "schedulerName": HUB,
-                "plugins": {
-                    "multiPoint": {
-                        "disabled": [{"name": "*"}],
-                        "enabled": [
-                            {"name": "PrioritySort"},
-                            {"name": "NodeAffinity"},
-                            {"name": "ClusterReadiness"},
-                            {"name": "ClusterCapacity"},
-                            {"name": "ClusterBalance"},
-                            {"name": "ClusterReservation"},
-                            {"name": "ClusterBind"},
-                        ],
-                    }
-                },
+                "plugins": HUB_PLUGINS,
                 "pluginConfig": [
                     {
                         "name": "ClusterReservation",
