@@ -4,6 +4,7 @@ the engine's answer for the very input."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,7 +154,7 @@ def test_decisions_by_the_projected_key_equal_decisions_without_a_cache(
         # not: either way its decision must equal the engine's.
         for doc in (pod_doc, {**pod_doc, "metadata": {**pod_doc["metadata"], "annotations": {"extra": "x"}}}):
             node_doc = to_document(node)
-            whole = digest({"pod": doc, "operation": "schedule", "time": TIME})
+            whole = functools.partial(digest, {"pod": doc, "operation": "schedule", "time": TIME})
             node_key = (
                 projection(node_doc, node_paths) if node_paths is not None else json.dumps(node_doc, sort_keys=True)
             )

@@ -41,11 +41,11 @@ class Keying:
                 spec = _NODE_KEYS[(target_kind, below)] = _node_key(below, target_kind, document)
             self._node = spec
 
-    def pod_key(self, pod_doc: Mapping[str, Any], whole_digest: str) -> str:
+    def pod_key(self, pod_doc: Mapping[str, Any], whole_digest: Callable[[], str]) -> str:
         """The pod's part of the cache key: its values at the paths the policy reads under ``input.pod``, or
-        ``whole_digest`` (the digest of the whole input) when the paths do not bound what it reads."""
+        ``whole_digest()`` (the digest of the whole input) when the paths do not bound what it reads."""
         if self._pod_paths is None:
-            return "whole:" + whole_digest
+            return "whole:" + whole_digest()
         return "read:" + projection(pod_doc, self._pod_paths)
 
     def node_classes(self, table: NodeTable) -> tuple[str, ClassColumn]:

@@ -147,6 +147,7 @@ class AttemptPolicy:
 
     __slots__ = (
         "_batch",
+        "_pod_digest",
         "enforcement",
         "engine",
         "entry",
@@ -155,7 +156,6 @@ class AttemptPolicy:
         "facts",
         "facts_name",
         "plugin",
-        "pod_digest",
         "pod_doc",
         "rekeyed",
         "skipped",
@@ -172,7 +172,7 @@ class AttemptPolicy:
         self.facts_name = NODE_POLICY_FACTS.name
         self.facts: ClassColumn = snapshot.table.class_column(NODE_POLICY_FACTS.name, NODE_POLICY_FACTS.key_fn)
         self.rekeyed = 0  # times the policy revision changed under this attempt (see prefetch_filter)
-        self.pod_digest = ""
+        self._pod_digest: str | None = None
         self.pod_doc: dict[str, Any] = {}
         self.time = ""
         self.entry = NodeDecisions("")
@@ -185,6 +185,16 @@ class AttemptPolicy:
     def clone(self) -> AttemptPolicy:
         # Filter only reads it; nominated-pod passes of the same attempt share it.
         return self
+
+    @property
+    def pod_digest(self) -> str:
+        """The digest of the attempt's whole input (pod, operation, time), as the audit record names it;
+        computed when first asked (a key on the whole pod, or a verdict sealed for the audit), not per attempt."""
+        if self._pod_digest is None:
+            self._pod_digest = (
+                digest({"pod": self.pod_doc, "operation": OPERATION_SCHEDULE, "time": self.time}) if self.time else ""
+            )
+        return self._pod_digest
 
     def fail(self, error: str, *, ignore: bool) -> None:
         if not self.error:
@@ -303,7 +313,6 @@ class SecurityAuditFilter:
             return attempt
         attempt.pod_doc = pod_document(pod.pod)
         attempt.time = rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
-        attempt.pod_digest = digest({"pod": attempt.pod_doc, "operation": OPERATION_SCHEDULE, "time": attempt.time})
         self._key(attempt, self.client.revision())
         return attempt
 
@@ -321,7 +330,7 @@ class SecurityAuditFilter:
             self.cache = DecisionCache(self.args.cache_size)
         keying = self._keying_for(revision)
         attempt.use_classes(*keying.node_classes(snapshot.table))
-        pod_part = keying.pod_key(attempt.pod_doc, attempt.pod_digest)
+        pod_part = keying.pod_key(attempt.pod_doc, lambda: attempt.pod_digest)
         # The node classes are part of the key: class ids of one column mean nothing in another.
         key = CacheKey(revision, f"{pod_part}/{attempt.facts_name}", attempt.time, OPERATION_SCHEDULE)
         entry = self.cache.get(key)
