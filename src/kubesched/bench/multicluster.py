@@ -53,11 +53,11 @@ from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.checks import MemberContents, check_members, check_placements
 from kubesched.bench.runner import (
     BenchResult,
+    Meter,
     OnProgress,
     _BindCounter,
     _percentile,
     _PodFactory,
-    descendant_cpu_seconds,
     peak_rss_mb,
 )
 from kubesched.bench.workload import HOSTNAME_LABEL, MultiClusterSpec, Workload, WorkloadError
@@ -70,7 +70,6 @@ from kubesched.federation.commit import AgentCommitter
 from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services
-from kubesched.heap import freeze_steady_state
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -390,7 +389,7 @@ async def _run_hub(
     latencies: list[float] = []
     created: set[str] = set()
     measured = scheduled = 0
-    seconds = cpu_seconds = helper_cpu_seconds = 0.0
+    meter = Meter()
     try:
         for op_index, op in enumerate(workload.ops):
             pods = [factory.make(op, op_index, i) for i in range(op.count)]
@@ -405,10 +404,7 @@ async def _run_hub(
             if op.collect_metrics:
                 scheduler.cycles.attempt_latencies = latencies
                 committer.measuring = True
-                freeze_steady_state()
-                started = time.perf_counter()
-                cpu_started = time.process_time()
-                helpers_started = descendant_cpu_seconds()
+                meter.start()
             for pod in pods:
                 hub.add_pod(pod)
             try:
@@ -419,10 +415,7 @@ async def _run_hub(
                     with contextlib.suppress(asyncio.CancelledError):
                         await refresher
             if op.collect_metrics:
-                seconds += time.perf_counter() - started
-                cpu_seconds += time.process_time() - cpu_started
-                helpers = descendant_cpu_seconds()
-                helper_cpu_seconds += sum(cpu - helpers_started.get(pid, 0.0) for pid, cpu in helpers.items())
+                meter.stop()
                 scheduler.cycles.attempt_latencies = None
                 committer.measuring = False
                 measured += op.count
@@ -439,16 +432,16 @@ async def _run_hub(
         nodes=spec.clusters,
         measured_pods=measured,
         scheduled=scheduled,
-        seconds=seconds,
-        throughput=scheduled / seconds if seconds > 0 else 0.0,
+        seconds=meter.seconds,
+        throughput=scheduled / meter.seconds if meter.seconds > 0 else 0.0,
         p50_ms=_percentile(latencies, 0.50) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000,
         mode=f"{'batch' if use_batch else 'per-node'}",
         pending=report.pending,
         violations=[*report.violations, *member_violations],
-        cpu_seconds=cpu_seconds,
-        helper_cpu_seconds=helper_cpu_seconds,
-        cpu_us_per_pod=(cpu_seconds + helper_cpu_seconds) / measured * 1e6 if measured else 0.0,
+        cpu_seconds=meter.cpu_seconds,
+        helper_cpu_seconds=meter.helper_cpu_seconds,
+        cpu_us_per_pod=meter.per_pod_us(measured),
         peak_rss_mb=peak_rss_mb(),
         commit_p50_ms=_percentile(commit_latencies, 0.50) * 1000,
         commit_p99_ms=_percentile(commit_latencies, 0.99) * 1000,

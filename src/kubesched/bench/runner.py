@@ -314,7 +314,7 @@ async def _run_async(
     nodes = 0
     measured = scheduled = policy_calls = 0
     latencies: list[float] = []
-    seconds = cpu_seconds = helper_cpu_seconds = 0.0
+    meter = Meter()
     created: set[str] = set()  # uids of pods that must end up bound (or preempted)
     expected_pending: set[str] = set()  # uids of pods that must stay pending
     churn: tuple[Op, int] | None = None
@@ -339,10 +339,7 @@ async def _run_async(
             if op.collect_metrics:
                 calls_before = _policy_calls(scheduler)
                 scheduler.cycles.attempt_latencies = latencies
-                freeze_steady_state()
-                started = time.perf_counter()
-                cpu_started = time.process_time()
-                helpers_started = descendant_cpu_seconds()
+                meter.start()
             heartbeats.start(op.heartbeat_every)
             churner = None
             if churn is not None:
@@ -359,10 +356,7 @@ async def _run_async(
                         await churner
                 heartbeats.start(0)
             if op.collect_metrics:
-                seconds += time.perf_counter() - started
-                cpu_seconds += time.process_time() - cpu_started
-                helpers = descendant_cpu_seconds()
-                helper_cpu_seconds += sum(cpu - helpers_started.get(pid, 0.0) for pid, cpu in helpers.items())
+                meter.stop()
                 scheduler.cycles.attempt_latencies = None
                 measured += op.count
                 scheduled += _bound(cluster, pods)
@@ -382,8 +376,8 @@ async def _run_async(
         nodes=nodes,
         measured_pods=measured,
         scheduled=scheduled,
-        seconds=seconds,
-        throughput=scheduled / seconds if seconds > 0 else 0.0,
+        seconds=meter.seconds,
+        throughput=scheduled / meter.seconds if meter.seconds > 0 else 0.0,
         p50_ms=_percentile(latencies, 0.50) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000,
         mode="batch" if use_batch else "per-node",
@@ -391,11 +385,35 @@ async def _run_async(
         pending=report.pending,
         preempted=sum(len(victims) for victims in cluster.preempted.values()),
         violations=list(report.violations),
-        cpu_seconds=cpu_seconds,
-        helper_cpu_seconds=helper_cpu_seconds,
-        cpu_us_per_pod=(cpu_seconds + helper_cpu_seconds) / measured * 1e6 if measured else 0.0,
+        cpu_seconds=meter.cpu_seconds,
+        helper_cpu_seconds=meter.helper_cpu_seconds,
+        cpu_us_per_pod=meter.per_pod_us(measured),
         peak_rss_mb=peak_rss_mb(),
     )
+
+
+class Meter:
+    """Wall, CPU and helper-process CPU time over the measured ops of a workload run (summed over ops); also
+    freezes the heap before each, so collections walk only what the op allocates. Used by both runners."""
+
+    def __init__(self) -> None:
+        self.seconds = self.cpu_seconds = self.helper_cpu_seconds = 0.0
+        self._started = (0.0, 0.0, dict[int, float]())
+
+    def start(self) -> None:
+        freeze_steady_state()
+        self._started = (time.perf_counter(), time.process_time(), descendant_cpu_seconds())
+
+    def stop(self) -> None:
+        wall, cpu, helpers = self._started
+        self.seconds += time.perf_counter() - wall
+        self.cpu_seconds += time.process_time() - cpu
+        now = descendant_cpu_seconds()
+        self.helper_cpu_seconds += sum(seconds - helpers.get(pid, 0.0) for pid, seconds in now.items())
+
+    def per_pod_us(self, pods: int) -> float:
+        """CPU time of this process and its helpers per measured pod, in microseconds."""
+        return (self.cpu_seconds + self.helper_cpu_seconds) / pods * 1e6 if pods else 0.0
 
 
 def descendant_cpu_seconds() -> dict[int, float]:
