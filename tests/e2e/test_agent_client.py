@@ -277,6 +277,8 @@ def test_a_push_endpoint_answers_like_an_agent_and_its_refresh_sweeps(
             unreachable = PushEndpoint(Agent(down, clock=clock, namespace=agent_namespace))
             with pytest.raises(AgentUnreachable, match="did not answer"):
                 await unreachable.state("east")
+            await unreachable.aclose()
+            await endpoint.aclose()
         finally:
             await client.aclose()
             await down.aclose()

@@ -1,5 +1,5 @@
-"""What the cluster agent needs of its member's API: one ``request`` call, the server's name, and whether
-concurrent calls overlap.
+"""What the cluster agent needs of its member's API: ``request`` calls, watches (``stream_lines``, what its
+member view's reflectors read), the server's name, and whether concurrent calls overlap.
 
 Who calls it: :class:`~kubesched.agent.core.Agent` is typed against :class:`MemberApi`, so it runs on a real API
 server through :class:`~kubesched.backends.kube.client.KubeClient` and, in the benchmark and unit tests, on
@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from kubesched.backends.kube.reflector import WatchableApi
+
 __all__ = ["MemberApi"]
 
 
-class MemberApi(Protocol):
+class MemberApi(WatchableApi, Protocol):
     """A member's API server as the agent calls it (see the module doc)."""
 
     @property

@@ -36,26 +36,32 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from kubesched.agent.api import MemberApi
-from kubesched.api.objects import Node, Pod
+from kubesched.agent.reservations import (
+    CONFIGMAP_PREFIX,
+    Reservation,
+    held_by_node,
+    reservation_configmap,
+    stored_reservation,
+)
+from kubesched.agent.view import MemberView
+from kubesched.api.objects import Pod
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeApiError, is_status
 from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
-from kubesched.federation.state import member_capacity, member_workloads, running_pods
+from kubesched.federation.state import member_capacity, member_workloads
 from kubesched.federation.wire import (
     HUB_POD_UID_ANNOTATION,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     RESERVATION_ANNOTATION,
     RESERVATION_ID_PATTERN,
-    RESERVATION_LABEL,
     ReservationRequest,
 )
 from kubesched.framework.clusters import ClusterState
@@ -64,11 +70,7 @@ __all__ = ["DEFAULT_NAMESPACE", "Agent", "Refused", "Reservation"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 DEFAULT_NAMESPACE = "kubesched-system"
-CONFIGMAP_PREFIX = "kubesched-reservation-"
-PODS = "pods"
 DISCOVERY_TTL_SECONDS = 300.0
 # Fields of the hub pod that were about the hub's choice of cluster, or that the member would refuse next to a
 # nodeName: a nodeSelector or node affinity on cluster labels would make the member's kubelet reject the pod, a
@@ -85,75 +87,6 @@ class Refused(KubeschedError):
         self.status = status
         self.reason = reason
         self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    id: str
-    node: str
-    requests: Mapping[str, int]
-    expires_at: float
-    pod_uid: str = ""
-    created_at: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "node": self.node,
-            "requests": dict(self.requests),
-            "expiresAt": self.expires_at,
-            "podUID": self.pod_uid,
-            "createdAt": self.created_at,
-        }
-
-
-def _from_configmap(obj: Mapping[str, Any]) -> Reservation | None:
-    """The reservation a ConfigMap stores; None for one that is not ours or is damaged (logged)."""
-    name = str(obj.get("metadata", {}).get("name", ""))
-    data = obj.get("data") or {}
-    try:
-        requests = json.loads(data["requests"])
-        return Reservation(
-            id=name.removeprefix(CONFIGMAP_PREFIX),
-            node=str(data["node"]),
-            requests={str(k): int(v) for k, v in requests.items()},
-            expires_at=float(data["expiresAt"]),
-            pod_uid=str(data.get("podUID", "")),
-            created_at=float(data.get("createdAt", 0.0)),
-        )
-    except (KeyError, ValueError, TypeError, AttributeError):
-        log.warning("ignoring reservation ConfigMap %s: its data is not a reservation's", name)
-        return None
-
-
-def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
-    if free.get(PODS, 0) < 1:
-        return False
-    return all(amount <= free.get(name, 0) for name, amount in requests.items() if amount > 0 and name != PODS)
-
-
-def _parsed(
-    items: Iterable[Mapping[str, Any]],
-    seen: Mapping[str, tuple[str, T]],
-    parse: Callable[[Mapping[str, Any], str], T],
-    where: str,
-) -> tuple[list[T], dict[str, tuple[str, T]]]:
-    """The listed objects parsed, and the cache for the next list: an object listed with the uid and
-    resourceVersion it had last time is the same object (the API server changes the version on every write), so
-    its earlier parse is reused. The new cache holds the objects listed now only (deleted ones drop out)."""
-    parsed: list[T] = []
-    fresh: dict[str, tuple[str, T]] = {}
-    for item in items:
-        metadata = item.get("metadata") or {}
-        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
-        if uid and version:
-            hit = seen.get(uid)
-            obj = hit[1] if hit is not None and hit[0] == version else parse(item, where)
-            fresh[uid] = (version, obj)
-        else:
-            obj = parse(item, where)
-        parsed.append(obj)
-    return parsed, fresh
 
 
 @dataclass
@@ -183,29 +116,16 @@ class Agent:
         self.request_timeout = request_timeout
         self._lock = asyncio.Lock()
         self._discovery = _Discovery()
-        # Parsed objects by uid, with their resourceVersion: every state and every reservation lists the member,
-        # and parsing each Node and Pod again each time was most of the agent's CPU (see _parsed).
-        self._nodes_seen: dict[str, tuple[str, Node]] = {}
-        self._pods_seen: dict[str, tuple[str, Pod]] = {}
-        # Each listed pod's requests, by uid, with the parsed Pod they are of (held, so its identity stays its own):
-        # a reservation sums the pods of every node it passes over, each reservation again.
-        self._requests: dict[str, tuple[Pod, Mapping[str, int]]] = {}
+        self._view = MemberView(client, namespace, sync_timeout=request_timeout)
+
+    async def aclose(self) -> None:
+        """Stop watching the member (the client stays the caller's to close)."""
+        await self._view.aclose()
 
     # ------------------------------------------------------------------------------------------ member I/O
 
     async def _get(self, path: str, query: Mapping[str, str] | None = None) -> Any:
         return await self.client.request("GET", path, query=query, timeout=self.request_timeout)
-
-    def _requests_of(self, pod: Pod) -> Mapping[str, int]:
-        """``pod_requests(pod)``, computed once per parsed pod (a pod changed in the member is parsed anew)."""
-        hit = self._requests.get(pod.metadata.uid)
-        if hit is not None and hit[0] is pod:
-            return hit[1]
-        if len(self._requests) > 2 * len(self._pods_seen) + 64:  # drop the pods no longer listed
-            self._requests = {uid: kept for uid, kept in self._requests.items() if uid in self._pods_seen}
-        requests = pod_requests(pod)
-        self._requests[pod.metadata.uid] = (pod, requests)
-        return requests
 
     async def _together(self, *calls: Callable[[], Awaitable[Any]]) -> list[Any]:
         """The calls' answers, in order: concurrently where the member's API overlaps requests (a remote server's
@@ -236,18 +156,8 @@ class Agent:
 
     async def reservations(self) -> list[Reservation]:
         """Every reservation stored in the member, expired ones included."""
-        listed = await self._get(self._configmaps, {"labelSelector": f"{RESERVATION_LABEL}=true"})
-        found = [_from_configmap(item) for item in listed.get("items", [])]
-        return [reservation for reservation in found if reservation is not None]
-
-    async def _nodes_and_pods(self) -> tuple[list[Node], list[Pod]]:
-        nodes_list, pods_list = await self._together(
-            lambda: self._get("/api/v1/nodes"),
-            lambda: self._get("/api/v1/pods", {"fieldSelector": "spec.nodeName!="}),
-        )
-        nodes, self._nodes_seen = _parsed(nodes_list.get("items", []), self._nodes_seen, Node.from_dict, "member Node")
-        pods, self._pods_seen = _parsed(pods_list.get("items", []), self._pods_seen, Pod.from_dict, "member Pod")
-        return nodes, running_pods(pods)
+        await self._view.current()
+        return self._view.reservations()
 
     async def _apis(self) -> frozenset[str] | None:
         """Served kinds as ``group/version/Kind`` (``v1/Pod`` for the core group), from discovery, refreshed
@@ -278,16 +188,14 @@ class Agent:
 
     # ---------------------------------------------------------------------------------------------- state
 
-    async def _view(self) -> tuple[list[Node], list[Pod], list[Reservation], float]:
-        (nodes, pods), reservations = await self._together(self._nodes_and_pods, self.reservations)
-        now = self.clock.now()
-        return nodes, pods, [r for r in reservations if r.expires_at > now], now
-
     async def state(self) -> tuple[ClusterState, list[Reservation]]:
         """The member's state with its live reservations counted, and those reservations."""
-        (nodes, pods, live, now), apis = await self._together(self._view, self._apis)
-        held = held_by_node(live)
-        allocatable, allocated, buckets = member_capacity(nodes, pods, held, self._requests_of)
+        behind, apis = await self._together(self._view.current, self._apis)
+        now = self.clock.now()
+        view = self._view
+        nodes, pods = view.nodes(), view.running_pods()
+        live = [r for r in view.reservations() if r.expires_at > now]
+        allocatable, allocated, buckets = member_capacity(nodes, pods, held_by_node(live))
         accounted = {r.pod_uid for r in live if r.pod_uid}
         accounted.update(
             pod.metadata.annotations[HUB_POD_UID_ANNOTATION]
@@ -298,7 +206,7 @@ class Agent:
             name=self.cluster_name,
             ready=bool(nodes),
             ready_reason="" if nodes else "the member has no nodes",
-            observed_at=now,
+            observed_at=now - behind,
             allocatable=allocatable,
             allocated=allocated,
             nodes=buckets,
@@ -310,22 +218,6 @@ class Agent:
 
     # --------------------------------------------------------------------------------------- reservations
 
-    def _configmap(self, reservation: Reservation) -> dict[str, Any]:
-        return {
-            "metadata": {
-                "name": CONFIGMAP_PREFIX + reservation.id,
-                "namespace": self.namespace,
-                "labels": {RESERVATION_LABEL: "true", MANAGED_BY_LABEL: MANAGED_BY_VALUE},
-            },
-            "data": {
-                "requests": json.dumps(dict(reservation.requests), sort_keys=True),
-                "node": reservation.node,
-                "podUID": reservation.pod_uid,
-                "expiresAt": repr(reservation.expires_at),
-                "createdAt": repr(reservation.created_at),
-            },
-        }
-
     async def _stored(self, rid: str) -> Reservation | None:
         try:
             obj = await self._get(f"{self._configmaps}/{CONFIGMAP_PREFIX}{rid}")
@@ -333,41 +225,35 @@ class Agent:
             if error.status == 404:
                 return None
             raise
-        return _from_configmap(obj)
+        return stored_reservation(obj)
 
     async def reserve(self, request: ReservationRequest) -> tuple[Reservation, bool]:
         """Hold ``request``'s capacity on one node; (the reservation, whether it is new). Raises :class:`Refused`."""
         async with self._lock:
+            await self._view.current()
             now = self.clock.now()
-            existing = await self._stored(request.id)
+            existing = self._view.reservation(request.id)
             if existing is not None and existing.expires_at > now:
                 if dict(existing.requests) != dict(request.requests):
                     raise Refused(409, "Conflict", f"reservation {request.id} exists with other requests")
                 return existing, False
             if existing is not None:  # expired but not swept yet: replace it
                 await self._delete_configmap(request.id)
-            nodes, pods, live, now = await self._view()
-            held = held_by_node(live)
-            by_node: dict[str, list[Pod]] = {}
-            for pod in pods:
-                by_node.setdefault(pod.spec.node_name, []).append(pod)
-            for node in sorted(nodes, key=lambda n: n.metadata.name):
-                if node.spec_unschedulable:
-                    continue
-                _, _, buckets = member_capacity([node], by_node.get(node.name, []), held, self._requests_of)
-                if buckets and _fits(buckets[0].free, request.requests):
-                    break
-            else:
+            live = [r for r in self._view.reservations() if r.expires_at > now]
+            node = self._view.first_fit(request.requests, held_by_node(live))
+            if node is None:
                 raise Refused(409, "Unfit", f"no node of the member has room for {dict(request.requests)}")
             reservation = Reservation(
                 request.id, node.name, dict(request.requests), now + request.ttl_seconds, request.pod_uid, now
             )
+            body = reservation_configmap(reservation, self.namespace)
             try:
-                await self.client.request("POST", self._configmaps, body=self._configmap(reservation), retry=False)
+                stored = await self.client.request("POST", self._configmaps, body=body, retry=False)
             except KubeApiError as error:
                 if error.status != 409:
                     raise
                 raise Refused(409, "Conflict", f"reservation {request.id} was created concurrently") from error
+            self._view.made(reservation, stored)
             log.info("reserved %s on node %s until %.3f", request.id, node.name, reservation.expires_at)
             return reservation, True
 
@@ -376,8 +262,10 @@ class Agent:
             await self.client.request("DELETE", f"{self._configmaps}/{CONFIGMAP_PREFIX}{rid}", retry=False)
         except KubeApiError as error:
             if error.status == 404:
+                self._view.dropped(rid)
                 return False
             raise
+        self._view.dropped(rid)
         return True
 
     async def release(self, rid: str) -> bool:
@@ -435,7 +323,10 @@ class Agent:
         namespace = str(metadata.get("namespace") or "default")
         pod_path = f"/api/v1/namespaces/{namespace}/pods"
         async with self._lock:
-            reservation = await self._stored(rid)
+            await self._view.current()
+            # The view has every reservation this agent made; one another agent process made a moment ago may
+            # not have reached it yet, so a miss is asked of the member.
+            reservation = self._view.reservation(rid) or await self._stored(rid)
             if reservation is None:
                 earlier = await self._earlier_bind(pod_path, str(metadata["name"]), rid)
                 if earlier is not None:
@@ -465,6 +356,11 @@ class Agent:
                     taken = f"pod {namespace}/{metadata['name']} exists in the member"
                     raise Refused(409, "Conflict", taken) from error
                 pod, created = earlier, False
+            if created:
+                try:
+                    self._view.bound(Pod.from_dict(pod, "the member's pod"))
+                except KubeschedError as error:  # the member's own answer: counted once its watch brings it
+                    log.warning("the member's answer to the bind of %s does not parse: %s", rid, error)
             await self._delete_configmap(rid)
             log.info("bound %s/%s to node %s under %s", namespace, metadata["name"], reservation.node, rid)
             return pod, created
@@ -517,10 +413,3 @@ def member_pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
         "uid": metadata.get("uid"),
         "node": (pod.get("spec") or {}).get("nodeName"),
     }
-
-
-def held_by_node(reservations: Sequence[Reservation]) -> dict[str, list[Mapping[str, int]]]:
-    held: dict[str, list[Mapping[str, int]]] = {}
-    for reservation in reservations:
-        held.setdefault(reservation.node, []).append(reservation.requests)
-    return held

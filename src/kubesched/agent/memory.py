@@ -19,6 +19,12 @@ API server's semantics for what the agent relies on:
   JSON (what a real client sends is what it serialised), so the caller's later changes do not reach the store.
 * Answers share the stored objects, which are never changed in place (a write stores a new dict): callers treat
   them as read-only, as the agent does. This is what makes a list cheap enough for a hundred members.
+* **Watches** (:meth:`InMemoryMember.stream_lines`, what a
+  :class:`~kubesched.backends.kube.reflector.Reflector` reads): the events after the ``resourceVersion`` asked
+  for, as the API server's JSON lines (``ADDED`` on a create, ``DELETED`` with the object at the deletion's
+  version), filtered by the same selectors as a list, then each new one as it happens, until ``timeoutSeconds``
+  (wall time). The last :data:`WATCH_HISTORY` events are kept: a version older than those is ``410 Gone``, as
+  etcd's compaction makes it; no version (or ``0``) starts with the current objects as ``ADDED``.
 
 :meth:`InMemoryMember.add_node` is the test's and benchmark's way in (there is no kubelet); :meth:`pods`,
 :meth:`nodes` and :meth:`configmaps` are how they read the member afterwards.
@@ -26,12 +32,15 @@ API server's semantics for what the agent relies on:
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 import datetime
 import itertools
 import json
 import uuid
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kubesched.backends.kube.errors import KubeApiError
 
@@ -47,6 +56,16 @@ _FIELDS: Mapping[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 Predicate = Callable[[Mapping[str, Any]], bool]
+
+WATCH_HISTORY = 20000  # events kept for watches to resume from (an API server keeps a window too)
+
+
+class _Event(NamedTuple):
+    revision: int
+    resource: str
+    namespace: str
+    type: str
+    obj: Mapping[str, Any]
 
 
 def _status(code: int, reason: str, message: str) -> KubeApiError:
@@ -99,6 +118,22 @@ def _selector(text: str, reader: Callable[[str], Reader], what: str) -> list[Pre
     return [_requirement(term, reader, what) for term in text.split(",") if term.strip()]
 
 
+def _resource_path(parts: list[str], path: str) -> tuple[str, str, str]:
+    """(resource, namespace, name) of a core-group path's parts; 404 for any other path."""
+    if parts[:2] != ["api", "v1"]:
+        raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+    rest = parts[2:]
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in _NAMESPACED:
+        namespace, rest = rest[1], rest[2:]
+    if not rest or rest[0] not in _KIND or len(rest) > 2:
+        raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+    resource, name = rest[0], rest[1] if len(rest) == 2 else ""
+    if resource in _NAMESPACED and name and not namespace:
+        raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+    return resource, namespace, name
+
+
 class InMemoryMember:
     """One member cluster's API, in memory (module doc). ``clock`` stamps ``creationTimestamp`` (wall seconds)."""
 
@@ -112,6 +147,9 @@ class InMemoryMember:
         self.requests = 0  # calls answered (errors included): what a real API server would have been sent
         # Every call is answered before it returns: concurrency gains nothing (see Agent._together).
         self.overlaps_requests = False
+        self._events: collections.deque[_Event] = collections.deque(maxlen=WATCH_HISTORY)
+        self._forgotten = 0  # the revision of the last event dropped from the history
+        self._wakeups: set[asyncio.Future[None]] = set()
 
     # --------------------------------------------------------------------------------------------- seeding
 
@@ -161,19 +199,9 @@ class InMemoryMember:
             if len(parts) == 1:
                 return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
             raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
-        if parts[:2] != ["api", "v1"]:
-            raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
-        rest = parts[2:]
-        if not rest and method == "GET":
+        if parts == ["api", "v1"] and method == "GET":
             return self._discovery()
-        namespace = ""
-        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in _NAMESPACED:
-            namespace, rest = rest[1], rest[2:]
-        if not rest or rest[0] not in _KIND or len(rest) > 2:
-            raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
-        resource, name = rest[0], rest[1] if len(rest) == 2 else ""
-        if resource in _NAMESPACED and name and not namespace:
-            raise _status(404, "NotFound", f"the server could not find the requested resource ({path})")
+        resource, namespace, name = _resource_path(parts, path)
         if method == "GET":
             return self._get(resource, namespace, name) if name else self._list(resource, namespace, query)
         if method == "POST" and not name:
@@ -183,6 +211,81 @@ class InMemoryMember:
         if method == "DELETE" and name:
             return self._delete(resource, namespace, name, body)
         raise _status(405, "MethodNotAllowed", f"{method} is not supported on {path}")
+
+    @contextlib.asynccontextmanager
+    async def stream_lines(
+        self, path: str, query: Mapping[str, str], *, read_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A watch of a collection (module doc), as the real client's: the stream's lines. ``read_timeout`` changes
+        nothing here (the stream ends at ``timeoutSeconds``, never silently)."""
+        self.requests += 1
+        resource, namespace, name = _resource_path([part for part in path.split("/") if part], path)
+        if name:
+            raise _status(405, "MethodNotAllowed", f"a watch is of a collection, not of {path}")
+        predicates = self._predicates(query)
+        asked = str(query.get("resourceVersion") or "0")
+        if not asked.isdigit():
+            raise _status(400, "BadRequest", f"resourceVersion {asked!r}: not a version this server gave")
+        since = int(asked)
+        if since and since < self._forgotten:
+            raise _status(410, "Expired", f"too old resource version: {since} ({self._forgotten})")
+        deadline = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 1800)
+
+        def wanted(event: _Event) -> bool:
+            return (
+                event.resource == resource
+                and (not namespace or event.namespace == namespace)
+                and all(p(event.obj) for p in predicates)
+            )
+
+        async def lines() -> AsyncIterator[bytes]:
+            cursor = since
+            if not since:  # "from now", with the current objects first, as the API server's watch does
+                cursor = self.resource_version
+                for (ns, _), obj in list(self._store[resource].items()):
+                    if (not namespace or ns == namespace) and all(p(obj) for p in predicates):
+                        yield json.dumps({"type": "ADDED", "object": obj}).encode()
+            while True:
+                for event in self._events_after(cursor):
+                    cursor = event.revision
+                    if wanted(event):
+                        yield json.dumps({"type": event.type, "object": event.obj}).encode()
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    return
+                wakeup = asyncio.get_running_loop().create_future()
+                self._wakeups.add(wakeup)
+                try:
+                    # Not asyncio.wait_for: on 3.11 it returns a wakeup that came with a cancellation and
+                    # swallows the cancellation, so a cancelled watcher would wait on to timeoutSeconds.
+                    async with asyncio.timeout(remaining):
+                        await wakeup
+                except TimeoutError:
+                    return
+                finally:
+                    self._wakeups.discard(wakeup)
+
+        yield lines()
+
+    def _events_after(self, revision: int) -> list[_Event]:
+        """The logged events after ``revision``, oldest first (read from the newest end: watchers are near it)."""
+        newer: list[_Event] = []
+        for event in reversed(self._events):
+            if event.revision <= revision:
+                break
+            newer.append(event)
+        newer.reverse()
+        return newer
+
+    def _happened(self, resource: str, namespace: str, kind: str, obj: Mapping[str, Any]) -> None:
+        """Log a write for the watches and wake them."""
+        if len(self._events) == self._events.maxlen:
+            self._forgotten = self._events[0].revision
+        self._events.append(_Event(self.resource_version, resource, namespace, kind, obj))
+        for wakeup in self._wakeups:
+            if not wakeup.done():
+                wakeup.set_result(None)
+        self._wakeups.clear()
 
     def _discovery(self) -> dict[str, Any]:
         resources = [
@@ -196,7 +299,7 @@ class InMemoryMember:
             raise _status(404, "NotFound", f'{resource} "{name}" not found')
         return obj
 
-    def _list(self, resource: str, namespace: str, query: Mapping[str, str]) -> dict[str, Any]:
+    def _predicates(self, query: Mapping[str, str]) -> list[Predicate]:
         selectors = (query.get("labelSelector", ""), query.get("fieldSelector", ""))
         predicates = self._compiled.get(selectors)
         if predicates is None:
@@ -205,6 +308,10 @@ class InMemoryMember:
                 *_selector(selectors[1], _field, "field selector"),
             ]
             self._compiled[selectors] = predicates
+        return predicates
+
+    def _list(self, resource: str, namespace: str, query: Mapping[str, str]) -> dict[str, Any]:
+        predicates = self._predicates(query)
         stored = self._store[resource]
         found = stored.values() if not namespace else [obj for (ns, _), obj in stored.items() if ns == namespace]
         if len(predicates) == 1:  # the agent's lists: one term each (a list of a hundred pods per reservation)
@@ -249,6 +356,7 @@ class InMemoryMember:
             status = obj["status"] = dict(obj.get("status") or {})
             status.setdefault("phase", "Pending")
         self._store[resource][key] = obj
+        self._happened(resource, namespace, "ADDED", obj)
         return obj
 
     def _delete(self, resource: str, namespace: str, name: str, options: Any) -> dict[str, Any]:
@@ -261,7 +369,10 @@ class InMemoryMember:
             if wanted is not None and wanted != obj["metadata"].get(field):
                 raise _status(409, "Conflict", f"Precondition failed: {field} in precondition: {wanted}")
         del self._store[resource][(namespace, name)]
-        self._next_revision()
+        version = self._next_revision()
+        self._happened(
+            resource, namespace, "DELETED", {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
+        )
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
 
 

@@ -91,4 +91,5 @@ class PushEndpoint:
         return await self._call(self.agent.delete_pod(namespace, name, hub_uid), timeout)
 
     async def aclose(self) -> None:
-        """Nothing of its own to close: the member's client belongs to the caller."""
+        """Stop the agent's watches of the member; the member's client belongs to the caller."""
+        await self.agent.aclose()

@@ -143,6 +143,7 @@ class AgentServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+        await self.agent.aclose()  # its watches of the member serve these endpoints only
 
     async def __aenter__(self) -> AgentServer:
         await self.start()

@@ -205,7 +205,11 @@ async def _in_process(spec: MultiClusterSpec, namespaces: Sequence[str]) -> Asyn
     async def contents() -> dict[str, MemberContents]:
         return _contents(members)
 
-    yield _Members(endpoints, contents)
+    try:
+        yield _Members(endpoints, contents)
+    finally:
+        for endpoint in endpoints.values():
+            await endpoint.aclose()
 
 
 @contextlib.asynccontextmanager

@@ -228,18 +228,3 @@ def test_an_unconfirmed_reservation_expires_and_a_late_bind_places_nothing() -> 
 
     run(scenario())
     assert (member.pods(), member.configmaps(NS)) == ([], [])
-
-
-def test_a_changed_node_is_parsed_again_and_an_unchanged_one_is_reused() -> None:
-    agent, member, _ = agent_on(node("n1", cpu="1"))
-
-    async def scenario() -> None:
-        first, _ = await agent._nodes_and_pods()
-        same, _ = await agent._nodes_and_pods()
-        assert same[0] is first[0]
-        await member.request("DELETE", "/api/v1/nodes/n1")
-        member.add_node(node("n1", cpu="3"))
-        changed, _ = await agent._nodes_and_pods()
-        assert changed[0].allocatable["cpu"] == 3000
-
-    run(scenario())

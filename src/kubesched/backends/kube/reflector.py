@@ -23,14 +23,14 @@ the handler's ``on_invalid`` with the error, is dropped from the cache, and the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.errors import KubeschedError
 
@@ -46,6 +46,28 @@ READ_MARGIN_SECONDS = 30.0
 INITIAL_BACKOFF = 0.8
 MAX_BACKOFF = 30.0
 SHORT_WATCH_SECONDS = 1.0  # a watch ending normally sooner, with nothing in it, is a failure (client-go's rule)
+
+
+class WatchableApi(Protocol):
+    """What a reflector needs of an API server: calls, and watches as streams of lines. The real client
+    (:class:`~kubesched.backends.kube.client.KubeClient`) is one; the cluster agent's in-memory member
+    (:class:`~kubesched.agent.memory.InMemoryMember`) another."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = ...,
+        timeout: float | None = None,
+        retry: bool = True,
+    ) -> Any: ...
+
+    def stream_lines(
+        self, path: str, query: Mapping[str, str], *, read_timeout: float
+    ) -> contextlib.AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
 
 
 class ReflectorHandler(Protocol[T_contra]):
@@ -95,7 +117,7 @@ class Reflector(Generic[T]):
 
     def __init__(
         self,
-        client: KubeClient,
+        client: WatchableApi,
         kind: ResourceKind,
         handler: ReflectorHandler[T],
         *,
@@ -111,6 +133,7 @@ class Reflector(Generic[T]):
         self.label_selector = label_selector
         self.watch_timeout = watch_timeout
         self.synced = asyncio.Event()
+        self._list_failed = asyncio.Event()  # an attempt failed before the first list filled the cache
         self.resource_version = ""
         # key -> (resourceVersion, uid, decoded object)
         self._items: dict[str, tuple[str, str, T]] = {}
@@ -119,12 +142,36 @@ class Reflector(Generic[T]):
         self.watches = 0
         self.last_error: str = ""
         self._streamed = False  # the current watch delivered an event or a bookmark
+        # When the cache was last known to be current (loop time): None while a watch is open (it is current
+        # as events arrive); the end of the last list or watch otherwise. Readers that must not serve a stale
+        # cache as fresh (the cluster agent's member view) read it through current_as_of().
+        self._current_at: float | None = float("-inf")  # nothing listed yet
+        self._delivered = False  # the current watch delivered an event (not only bookmarks)
 
     def __len__(self) -> int:
         return len(self._items)
 
     def items(self) -> list[T]:
         return [obj for _, _, obj in self._items.values()]
+
+    async def wait_listed(self) -> None:
+        """Return once the first list has filled the cache; raise :class:`KubeTransportError` with the last error
+        as soon as an attempt has failed before that (the reflector goes on retrying), so a caller that needs the
+        cache answers "unavailable" at once instead of waiting out its deadline."""
+        if self.synced.is_set():
+            return
+        waits = [asyncio.ensure_future(self.synced.wait()), asyncio.ensure_future(self._list_failed.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if not self.synced.is_set():
+            raise KubeTransportError(f"{self.kind.name} could not be listed: {self.last_error}")
+
+    def current_as_of(self, now: float) -> float:
+        """The loop time as of which the cache is known to hold the server's state: ``now`` while watching."""
+        return now if self._current_at is None else self._current_at
 
     def _where(self, raw: Mapping[str, Any]) -> str:
         return f"{self.kind.name} {object_key(raw)}"
@@ -170,6 +217,8 @@ class Reflector(Generic[T]):
                 self.last_error = f"{type(error).__name__}: {error}"
                 log.exception("%s: unexpected failure; listing again in %.1f s", self.kind.name, backoff)
                 need_list = True
+            if not self.synced.is_set():
+                self._list_failed.set()
             delay = backoff * (0.5 + self._rng.random())
             await asyncio.sleep(delay)
             backoff = min(backoff * 2, MAX_BACKOFF)
@@ -192,6 +241,7 @@ class Reflector(Generic[T]):
         self.lists += 1
         self._replace(objects)
         self.resource_version = version
+        self._current_at = asyncio.get_running_loop().time()
         self.synced.set()
 
     def _replace(self, objects: list[Mapping[str, Any]]) -> None:
@@ -216,36 +266,44 @@ class Reflector(Generic[T]):
             "timeoutSeconds": str(timeout),
         }
         self.watches += 1
-        delivered = False
+        self._delivered = False
         started = asyncio.get_running_loop().time()
         async with self.client.stream_lines(self.kind.path, query, read_timeout=timeout + READ_MARGIN_SECONDS) as lines:
-            async for line in lines:
-                try:
-                    event = json.loads(line)
-                    kind, raw = event["type"], event["object"]
-                except (ValueError, KeyError, TypeError) as error:
-                    text = line[:200].decode(errors="replace")
-                    raise KubeTransportError(f"{self.kind.name} watch: an event that is not JSON: {text!r}") from error
-                if not isinstance(raw, Mapping):
-                    raise KubeTransportError(f"{self.kind.name} watch: a {kind} event without an object")
-                if kind != "ERROR":
-                    self._streamed = True
-                if kind == "ERROR":
-                    if raw.get("code") == 410:
-                        raise _Gone
-                    raise KubeApiError.from_response(int(raw.get("code") or 500), raw, None)
-                if kind == "BOOKMARK":
-                    self.resource_version = _version(raw) or self.resource_version
-                    continue
-                if kind not in ("ADDED", "MODIFIED", "DELETED"):
-                    log.warning("%s watch: unknown event type %r skipped", self.kind.name, kind)
-                    continue
-                self._apply(kind, raw, object_key(raw))
-                self.resource_version = _version(raw) or self.resource_version
-                delivered = True
+            self._current_at = None
+            try:
+                await self._events(lines)
+            finally:
+                self._current_at = asyncio.get_running_loop().time()
         if not self._streamed and asyncio.get_running_loop().time() - started < SHORT_WATCH_SECONDS:
             raise KubeTransportError(f"{self.kind.name} watch: closed at once, with no event and no bookmark")
-        return delivered
+        return self._delivered
+
+    async def _events(self, lines: AsyncIterator[bytes]) -> None:
+        """Apply one watch stream's events to the cache, until the stream ends."""
+        async for line in lines:
+            try:
+                event = json.loads(line)
+                kind, raw = event["type"], event["object"]
+            except (ValueError, KeyError, TypeError) as error:
+                text = line[:200].decode(errors="replace")
+                raise KubeTransportError(f"{self.kind.name} watch: an event that is not JSON: {text!r}") from error
+            if not isinstance(raw, Mapping):
+                raise KubeTransportError(f"{self.kind.name} watch: a {kind} event without an object")
+            if kind != "ERROR":
+                self._streamed = True
+            if kind == "ERROR":
+                if raw.get("code") == 410:
+                    raise _Gone
+                raise KubeApiError.from_response(int(raw.get("code") or 500), raw, None)
+            if kind == "BOOKMARK":
+                self.resource_version = _version(raw) or self.resource_version
+                continue
+            if kind not in ("ADDED", "MODIFIED", "DELETED"):
+                log.warning("%s watch: unknown event type %r skipped", self.kind.name, kind)
+                continue
+            self._apply(kind, raw, object_key(raw))
+            self.resource_version = _version(raw) or self.resource_version
+            self._delivered = True
 
     def _apply(self, kind: str, raw: Mapping[str, Any], key: str) -> None:
         known = self._items.get(key)

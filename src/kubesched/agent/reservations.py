@@ -1,0 +1,89 @@
+"""A reservation as the cluster agent stores it in its member: one ConfigMap per reservation.
+
+Who calls it: :class:`~kubesched.agent.core.Agent` (writing them) and :class:`~kubesched.agent.view.MemberView`
+(reading them from its watch). The ConfigMap is ``kubesched-reservation-<id>`` in the agent's namespace, labelled
+:data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``, ``podUID``,
+``expiresAt`` and ``createdAt``: the member itself stores it, so an agent restart (or a second agent process) sees
+every reservation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubesched.federation.wire import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RESERVATION_LABEL
+
+__all__ = ["CONFIGMAP_PREFIX", "Reservation", "held_by_node", "reservation_configmap", "stored_reservation"]
+
+log = logging.getLogger(__name__)
+
+CONFIGMAP_PREFIX = "kubesched-reservation-"
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    id: str
+    node: str
+    requests: Mapping[str, int]
+    expires_at: float
+    pod_uid: str = ""
+    created_at: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "node": self.node,
+            "requests": dict(self.requests),
+            "expiresAt": self.expires_at,
+            "podUID": self.pod_uid,
+            "createdAt": self.created_at,
+        }
+
+
+def reservation_configmap(reservation: Reservation, namespace: str) -> dict[str, Any]:
+    """The ConfigMap that stores ``reservation`` in ``namespace``."""
+    return {
+        "metadata": {
+            "name": CONFIGMAP_PREFIX + reservation.id,
+            "namespace": namespace,
+            "labels": {RESERVATION_LABEL: "true", MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+        },
+        "data": {
+            "requests": json.dumps(dict(reservation.requests), sort_keys=True),
+            "node": reservation.node,
+            "podUID": reservation.pod_uid,
+            "expiresAt": repr(reservation.expires_at),
+            "createdAt": repr(reservation.created_at),
+        },
+    }
+
+
+def stored_reservation(obj: Mapping[str, Any]) -> Reservation | None:
+    """The reservation a ConfigMap stores; None for one that is not ours or is damaged (logged)."""
+    name = str(obj.get("metadata", {}).get("name", ""))
+    data = obj.get("data") or {}
+    try:
+        requests = json.loads(data["requests"])
+        return Reservation(
+            id=name.removeprefix(CONFIGMAP_PREFIX),
+            node=str(data["node"]),
+            requests={str(k): int(v) for k, v in requests.items()},
+            expires_at=float(data["expiresAt"]),
+            pod_uid=str(data.get("podUID", "")),
+            created_at=float(data.get("createdAt", 0.0)),
+        )
+    except (KeyError, ValueError, TypeError, AttributeError):
+        log.warning("ignoring reservation ConfigMap %s: its data is not a reservation's", name)
+        return None
+
+
+def held_by_node(reservations: Iterable[Reservation]) -> dict[str, list[Mapping[str, int]]]:
+    """The requests each node holds for ``reservations``, by node name."""
+    held: dict[str, list[Mapping[str, int]]] = {}
+    for reservation in reservations:
+        held.setdefault(reservation.node, []).append(reservation.requests)
+    return held

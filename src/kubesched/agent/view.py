@@ -1,0 +1,323 @@
+"""The cluster agent's view of its member: Nodes, bound Pods and reservations, kept by list and watch.
+
+Who calls it: :class:`~kubesched.agent.core.Agent`, for every state, reservation, bind and sweep. Listing the
+member for each of those was most of an agent's work (a reservation read every Node, Pod and reservation of the
+member, and summed every node's pods again); the view lists once and then follows the member's watches, as
+kube-scheduler's own informers do, through three :class:`~kubesched.backends.kube.reflector.Reflector` s: Nodes,
+Pods bound to a node, and the reservation ConfigMaps in the agent's namespace.
+
+* **Own writes count at once.** A watch event comes a moment after the write that caused it, and the agent's next
+  reservation must already see its last one. So what the agent itself wrote is applied to the view when the
+  member accepts it: a reservation it made (:meth:`MemberView.made`), one it deleted (:meth:`MemberView.dropped`),
+  a pod it bound (:meth:`MemberView.bound`). Each is matched to its watch event by uid, so a late event never
+  undoes a newer write, and is forgotten once the event arrives -- or after :data:`OWN_WRITE_SECONDS`, should it
+  never come (the watch would have relisted by then). A pod the agent deleted is not applied early: until its
+  event it still counts, which can only hold capacity back, never give it twice.
+* **Running pods** count on their node: bound, not Succeeded or Failed. Each node's requested total is kept as
+  pods come and go, so choosing a node for a reservation costs one comparison per node.
+* **Freshness.** :meth:`MemberView.current` starts the watches on first use (and again on a new event loop),
+  waits for the first lists, and answers how old the view is: zero while every watch is open, else the time since
+  the oldest was lost. A view whose first list failed (at once, with the list's error), that has not listed
+  within the agent's request timeout, or that lost a watch more
+  than :data:`LOST_GRACE_SECONDS` ago, raises :class:`~kubesched.backends.kube.errors.KubeTransportError` naming
+  the resource and the last error, as a failed list did: the agent then answers that its member is unavailable
+  rather than report stale capacity as current.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from kubesched.agent.reservations import Reservation, stored_reservation
+from kubesched.api.objects import Node, Pod
+from kubesched.api.resources import pod_requests
+from kubesched.backends.kube.errors import KubeTransportError
+from kubesched.backends.kube.reflector import Reflector, ResourceKind, WatchableApi
+from kubesched.federation.state import takes_new_pods
+from kubesched.federation.wire import RESERVATION_LABEL
+
+__all__ = ["LOST_GRACE_SECONDS", "OWN_WRITE_SECONDS", "MemberView"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOST_GRACE_SECONDS = 10.0
+OWN_WRITE_SECONDS = 60.0
+PODS = "pods"
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredReservation:
+    """A reservation ConfigMap as watched: its uid, and the reservation (None for a damaged one)."""
+
+    uid: str
+    reservation: Reservation | None
+
+
+def _decode_reservation(raw: Mapping[str, Any], where: str) -> _StoredReservation:
+    return _StoredReservation(str((raw.get("metadata") or {}).get("uid") or ""), stored_reservation(raw))
+
+
+NODES_KIND = ResourceKind("nodes", "/api/v1/nodes", Node.from_dict)
+PODS_KIND = ResourceKind("pods", "/api/v1/pods", Pod.from_dict)
+
+
+class _Feed(Generic[T]):
+    """A reflector's handler: every change as (old or None, new or None); undecodable objects logged."""
+
+    def __init__(self, change: Callable[[T | None, T | None], None], what: str) -> None:
+        self.change = change
+        self.what = what
+
+    def on_add(self, obj: T) -> None:
+        self.change(None, obj)
+
+    def on_update(self, old: T, new: T) -> None:
+        self.change(old, new)
+
+    def on_delete(self, obj: T) -> None:
+        self.change(obj, None)
+
+    def on_invalid(self, raw: Mapping[str, Any], error: Exception) -> None:
+        log.warning("member %s left out of the agent's view: %s", self.what, error)
+
+
+def _running(pod: Pod) -> bool:
+    return bool(pod.spec.node_name) and pod.status.phase not in _TERMINAL_PHASES
+
+
+class MemberView:
+    """One member as of its watches, with the agent's own writes applied at once (module doc)."""
+
+    def __init__(self, client: WatchableApi, namespace: str, *, sync_timeout: float) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.sync_timeout = sync_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reflectors: list[Reflector[Any]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._reset()
+        # The agent's own writes not yet seen in the watches (module doc), with the loop time of the write.
+        self._made: dict[str, tuple[str, Reservation, float]] = {}  # id -> (ConfigMap uid, reservation, when)
+        self._dropped: dict[str, float] = {}  # ConfigMap uid -> when
+        self._bound: dict[str, tuple[Pod, Mapping[str, int], float]] = {}  # pod uid -> (pod, requests, when)
+
+    def _reset(self) -> None:
+        self._nodes: dict[str, Node] = {}
+        self._node_order: list[Node] | None = None  # by name, made on first read after a change
+        self._pods: dict[str, Pod] = {}  # uid -> bound pod
+        self._counted: dict[str, tuple[str, Mapping[str, int]]] = {}  # running pod uid -> (node, requests)
+        self._requested: dict[str, dict[str, int]] = {}  # node -> running pods' requests summed, and "pods"
+        self._stored: dict[str, _StoredReservation] = {}  # reservation id -> as watched
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    async def current(self) -> float:
+        """Seconds the view may be behind its member (0 while every watch is open); raises KubeTransportError
+        when it has not listed, or lost a watch too long ago (module doc)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._start(loop)
+        unsynced = [r for r in self._reflectors if not r.synced.is_set()]
+        if unsynced:
+            try:
+                async with asyncio.timeout(self.sync_timeout):
+                    for reflector in unsynced:
+                        await reflector.wait_listed()
+            except KubeTransportError as error:
+                raise KubeTransportError(f"the member's {error}") from None
+            except TimeoutError:
+                failing = ", ".join(f"{r.kind.name} ({r.last_error or 'no answer'})" for r in unsynced)
+                raise KubeTransportError(
+                    f"the member's {failing} did not list within {self.sync_timeout:g} s"
+                ) from None
+        now = loop.time()
+        oldest = min(self._reflectors, key=lambda r: r.current_as_of(now))
+        behind = now - oldest.current_as_of(now)
+        if behind > LOST_GRACE_SECONDS:
+            raise KubeTransportError(
+                f"the agent's watch of the member's {oldest.kind.name} was lost {behind:.0f} s ago: "
+                f"{oldest.last_error or 'reconnecting'}"
+            )
+        return behind
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Watch afresh on ``loop`` (an earlier loop's watches ended with it); own writes are kept."""
+        self._loop = loop
+        self._reset()
+        configmaps = ResourceKind(
+            "reservation configmaps", f"/api/v1/namespaces/{self.namespace}/configmaps", _decode_reservation
+        )
+        self._reflectors = [
+            Reflector(self.client, NODES_KIND, _Feed(self._node_changed, "Node")),
+            Reflector(self.client, PODS_KIND, _Feed(self._pod_changed, "Pod"), field_selector="spec.nodeName!="),
+            Reflector(
+                self.client,
+                configmaps,
+                _Feed(self._reservation_changed, "reservation"),
+                label_selector=f"{RESERVATION_LABEL}=true",
+            ),
+        ]
+        self._tasks = [
+            loop.create_task(reflector.run(), name=f"kubesched-agent-watch-{reflector.kind.name}")
+            for reflector in self._reflectors
+        ]
+
+    async def aclose(self) -> None:
+        """Stop watching (the view starts again on the next :meth:`current`)."""
+        tasks, self._tasks, self._loop = self._tasks, [], None
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(RuntimeError):  # tasks of a loop that has ended cannot be awaited here
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ---------------------------------------------------------------------------------------- the watches
+
+    def _node_changed(self, old: Node | None, new: Node | None) -> None:
+        if old is not None and (new is None or new.name != old.name):
+            self._nodes.pop(old.name, None)
+        if new is not None:
+            self._nodes[new.name] = new
+        self._node_order = None
+
+    def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
+        if old is not None:
+            self._pods.pop(old.metadata.uid, None)
+            self._uncount(old.metadata.uid)
+        if new is not None:
+            uid = new.metadata.uid
+            self._pods[uid] = new
+            self._bound.pop(uid, None)
+            if _running(new):
+                self._count(uid, new.spec.node_name, pod_requests(new))
+
+    def _count(self, uid: str, node: str, requests: Mapping[str, int]) -> None:
+        self._counted[uid] = (node, requests)
+        total = self._requested.setdefault(node, {})
+        for name, amount in requests.items():
+            total[name] = total.get(name, 0) + amount
+        total[PODS] = total.get(PODS, 0) + 1
+
+    def _uncount(self, uid: str) -> None:
+        counted = self._counted.pop(uid, None)
+        if counted is None:
+            return
+        node, requests = counted
+        total = self._requested[node]
+        for name, amount in requests.items():
+            total[name] -= amount
+        total[PODS] -= 1
+
+    def _reservation_changed(self, old: _StoredReservation | None, new: _StoredReservation | None) -> None:
+        if old is not None and old.reservation is not None:
+            if self._stored.get(old.reservation.id) == old:
+                del self._stored[old.reservation.id]
+            self._dropped.pop(old.uid, None)
+        if new is not None and new.reservation is not None:
+            rid = new.reservation.id
+            self._stored[rid] = new
+            made = self._made.get(rid)
+            if made is not None and made[0] == new.uid:
+                del self._made[rid]
+
+    # ------------------------------------------------------------------------------------ the agent's writes
+
+    def made(self, reservation: Reservation, configmap: Mapping[str, Any]) -> None:
+        """The agent stored ``reservation`` as ``configmap`` (the member's answer to the create)."""
+        uid = str((configmap.get("metadata") or {}).get("uid") or "")
+        seen = self._stored.get(reservation.id)
+        if seen is None or seen.uid != uid:
+            self._made[reservation.id] = (uid, reservation, self._now())
+
+    def dropped(self, rid: str) -> None:
+        """The agent deleted reservation ``rid`` (or found it gone)."""
+        made = self._made.pop(rid, None)
+        if made is not None:
+            self._dropped[made[0]] = self._now()
+        seen = self._stored.get(rid)
+        if seen is not None:
+            self._dropped[seen.uid] = self._now()
+
+    def bound(self, pod: Pod) -> None:
+        """The agent created ``pod`` in the member (the member's answer, parsed)."""
+        uid = pod.metadata.uid
+        if uid not in self._pods and _running(pod):
+            self._bound[uid] = (pod, pod_requests(pod), self._now())
+
+    def _now(self) -> float:
+        return self._loop.time() if self._loop is not None else 0.0
+
+    def _forget_old_writes(self) -> None:
+        """Drop own writes whose events never came (module doc): the watch has relisted since, or will."""
+        horizon = self._now() - OWN_WRITE_SECONDS
+        if any(when < horizon for _, _, when in self._made.values()):
+            self._made = {rid: made for rid, made in self._made.items() if made[2] >= horizon}
+        if any(when < horizon for when in self._dropped.values()):
+            self._dropped = {uid: when for uid, when in self._dropped.items() if when >= horizon}
+        if any(when < horizon for _, _, when in self._bound.values()):
+            self._bound = {uid: bound for uid, bound in self._bound.items() if bound[2] >= horizon}
+
+    # ---------------------------------------------------------------------------------------------- reads
+
+    def nodes(self) -> list[Node]:
+        """The member's Nodes, by name."""
+        if self._node_order is None:
+            self._node_order = sorted(self._nodes.values(), key=lambda node: node.name)
+        return self._node_order
+
+    def running_pods(self) -> list[Pod]:
+        """The running pods: watched, and bound by the agent but not seen yet."""
+        self._forget_old_writes()
+        watched = [self._pods[uid] for uid in self._counted]
+        return watched + [pod for pod, _, _ in self._bound.values()]
+
+    def reservations(self) -> list[Reservation]:
+        """Every reservation stored in the member, expired ones included, as of the view and the own writes."""
+        self._forget_old_writes()
+        found = {
+            rid: stored.reservation
+            for rid, stored in self._stored.items()
+            if stored.reservation is not None and stored.uid not in self._dropped
+        }
+        found.update((rid, reservation) for rid, (_, reservation, _) in self._made.items())
+        return list(found.values())
+
+    def reservation(self, rid: str) -> Reservation | None:
+        made = self._made.get(rid)
+        if made is not None:
+            return made[1]
+        stored = self._stored.get(rid)
+        if stored is None or stored.uid in self._dropped:
+            return None
+        return stored.reservation
+
+    def first_fit(self, requests: Mapping[str, int], held: Mapping[str, list[Mapping[str, int]]]) -> Node | None:
+        """The first node by name that takes new pods and has room for ``requests`` and one more pod, counting
+        the running pods, the pods bound but not seen yet and the ``held`` reservations on it."""
+        self._forget_old_writes()
+        unseen: dict[str, list[Mapping[str, int]]] = {}
+        for pod, pod_requests_, _ in self._bound.values():
+            unseen.setdefault(pod.spec.node_name, []).append(pod_requests_)
+        wanted = [(name, amount) for name, amount in requests.items() if amount > 0 and name != PODS]
+        empty: dict[str, int] = {}
+        for node in self.nodes():
+            if not takes_new_pods(node):
+                continue
+            used = self._requested.get(node.name, empty)
+            extra = [*unseen.get(node.name, ()), *held.get(node.name, ())]
+            allocatable = node.allocatable
+            if allocatable.get(PODS, 0) - used.get(PODS, 0) - len(extra) < 1:
+                continue
+            if all(
+                amount <= allocatable.get(name, 0) - used.get(name, 0) - sum(e.get(name, 0) for e in extra)
+                for name, amount in wanted
+            ):
+                return node
+        return None
