@@ -9,7 +9,7 @@ Parsing applies the API server's defaulting that changes scheduling (namespace "
 limits, hostPort from containerPort on host-network pods, scheduler name, preemption policy) and the
 validation a scheduler relies on; it does not re-implement all of the API server's validation. Fields only
 some plugins need (affinity, topology spread constraints) stay raw here and are compiled by those plugins; the
-whole decoded object stays on ``raw`` for the same reason.
+whole decoded object stays on ``raw`` for the same reason (a Pod's packed, since a cluster holds many).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any, Self
 from kubesched.errors import FieldError
 
 from . import _fields as f
+from .packed import pack, unpack
 
 __all__ = [
     "CONTAINER_RESTART_POLICY_ALWAYS",
@@ -481,10 +482,12 @@ class PodStatus:
 
 @dataclass(slots=True)
 class Pod:
+    """A pod: the parsed fields, and its whole manifest packed (:mod:`kubesched.api.packed`; read it as ``raw``)."""
+
     metadata: ObjectMeta
     spec: PodSpec
     status: PodStatus
-    raw: Mapping[str, Any]
+    manifest: bytes = b"{}"
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], where: str) -> Self:
@@ -493,8 +496,13 @@ class Pod:
             metadata=ObjectMeta.from_dict(f.mapping(obj, "metadata", where, ""), where, kind="Pod"),
             spec=PodSpec.from_dict(f.mapping(obj, "spec", where, ""), where),
             status=PodStatus.from_dict(f.mapping(obj, "status", where, ""), where),
-            raw=obj,
+            manifest=pack(obj),
         )
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The manifest the pod was parsed from, decoded anew on every read (changing it changes nothing)."""
+        return unpack(self.manifest)
 
     @property
     def name(self) -> str:

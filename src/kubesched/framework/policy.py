@@ -220,11 +220,12 @@ _INSTANCE_METADATA = frozenset(
 def pod_document(pod: Pod) -> dict[str, Any]:
     """The pod as the policy sees it: its manifest without ``status``, ``spec.nodeName`` and the
     per-instance metadata (name, uid, resourceVersion, creationTimestamp, generation, managedFields)."""
-    document = {key: value for key, value in pod.raw.items() if key not in ("status", "metadata", "spec")}
-    metadata = pod.raw.get("metadata") or {}
+    raw = pod.raw  # decoded anew on every read
+    document = {key: value for key, value in raw.items() if key not in ("status", "metadata", "spec")}
+    metadata = raw.get("metadata") or {}
     document["metadata"] = {key: value for key, value in metadata.items() if key not in _INSTANCE_METADATA}
     document["metadata"].setdefault("namespace", pod.metadata.namespace)
-    spec = pod.raw.get("spec") or {}
+    spec = raw.get("spec") or {}
     document["spec"] = {key: value for key, value in spec.items() if key != "nodeName"}
     return document
 

@@ -124,7 +124,7 @@ class SuperNodes:
                 if handler is not None:
                     handler.on_pod_delete(old)
             return
-        if old is not None and old.raw == pod.raw:
+        if old is not None and old.manifest == pod.manifest:
             return
         self.placeholders[name] = pod
         if handler is None:

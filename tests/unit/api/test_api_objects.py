@@ -397,7 +397,7 @@ def test_pod_spec_fields_and_defaults() -> None:
     assert s.topology_spread_constraints == ({"maxSkew": 1},)
     assert s.priority_class_name == "high"
     assert (pod.status.phase, pod.status.nominated_node_name, pod.status.conditions) == ("Pending", "", [])
-    assert pod.raw["spec"] is spec
+    assert pod.raw["spec"] == spec  # the manifest, packed and read back
 
 
 def test_pod_status_fields() -> None:

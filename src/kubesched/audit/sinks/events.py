@@ -71,4 +71,4 @@ def _involved_pod(record: AuditRecord) -> Pod:
     # An Event names its object by namespace, name and uid only; the record holds exactly those, so the
     # sink needs no access to the scheduler's pod objects.
     metadata = ObjectMeta(name=record.pod.name, namespace=record.pod.namespace, uid=record.pod.uid)
-    return Pod(metadata=metadata, spec=PodSpec(containers=()), status=PodStatus(), raw={})
+    return Pod(metadata=metadata, spec=PodSpec(containers=()), status=PodStatus())

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesched.api.objects import DEFAULT_SCHEDULER_NAME, ObjectMeta, Pod, PodSpec, PodStatus
+from kubesched.api.packed import pack
 from kubesched.api.storage import PersistentVolume, PersistentVolumeClaim
 from kubesched.backends.base import ClusterEventHandler
 from kubesched.backends.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
@@ -213,7 +214,7 @@ class KubeBackend:
                 scheduler_name=scheduler_name if isinstance(scheduler_name, str) else DEFAULT_SCHEDULER_NAME,
             ),
             status=PodStatus(),
-            raw=raw,
+            manifest=pack(raw),
         )
         if reference.spec.scheduler_name in self.scheduler_names and not spec.get("nodeName"):
             message = f"kubesched cannot read the pod: {error}"

@@ -153,9 +153,9 @@ def test_all_nodes_denied_gives_fit_error(run_async: Runner) -> None:
 
 
 def labelled(name: str, value: str) -> Pod:
-    built: Pod = pod(name)
-    built.raw["metadata"]["labels"] = {"app": value}
-    return built
+    raw = pod(name).raw
+    raw["metadata"]["labels"] = {"app": value}
+    return Pod.from_dict(raw, name)
 
 
 def test_one_policy_evaluation_per_pod_not_per_node(run_async: Runner) -> None:

@@ -1,0 +1,47 @@
+"""Manifests kept as compact JSON bytes, decoded again when read.
+
+Who calls it: :class:`~kubesched.api.objects.Pod`, which keeps its whole manifest for the few readers that need
+more than the parsed fields (the policy input, the cluster agent's bind, the hub's change check). A decoded
+manifest held as nested dicts costs about four times its JSON (2.1 KB against 0.3 KB for a scheduler_perf pod),
+and a cluster holds tens of thousands of pods, each read this way a few times at most; packing costs about 2 µs
+a pod, unpacking about 5.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+__all__ = ["pack", "unpack"]
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+# Leads what the standard library packed (orjson reads integers past 64 bits as floats, so those are read back
+# by the standard library too); whitespace, so the bytes stay JSON.
+_PLAIN = b" "
+
+
+def _text(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime.date | datetime.time) else str(value)
+
+
+def pack(obj: Mapping[str, Any]) -> bytes:
+    """``obj`` as compact JSON; keys that are not strings (YAML allows them), dates YAML parsed and other values
+    JSON has no form for are written as text, dates in ISO 8601."""
+    try:
+        encoded = orjson.dumps(obj, option=_OPTIONS)
+    except TypeError:  # an integer past 64 bits, or a type orjson does not know
+        return _PLAIN + json.dumps(obj, default=_text, separators=(",", ":")).encode()
+    # orjson hands back its whole write buffer (1 KB at least); a copy holds only the bytes.
+    return bytes(memoryview(encoded))
+
+
+def unpack(data: bytes) -> dict[str, Any]:
+    """The manifest :func:`pack` packed, as new dicts and lists (the caller may change them)."""
+    decoded: dict[str, Any] = json.loads(data) if data.startswith(_PLAIN) else orjson.loads(data)
+    return decoded
