@@ -147,7 +147,18 @@ def test_the_agent_does_its_whole_job_with_its_grants(member: ControlPlane, inst
             assert (await agent.call("POST", RESERVATIONS_PATH, {**reserve, "id": "r3"}))[0] == 201
             clock.advance(31)
             assert await agent.agent.sweep_expired() == ["r3"]
+            # The agent follows its member by watch: a pod the member placed itself shows in the next state.
+            local = {**pod, "metadata": {"name": "local", "namespace": WORKLOADS}}
+            local["spec"] = {**pod["spec"], "nodeName": "n1"}
+            assert member.request("POST", f"/api/v1/namespaces/{WORKLOADS}/pods", local)[0] == 201
+            for _ in range(50):
+                state = (await agent.call("GET", STATE_PATH))[1]
+                if state["allocated"]["cpu"] == 2000:
+                    break
+                await asyncio.sleep(0.1)
+            assert state["allocated"]["cpu"] == 2000, "the watch never brought the member's own pod"
 
     asyncio.run(run())
     _, pods = member.request("GET", f"/api/v1/namespaces/{WORKLOADS}/pods")
-    assert [(p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods["items"]] == [("web", "n1")]
+    placed = sorted((p["metadata"]["name"], p["spec"]["nodeName"]) for p in pods["items"])
+    assert placed == [("local", "n1"), ("web", "n1")]
