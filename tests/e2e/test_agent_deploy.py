@@ -130,7 +130,7 @@ def test_the_agent_is_denied_what_it_never_does(
 def test_the_agent_does_its_whole_job_with_its_grants(member: ControlPlane, installed: Path, tmp_path: Path) -> None:
     make_node(member, "n1", cpu="2")
     clock = VirtualClock()
-    pod = {
+    pod: dict[str, Any] = {
         "metadata": {"name": "web", "namespace": WORKLOADS, "uid": "hub-web"},
         "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]},
     }
