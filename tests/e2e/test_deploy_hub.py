@@ -9,6 +9,7 @@ CRD and the hub's grants. The static check runs without ``KUBEBUILDER_ASSETS``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +17,15 @@ import yaml
 
 from kubesched.testing.envtest import ControlPlane
 
-from .test_deploy_manifests import DEPLOY, NAMESPACE, SERVICE_ACCOUNT, access, apply, load_yaml_documents
+from .test_deploy_manifests import (
+    DEPLOY,
+    NAMESPACE,
+    SERVICE_ACCOUNT,
+    access,
+    apply,
+    collection_path,
+    load_yaml_documents,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -32,21 +41,31 @@ def test_the_hub_kustomization_installs_deploy_the_crd_and_the_hub_grants() -> N
 
 
 @pytest.fixture(scope="module")
-def hub_token(control_plane: ControlPlane) -> str:
+def hub_token(control_plane: ControlPlane) -> Iterator[str]:
+    """deploy/rbac.yaml and deploy/hub/rbac.yaml created for real, and a token for the ServiceAccount; removed
+    afterwards (the control plane is the session's, and test_deploy_manifests needs the ServiceAccount absent)."""
     cache: dict[str, Any] = {}
     status, answer = control_plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     assert status in (201, 409), answer
     documents = [*load_yaml_documents(DEPLOY / "rbac.yaml"), *load_yaml_documents(HUB / "rbac.yaml")]
-    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
-        for obj in documents:
-            if obj["kind"] == kind:
-                apply(control_plane, obj, cache)
+    created = [
+        obj
+        for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+        for obj in documents
+        if obj["kind"] == kind
+    ]
+    for obj in created:
+        apply(control_plane, obj, cache)
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}}
     path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token"
     status, answer = control_plane.request("POST", path, request)
     assert status == 201, answer
     token: str = answer["status"]["token"]
-    return token
+    yield token
+    for obj in reversed(created):
+        path = f"{collection_path(control_plane, obj, cache)}/{obj['metadata']['name']}"
+        status, answer = control_plane.request("DELETE", path)
+        assert status in (200, 202), answer
 
 
 @pytest.mark.parametrize(
