@@ -1,7 +1,8 @@
 """Manifests kept as compact JSON bytes, decoded again when read.
 
 Who calls it: :class:`~kubesched.api.objects.Pod`, which keeps its whole manifest for the few readers that need
-more than the parsed fields (the policy input, the cluster agent's bind, the hub's change check). A decoded
+more than the parsed fields (the policy input, the cluster agent's bind, the hub's change check); and
+:func:`canonical` the policy cache's keys (:func:`kubesched.framework.policy.projection`). A decoded
 manifest held as nested dicts costs about four times its JSON (2.1 KB against 0.3 KB for a scheduler_perf pod),
 and a cluster holds tens of thousands of pods, each read this way a few times at most; packing costs about 2 µs
 a pod, unpacking about 5.
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["pack", "unpack"]
+__all__ = ["canonical", "pack", "unpack"]
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -45,3 +46,12 @@ def unpack(data: bytes) -> dict[str, Any]:
     """The manifest :func:`pack` packed, as new dicts and lists (the caller may change them)."""
     decoded: dict[str, Any] = json.loads(data) if data.startswith(_PLAIN) else orjson.loads(data)
     return decoded
+
+
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON (keys sorted, no spaces): equal values give equal text. Values JSON has no form
+    for are written as text, as :func:`pack` writes them."""
+    try:
+        return orjson.dumps(value, option=_OPTIONS | orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(value, default=_text, sort_keys=True, separators=(",", ":"))

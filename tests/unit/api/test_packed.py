@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kubesched.api.objects import Pod
-from kubesched.api.packed import pack, unpack
+from kubesched.api.packed import canonical, pack, unpack
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,15 @@ def test_a_pods_raw_is_its_manifest_and_changing_it_changes_nothing() -> None:
     assert pod.raw == manifest
     pod.raw["metadata"]["labels"]["app"] = "changed"
     assert pod.raw["metadata"]["labels"] == {"app": "web"}
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        pytest.param({"b": 1, "a": [1, {"d": 2, "c": 3}]}, {"a": [1, {"c": 3, "d": 2}], "b": 1}, id="key-order"),
+        pytest.param({"n": 2**70, "a": 1}, {"a": 1, "n": 2**70}, id="big-integers-too"),
+    ],
+)
+def test_canonical_text_is_equal_for_equal_values(left: dict[str, Any], right: dict[str, Any]) -> None:
+    assert canonical(left) == canonical(right)
+    assert canonical(left) != canonical({**left, "extra": None})
