@@ -8,8 +8,9 @@ removed; the scheduler cache mirrors them into the columnar :class:`~kubesched.f
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+from kubesched.api.evolve import evolve
 from kubesched.api.objects import Node, Pod, Taint, Toleration
 from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
 from kubesched.framework.pod_map import PodMap
@@ -159,7 +160,7 @@ class PodInfo:
         clone = object.__new__(PodInfo)
         for slot in PodInfo.__slots__:
             object.__setattr__(clone, slot, getattr(self, slot))
-        clone.pod = replace(self.pod, spec=replace(self.pod.spec, node_name=node_name))
+        clone.pod = evolve(self.pod, spec=evolve(self.pod.spec, node_name=node_name))
         return clone
 
     def rebound(self, pod: Pod) -> PodInfo | None:

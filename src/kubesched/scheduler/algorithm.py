@@ -69,6 +69,18 @@ def narrowed_slots(snapshot: Snapshot, names: frozenset[str]) -> IntArray:
     return np.fromiter((slot for _, slot in found), dtype=np.int64, count=len(found))
 
 
+def wrapped_slice(slots: IntArray, first: int, count: int) -> IntArray:
+    """``count`` (at most ``len(slots)``) slots from position ``first`` on, wrapping round to the start: the
+    round-robin walk's next stretch, as ``slots[(first + np.arange(count)) % len(slots)]`` would give it, taken
+    as one or two copied slices instead of four array operations."""
+    n = len(slots)
+    first %= n
+    end = first + count
+    if end <= n:
+        return slots[first:end].copy()
+    return np.concatenate((slots[first:], slots[: end - n]))
+
+
 def narrowed_slots_reference(snapshot: Snapshot, names: frozenset[str]) -> IntArray:
     """The reference for :func:`narrowed_slots`: walk the node list, keep the named nodes."""
     kept = [info.slot for info in snapshot.node_infos if info.name in names]
@@ -243,10 +255,9 @@ class ScheduleAlgorithm:
         table = snapshot.table
 
         if not fwk.filter_plugins:
-            take = (start + np.arange(min(to_find, n))) % n
-            feasible_slots = candidate_slots[take]
-            self.next_start_node_index = (start + len(take)) % len(all_nodes)
-            return NodeBatch(table, feasible_slots), diagnosis, len(take)
+            feasible_slots = wrapped_slice(candidate_slots, start, min(to_find, n))
+            self.next_start_node_index = (start + len(feasible_slots)) % len(all_nodes)
+            return NodeBatch(table, feasible_slots), diagnosis, len(feasible_slots)
 
         nominated_slots: IntArray | None = None
         if nominated_nodes:
@@ -264,7 +275,7 @@ class ScheduleAlgorithm:
             needed = to_find - feasible_count
             chunk_size = max(needed + needed // 4 + 32, 2 * chunk_size)
             chunk = min(n - position, chunk_size)
-            chunk_slots = candidate_slots[(start + position + np.arange(chunk)) % n]
+            chunk_slots = wrapped_slice(candidate_slots, start + position, chunk)
             batch = NodeBatch(table, chunk_slots)
             if fwk.prefetchers:
                 failure = await fwk.run_prefetch(state, pod, batch)

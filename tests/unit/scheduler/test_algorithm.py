@@ -18,7 +18,7 @@ from kubesched.framework.runtime.registry import PluginRegistration, merge
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins.registry import in_tree_registry
-from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, num_feasible_nodes_to_find
+from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, num_feasible_nodes_to_find, wrapped_slice
 from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, make_cluster
@@ -41,6 +41,21 @@ from kubesched.testing.framework_helpers import PluginHandle, make_cluster
 )
 def test_num_feasible_nodes_to_find(percentage: int, nodes: int, expected: int) -> None:
     assert num_feasible_nodes_to_find(percentage, nodes) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_wrapped_slice_is_the_round_robin_walk(data: st.DataObject) -> None:
+    """The node search's next stretch of candidates, as the modular index it replaces would pick it."""
+    n = data.draw(st.integers(1, 40))
+    slots = np.asarray(data.draw(st.permutations(range(100)))[:n], dtype=np.int64)
+    first = data.draw(st.integers(0, 200))
+    count = data.draw(st.integers(0, n))
+    got = wrapped_slice(slots, first, count)
+    assert got.tolist() == slots[(first + np.arange(count)) % n].tolist()
+    assert got.dtype == np.int64
+    got[:] = -1  # a copy: the caller may keep it while the snapshot's slot array changes
+    assert (slots >= 0).all()
 
 
 def test_fit_error_message_sorts_histogram_as_strings_and_counts_each_reason() -> None:

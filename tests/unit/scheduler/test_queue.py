@@ -237,3 +237,41 @@ def test_pods_rejected_by_different_plugins_are_requeued_in_the_order_they_were_
     while (qpi := queue.pop()) is not None:
         popped.append(qpi.pod_info.name)
     assert popped == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize(
+    ("steps", "failing", "replayed"),
+    [
+        pytest.param(["pop a", "pop b", "event", "done a"], "b", True, id="event-just-after-the-oldest-attempt-starts"),
+        pytest.param(["pop a", "event", "pop b", "done a"], "b", False, id="event-before-the-attempt-started"),
+        pytest.param(["pop a", "pop b", "event", "done b"], "a", True, id="a-later-attempt-completes-first"),
+        pytest.param(["pop a", "pop b", "pop c", "event", "done a", "done c"], "b", True, id="two-completions-around"),
+        pytest.param(["pop a", "event", "pop b", "done a", "pop c", "done c"], "b", False, id="trimmed-once-unneeded"),
+        pytest.param(
+            ["pop a", "event", "pop b", "event", "done a"], "b", True, id="trim-keeps-the-event-after-the-oldest-start"
+        ),
+        pytest.param(["pop a", "event", "pop b", "pop c", "done b"], "a", True, id="the-oldest-is-the-first-popped"),
+    ],
+)
+def test_events_are_replayed_to_exactly_the_attempts_in_flight_when_they_happened(
+    steps: list[str], failing: str, replayed: bool
+) -> None:
+    """Completions trim the event log to what the oldest attempt still in flight may need: an event is replayed
+    to a failed attempt if and only if it happened after that attempt was popped."""
+    clock = VirtualClock()
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(NODE_ADD)]})
+    for name in ("a", "b", "c"):
+        queue.add(pod(name))
+    popped: dict[str, QueuedPodInfo] = {}
+    for step in steps:
+        action, _, name = step.partition(" ")
+        if action == "pop":
+            qpi = queue.pop()
+            assert qpi is not None and qpi.pod_info.name == name
+            popped[name] = qpi
+        elif action == "event":
+            queue.on_event(NODE_ADD)
+        else:
+            queue.done(popped[name].pod_info.uid)
+    queue.add_unschedulable_if_not_present(popped[failing], rejected_by={"P"}, pending=(), error=False)
+    assert (queue.counts().backoff, queue.counts().unschedulable) == ((1, 0) if replayed else (0, 1))

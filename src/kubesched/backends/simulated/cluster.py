@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kubesched.api.evolve import evolve
 from kubesched.api.objects import Node, ObjectMeta, Pod, object_uid
 from kubesched.api.storage import (
     ANN_BIND_COMPLETED,
@@ -107,10 +108,11 @@ class SimulatedCluster:
         if failure is not None:
             raise ApiError(failure)
         condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": self._clock.now()}
-        bound = replace(
+        # evolve, not replace: the in-memory API server binds every pod of a bench or a simulation.
+        bound = evolve(
             current,
-            spec=replace(current.spec, node_name=node_name),
-            status=replace(current.status, conditions=[*_without_scheduled(current), condition]),
+            spec=evolve(current.spec, node_name=node_name),
+            status=evolve(current.status, conditions=[*_without_scheduled(current), condition]),
         )
         self.pods[uid] = bound
         self.conditions[uid] = condition

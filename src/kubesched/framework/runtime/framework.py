@@ -67,11 +67,11 @@ from kubesched.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScoreNormalizer,
-    ScorePlugin,
 )
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
 from kubesched.framework.runtime.registry import POINT_METHODS, Registry
+from kubesched.framework.runtime.score_kernel import ScorePlan, ScorePluginEntry, fused_scores, make_plan
 from kubesched.framework.runtime.services import close_quietly
 from kubesched.framework.runtime.waiting_pods import WaitingPodEntry
 from kubesched.framework.status import CODE_NAMES, REJECTED_CODES, Code, Status
@@ -145,15 +145,6 @@ class FrameworkMetrics(Protocol):
 
 class FrameworkBuildError(KubeschedError):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class ScorePluginEntry:
-    name: str
-    plugin: ScorePlugin
-    weight: int
-    batch: BatchScorePlugin | None  # the plugin itself when it has score_batch
-    normalizer: ScoreNormalizer | None  # the plugin itself when it has normalize_score
 
 
 @dataclass(slots=True)
@@ -239,6 +230,7 @@ class Framework(ContextHandle):
                 self._at("score"), (ref.weight or 1 for ref in points.get("score", ())), strict=True
             )
         ]
+        self._score_plans: dict[frozenset[str], ScorePlan] = {}
         self.reserve_plugins: list[tuple[str, ReservePlugin]] = self._at("reserve")
         self.permit_plugins: list[tuple[str, PermitPlugin]] = self._at("permit")
         self.pre_bind_plugins: list[tuple[str, PreBindPlugin]] = self._at("preBind")
@@ -696,11 +688,37 @@ class Framework(ContextHandle):
         return None
 
     def run_score(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreOutcome | Status:
-        """Score, normalize and weight every non-skipped plugin over the feasible nodes in ``batch``."""
+        """Score, normalize and weight every non-skipped plugin over the feasible nodes in ``batch``.
+
+        On the batch path, in a cycle whose plugin calls are not timed, the fused kernel
+        (:mod:`kubesched.framework.runtime.score_kernel`) answers; whatever it declines (an error, a score out
+        of range) goes through the reference loop below, which also serves the per-node path and timed cycles.
+        """
+        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        if metrics is None and self.use_batch:
+            fused = fused_scores(self._score_plan(state), state, pod, batch)
+            if fused is not None:
+                return ScoreOutcome(fused.per_plugin, fused.totals, fused.raw)
+        return self._run_score_plugins(state, pod, batch, metrics)
+
+    def _score_plan(self, state: CycleState) -> ScorePlan:
+        skipped = state.skip_score_plugins
+        key = frozenset(skipped) if skipped else frozenset()
+        plan = self._score_plans.get(key)
+        if plan is None:
+            # Few distinct skip sets occur (one per pod shape, at most 2**plugins); bounded all the same.
+            if len(self._score_plans) >= 64:
+                self._score_plans.clear()
+            plan = self._score_plans[key] = make_plan(self.score_plugins, key)
+        return plan
+
+    def _run_score_plugins(
+        self, state: CycleState, pod: PodInfo, batch: NodeBatch, metrics: FrameworkMetrics | None
+    ) -> ScoreOutcome | Status:
+        """The reference: one plugin at a time, each checked for range, weighted and added up."""
         totals = np.zeros(len(batch), dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
         raw: dict[str, IntArray] = {}
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for entry in self.score_plugins:
             if entry.name in state.skip_score_plugins:
                 continue

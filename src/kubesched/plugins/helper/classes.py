@@ -20,7 +20,7 @@ from typing import Generic, TypeVar, cast
 import numpy as np
 
 from kubesched.api.objects import Taint
-from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.node_table import BatchFilterResult, ClassColumn, IntArray, NodeBatch
 from kubesched.framework.policy import node_facts
 from kubesched.framework.status import Status
 from kubesched.framework.types import NodeInfo
@@ -112,21 +112,37 @@ def per_known_class(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K]
     table knows, present in ``batch`` or not, and node i's result is ``results[index[i]]`` by its class id:
     no counting pass over the batch. For cheap rules only (taints, cordons): a class no batch node has is
     evaluated too."""
+    results, column = _known_class_results(batch, spec, evaluate)
+    if results is None:
+        return per_class(batch, spec, evaluate)
+    return results, column.ids[batch.slots]
+
+
+def _known_class_results(
+    batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], T]
+) -> tuple[list[T] | None, ClassColumn]:
+    """``evaluate`` for every class the table knows, or ``None`` when it knows too many for that; the callers
+    below look at the results before they gather the batch's class ids, which a uniform answer never needs."""
     column = batch.table.class_column(spec.name, spec.key_fn)
     if len(column.values) > FEW_CLASSES:
-        return per_class(batch, spec, evaluate)
-    return [evaluate(cast(K, key)) for key in column.values], column.ids[batch.slots]
+        return None, column
+    return [evaluate(cast(K, key)) for key in column.values], column
 
 
 def per_class_scores(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], int]) -> IntArray:
     """Per-node scores of a rule that depends only on the node's class (a cheap one: see
     :func:`per_known_class`)."""
-    results, index = per_known_class(batch, spec, evaluate)
+    results, column = _known_class_results(batch, spec, evaluate)
+    index: IntArray | None = None
+    if results is None:
+        results, index = per_class(batch, spec, evaluate)
     if not results:
         return np.zeros(len(batch), dtype=np.int64)
     first = results[0]
     if all(result == first for result in results):
         return np.full(len(batch), first, dtype=np.int64)
+    if index is None:
+        index = column.ids[batch.slots]
     return np.asarray(results, dtype=np.int64)[index]
 
 
@@ -135,9 +151,14 @@ def class_filter_result(
 ) -> BatchFilterResult | None:
     """A cheap filter rule that depends only on the node's class, over ``batch``; None when every class the
     table knows passes (then no node of the batch is even looked at)."""
-    results, index = per_known_class(batch, spec, evaluate)
+    results, column = _known_class_results(batch, spec, evaluate)
+    index: IntArray | None = None
+    if results is None:
+        results, index = per_class(batch, spec, evaluate)
     if all(result is None for result in results):
         return None
+    if index is None:
+        index = column.ids[batch.slots]
     return batch_result(results, index)
 
 

@@ -10,6 +10,7 @@ becomes poppable, so an idle scheduler sleeps instead of polling.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import logging
@@ -71,6 +72,11 @@ class _LessOrder:
 # activeQ entry: (order, arrival sequence, pod). The order is the QueueSort plugin's sort key where it has one
 # (compared in C, no Python call per comparison), else a _LessOrder.
 _ActiveEntry = tuple[object, int, QueuedPodInfo]
+_Event = tuple[int, ClusterEvent, object, object]  # (sequence, event, old, new)
+
+
+def _sequence_of(event: _Event) -> int:
+    return event[0]
 
 
 class _ParkedByRejectors:
@@ -160,7 +166,7 @@ class SchedulingQueue:
         self._tables: dict[str, HintTable] = {}
         self._gated: set[str] = set()
         self._in_flight: dict[str, int] = {}
-        self._events: list[tuple[int, ClusterEvent, object, object]] = []
+        self._events: list[_Event] = []
         self._sequence = itertools.count(1)
         self._tiebreak = itertools.count()
         self.scheduling_cycle = 0
@@ -235,7 +241,11 @@ class SchedulingQueue:
             return None
         qpi.attempts += 1
         self.scheduling_cycle += 1
-        self._in_flight[qpi.pod_info.uid] = next(self._sequence)
+        uid = qpi.pod_info.uid
+        # Re-inserted, never overwritten: the dict stays in ascending order of sequence, so its first value is
+        # the oldest attempt in flight (read on every completion, see _trim_events).
+        self._in_flight.pop(uid, None)
+        self._in_flight[uid] = next(self._sequence)
         return qpi
 
     def _pop_active(self) -> QueuedPodInfo | None:
@@ -350,9 +360,11 @@ class SchedulingQueue:
         if not self._in_flight:
             self._events.clear()
             return
-        oldest = min(self._in_flight.values())
-        if self._events and self._events[0][0] <= oldest:
-            self._events = [e for e in self._events if e[0] > oldest]
+        oldest = next(iter(self._in_flight.values()))
+        events = self._events
+        if events and events[0][0] <= oldest:
+            # Events are appended in sequence order: the ones no attempt in flight can still need are a prefix.
+            del events[: bisect.bisect_right(events, oldest, key=_sequence_of)]
 
     # ---- events ------------------------------------------------------------------------------
 
