@@ -28,6 +28,7 @@ from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
 from kubesched.clock import Clock, VirtualClock
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.framework import Framework, FrameworkBuildError
 from kubesched.framework.runtime.handle import FrameworkContext
 from kubesched.framework.runtime.registry import Registry
@@ -37,6 +38,7 @@ from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
 from kubesched.policy.clients import policy_services
+from kubesched.scheduler.admission import BindingAdmission
 from kubesched.scheduler.algorithm import ScheduleAlgorithm
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.diagnosis import TARGET_NODES
@@ -132,6 +134,13 @@ class Scheduler:
             waiting_pods=self.waiting_pods,
             observer=observer,
             targets=targets,
+            admission=BindingAdmission(
+                {
+                    name: fwk.max_bindings_in_flight
+                    for name, fwk in self.frameworks.items()
+                    if fwk.max_bindings_in_flight is not None
+                }
+            ),
         )
         if metrics is not None:
             metrics.attach(
@@ -159,12 +168,23 @@ class Scheduler:
     # ---- the loop ----------------------------------------------------------------------------
 
     async def schedule_next(self) -> bool:
-        """Pop one pod and run its scheduling cycle; False when nothing is ready."""
-        qpi = self.queue.pop()
+        """Pop one pod and run its scheduling cycle; False when nothing is ready or admitted."""
+        qpi = self.pop()
         if qpi is None:
             return False
         await self.cycles.schedule_one(qpi)
         return True
+
+    def pop(self) -> QueuedPodInfo | None:
+        """The next pod off the queue, or None: nothing ready, or a profile at its bound of binding cycles (the
+        pod then stays in the queue, in its place, until a binding cycle ends)."""
+        if not self.cycles.admission.admits():
+            return None
+        return self.queue.pop()
+
+    def _held_back(self) -> bool:
+        """Pods are ready but the admission bound keeps them in the queue."""
+        return not self.cycles.admission.admits() and self.queue.has_ready_work()
 
     def _busy(self) -> bool:
         return (
@@ -175,11 +195,12 @@ class Scheduler:
             or self.tasks.busy()
         )
 
-    async def settle(self) -> None:
-        """Let binding and background tasks run until each has finished or waits on the clock or at Permit."""
+    async def settle(self, *, until_admitted: bool = False) -> None:
+        """Let binding and background tasks run until each has finished or waits on the clock or at Permit;
+        ``until_admitted``: or until the admission bound lets the next pod be popped."""
         await asyncio.sleep(0)  # callbacks already due (a timer that fired) run first
         spins = 0
-        while self._busy():
+        while self._busy() and not (until_admitted and self.cycles.admission.admits()):
             spins += 1
             # Work waiting on real I/O (a policy engine answering) needs real time to pass: after a burst of
             # yields, wait a millisecond rather than spin.
@@ -193,8 +214,13 @@ class Scheduler:
                 count += 1
                 if count % yield_every == 0:
                     await asyncio.sleep(0)
+            if self._held_back():
+                # one binding cycle ending is enough to pop again: waiting for all would drain the pipeline
+                await self.settle(until_admitted=True)
+                if self.cycles.admission.admits():
+                    continue
             await self.settle()
-            if self.queue.has_ready_work():
+            if self.queue.has_ready_work() and self.cycles.admission.admits():
                 continue
             deadlines = [d for d in (clock.next_deadline(), self.queue.next_backoff_expiry()) if d is not None]
             if not deadlines:
@@ -211,6 +237,7 @@ class Scheduler:
         """
         wake = asyncio.Event()
         self.queue.on_ready = wake.set
+        self.cycles.admission.on_room = wake.set
         stopped = asyncio.ensure_future(stop.wait())
         last_flush = self.clock.now()
         try:
@@ -224,7 +251,7 @@ class Scheduler:
                     last_flush = now
                     continue
                 wake.clear()
-                if self.queue.has_ready_work():
+                if self.queue.has_ready_work() and self.cycles.admission.admits():
                     continue
                 deadline = last_flush + UNSCHEDULABLE_FLUSH_INTERVAL
                 backoff = self.queue.next_error_backoff_expiry()
@@ -240,6 +267,7 @@ class Scheduler:
         finally:
             stopped.cancel()
             self.queue.on_ready = None
+            self.cycles.admission.on_room = None
             await self.close()
 
     async def close(self) -> None:
