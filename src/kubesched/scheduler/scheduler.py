@@ -21,6 +21,7 @@ and the binding tasks are read when the metrics are scraped. Without, nothing of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from kubesched.scheduler.metrics import SchedulerMetrics
 
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
+ROOM_RECHECK_SECONDS = 0.001
 
 
 class Scheduler:
@@ -195,16 +197,31 @@ class Scheduler:
             or self.tasks.busy()
         )
 
-    async def settle(self, *, until_admitted: bool = False) -> None:
-        """Let binding and background tasks run until each has finished or waits on the clock or at Permit;
-        ``until_admitted``: or until the admission bound lets the next pod be popped."""
+    async def settle(self) -> None:
+        """Let binding and background tasks run until each has finished or waits on the clock or at Permit."""
         await asyncio.sleep(0)  # callbacks already due (a timer that fired) run first
         spins = 0
-        while self._busy() and not (until_admitted and self.cycles.admission.admits()):
+        while self._busy():
             spins += 1
             # Work waiting on real I/O (a policy engine answering) needs real time to pass: after a burst of
             # yields, wait a millisecond rather than spin.
             await asyncio.sleep(0 if spins < 100 else 0.001)
+
+    async def _await_room(self) -> None:
+        """While the admission bound holds pods back: until one binding cycle ends (woken by its end, so the next
+        pod is popped at once; waiting for all, or polling, would leave the members idle meanwhile), or until
+        nothing can run without the clock moving (then the caller moves it)."""
+        room = asyncio.Event()
+        self.cycles.admission.on_room = room.set
+        try:
+            await asyncio.sleep(0)
+            while not self.cycles.admission.admits() and self._busy():
+                # the timeout only re-checks _busy(): work parked on the clock sets no event
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(ROOM_RECHECK_SECONDS):
+                        await room.wait()
+        finally:
+            self.cycles.admission.on_room = None
 
     async def run_until_idle(self, clock: VirtualClock, *, yield_every: int = 64) -> None:
         """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer."""
@@ -215,8 +232,7 @@ class Scheduler:
                 if count % yield_every == 0:
                     await asyncio.sleep(0)
             if self._held_back():
-                # one binding cycle ending is enough to pop again: waiting for all would drain the pipeline
-                await self.settle(until_admitted=True)
+                await self._await_room()
                 if self.cycles.admission.admits():
                     continue
             await self.settle()
