@@ -68,6 +68,7 @@ from kubesched.federation.agent_client import AgentClient, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
 from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger
+from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
@@ -165,13 +166,11 @@ class _TimedScheduler(Scheduler):
 
     popped: dict[str, float]
 
-    async def schedule_next(self) -> bool:
-        qpi = self.queue.pop()
-        if qpi is None:
-            return False
-        self.popped[qpi.pod_info.uid] = time.perf_counter()
-        await self.cycles.schedule_one(qpi)
-        return True
+    def pop(self) -> QueuedPodInfo | None:
+        qpi = super().pop()
+        if qpi is not None:
+            self.popped[qpi.pod_info.uid] = time.perf_counter()
+        return qpi
 
 
 async def _refresh_every(cache: ClusterStateCache, names: Sequence[str], seconds: int) -> None:

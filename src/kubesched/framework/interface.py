@@ -213,6 +213,19 @@ class PostBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class BindingLimiter(Protocol):
+    """A plugin that bounds its profile's binding cycles in flight (ours; kube-scheduler has no such point).
+
+    ``max_bindings_in_flight`` is read once, when the framework is built: ``None`` is no bound, else ``n >= 1``.
+    The scheduler counts the profile's binding cycles (from the end of the scheduling cycle until the pod is
+    bound or given back) and pops no pod while a profile has ``n`` of them: a burst then waits in the queue, in
+    its order, instead of between pop and commit. The count is the scheduler's, so it never drifts.
+    """
+
+    def max_bindings_in_flight(self) -> int | None: ...
+
+
+@runtime_checkable
 class EnqueueExtensions(Protocol):
     def events_to_register(self) -> Sequence[ClusterEventWithHint]: ...
 

@@ -32,6 +32,7 @@ from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
 from kubesched.framework.verdict import seal_verdicts, verdicts_of
+from kubesched.scheduler.admission import BindingAdmission
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, ScheduleResult, SchedulingError
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS, TARGET_NODES, Diagnosis, fit_error_message
@@ -73,8 +74,11 @@ class ScheduleOne:
         waiting_pods: WaitingPods,
         observer: AttemptObserver | None,
         targets: str = TARGET_NODES,
+        admission: BindingAdmission | None = None,
     ) -> None:
         self.cache = cache
+        # Counts the binding cycles of the profiles that bound them (none: an admission with no limits).
+        self.admission = admission if admission is not None else BindingAdmission({})
         # What the FailedScheduling message calls the nodes: "nodes", or "clusters" in the cluster plane.
         self.targets = targets
         self.queue = queue
@@ -169,6 +173,11 @@ class ScheduleOne:
         task = asyncio.get_running_loop().create_task(self._binding_cycle(attempt, assumed, node), name=uid)
         self.binding_tasks.add(task)
         task.add_done_callback(self.binding_tasks.discard)
+        profile = fwk.profile_name
+        if profile in self.admission.limits:
+            # counted until the task is done, however it ends: the count cannot drift from the tasks
+            self.admission.started(profile)
+            task.add_done_callback(lambda _task: self.admission.finished(profile))
 
     def binding_runnable(self, task: asyncio.Task[None]) -> bool:
         """Whether a binding task can progress without the clock moving (not parked at Permit)."""

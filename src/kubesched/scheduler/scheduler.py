@@ -21,6 +21,7 @@ and the binding tasks are read when the metrics are scraped. Without, nothing of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
 from kubesched.clock import Clock, VirtualClock
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.framework import Framework, FrameworkBuildError
 from kubesched.framework.runtime.handle import FrameworkContext
 from kubesched.framework.runtime.registry import Registry
@@ -37,6 +39,7 @@ from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
 from kubesched.policy.clients import policy_services
+from kubesched.scheduler.admission import BindingAdmission
 from kubesched.scheduler.algorithm import ScheduleAlgorithm
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.diagnosis import TARGET_NODES
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     from kubesched.scheduler.metrics import SchedulerMetrics
 
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
+ROOM_RECHECK_SECONDS = 0.001
 
 
 class Scheduler:
@@ -132,6 +136,13 @@ class Scheduler:
             waiting_pods=self.waiting_pods,
             observer=observer,
             targets=targets,
+            admission=BindingAdmission(
+                {
+                    name: fwk.max_bindings_in_flight
+                    for name, fwk in self.frameworks.items()
+                    if fwk.max_bindings_in_flight is not None
+                }
+            ),
         )
         if metrics is not None:
             metrics.attach(
@@ -159,12 +170,23 @@ class Scheduler:
     # ---- the loop ----------------------------------------------------------------------------
 
     async def schedule_next(self) -> bool:
-        """Pop one pod and run its scheduling cycle; False when nothing is ready."""
-        qpi = self.queue.pop()
+        """Pop one pod and run its scheduling cycle; False when nothing is ready or admitted."""
+        qpi = self.pop()
         if qpi is None:
             return False
         await self.cycles.schedule_one(qpi)
         return True
+
+    def pop(self) -> QueuedPodInfo | None:
+        """The next pod off the queue, or None: nothing ready, or a profile at its bound of binding cycles (the
+        pod then stays in the queue, in its place, until a binding cycle ends)."""
+        if not self.cycles.admission.admits():
+            return None
+        return self.queue.pop()
+
+    def _held_back(self) -> bool:
+        """Pods are ready but the admission bound keeps them in the queue."""
+        return not self.cycles.admission.admits() and self.queue.has_ready_work()
 
     def _busy(self) -> bool:
         return (
@@ -185,6 +207,22 @@ class Scheduler:
             # yields, wait a millisecond rather than spin.
             await asyncio.sleep(0 if spins < 100 else 0.001)
 
+    async def _await_room(self) -> None:
+        """While the admission bound holds pods back: until one binding cycle ends (woken by its end, so the next
+        pod is popped at once; waiting for all, or polling, would leave the members idle meanwhile), or until
+        nothing can run without the clock moving (then the caller moves it)."""
+        room = asyncio.Event()
+        self.cycles.admission.on_room = room.set
+        try:
+            await asyncio.sleep(0)
+            while not self.cycles.admission.admits() and self._busy():
+                # the timeout only re-checks _busy(): work parked on the clock sets no event
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(ROOM_RECHECK_SECONDS):
+                        await room.wait()
+        finally:
+            self.cycles.admission.on_room = None
+
     async def run_until_idle(self, clock: VirtualClock, *, yield_every: int = 64) -> None:
         """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer."""
         while True:
@@ -193,8 +231,12 @@ class Scheduler:
                 count += 1
                 if count % yield_every == 0:
                     await asyncio.sleep(0)
+            if self._held_back():
+                await self._await_room()
+                if self.cycles.admission.admits():
+                    continue
             await self.settle()
-            if self.queue.has_ready_work():
+            if self.queue.has_ready_work() and self.cycles.admission.admits():
                 continue
             deadlines = [d for d in (clock.next_deadline(), self.queue.next_backoff_expiry()) if d is not None]
             if not deadlines:
@@ -211,6 +253,7 @@ class Scheduler:
         """
         wake = asyncio.Event()
         self.queue.on_ready = wake.set
+        self.cycles.admission.on_room = wake.set
         stopped = asyncio.ensure_future(stop.wait())
         last_flush = self.clock.now()
         try:
@@ -224,7 +267,7 @@ class Scheduler:
                     last_flush = now
                     continue
                 wake.clear()
-                if self.queue.has_ready_work():
+                if self.queue.has_ready_work() and self.cycles.admission.admits():
                     continue
                 deadline = last_flush + UNSCHEDULABLE_FLUSH_INTERVAL
                 backoff = self.queue.next_error_backoff_expiry()
@@ -240,6 +283,7 @@ class Scheduler:
         finally:
             stopped.cancel()
             self.queue.on_ready = None
+            self.cycles.admission.on_room = None
             await self.close()
 
     async def close(self) -> None:

@@ -47,6 +47,7 @@ from kubesched.framework.interface import (
     AddedPodsBatchFilter,
     BatchFilterPlugin,
     BatchScorePlugin,
+    BindingLimiter,
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
@@ -246,6 +247,13 @@ class Framework(ContextHandle):
         self.prefetchers: list[tuple[str, FilterPrefetcher]] = [
             (name, plugin) for name, plugin in self.filter_plugins if isinstance(plugin, FilterPrefetcher)
         ]
+        # The tightest bound any enabled plugin sets on this profile's binding cycles in flight (None: unbounded).
+        bounds = [
+            bound
+            for plugin in self.plugins.values()
+            if isinstance(plugin, BindingLimiter) and (bound := plugin.max_bindings_in_flight()) is not None
+        ]
+        self.max_bindings_in_flight: int | None = min(bounds) if bounds else None
         rejecting: dict[str, Plugin] = {}
         for point in _REJECTING_POINTS:
             for ref in points.get(point, ()):

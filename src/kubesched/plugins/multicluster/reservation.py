@@ -54,7 +54,13 @@ from kubesched.plugins.multicluster.args import APPROVAL_ANNOTATION, ClusterRese
 from kubesched.plugins.multicluster.common import request_items
 
 if TYPE_CHECKING:
-    from kubesched.framework.interface import BatchFilterPlugin, Handle, PermitPlugin, ReservePlugin
+    from kubesched.framework.interface import (
+        BatchFilterPlugin,
+        BindingLimiter,
+        Handle,
+        PermitPlugin,
+        ReservePlugin,
+    )
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +155,10 @@ class ClusterReservation:
         if not any(suspect):
             return None
         return BatchFilterResult(np.asarray(suspect, dtype=np.int64), (_SUSPECT,))
+
+    def max_bindings_in_flight(self) -> int | None:
+        """``maxCommitsInFlight`` as the framework's bound on this profile's binding cycles (0: none)."""
+        return self.args.max_commits_in_flight or None
 
     # ---------------------------------------------------------------------------------------------- reserve
 
@@ -282,5 +292,7 @@ class ClusterReservation:
 
 if TYPE_CHECKING:
 
-    def _conforms(plugin: ClusterReservation) -> tuple[BatchFilterPlugin, ReservePlugin, PermitPlugin]:
-        return plugin, plugin, plugin
+    def _conforms(
+        plugin: ClusterReservation,
+    ) -> tuple[BatchFilterPlugin, ReservePlugin, PermitPlugin, BindingLimiter]:
+        return plugin, plugin, plugin, plugin

@@ -51,6 +51,11 @@ from kubesched.testing.framework_helpers import PluginHandle, RecordingClient
             id="attempts-suspicion-and-approval-mode",
         ),
         pytest.param(
+            ClusterReservationArgs(max_commits_in_flight=-1),
+            [FieldError.invalid("maxCommitsInFlight", -1, "must be in [0, 100000] (0: unbounded)")],
+            id="commits-in-flight-not-negative",
+        ),
+        pytest.param(
             ClusterBindArgs(bind_timeout_seconds=float("nan")),
             [FieldError.invalid("bindTimeoutSeconds", float("nan"), "must be a finite number of seconds > 0")],
             id="bind-timeout",
