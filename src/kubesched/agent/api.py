@@ -10,8 +10,7 @@ server through :class:`~kubesched.backends.kube.client.KubeClient` and, in the b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubesched.backends.kube.reflector import WatchableApi
 
@@ -32,16 +31,3 @@ class MemberApi(WatchableApi, Protocol):
         independent reads concurrently, and otherwise one after another."""
         ...
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str] | None = None,
-        body: Any = None,
-        content_type: str = ...,
-        timeout: float | None = None,
-        retry: bool = True,
-    ) -> Any:
-        """One call: the decoded JSON answer; an error status raises KubeApiError."""
-        ...

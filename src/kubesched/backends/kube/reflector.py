@@ -63,7 +63,9 @@ class WatchableApi(Protocol):
         content_type: str = ...,
         timeout: float | None = None,
         retry: bool = True,
-    ) -> Any: ...
+    ) -> Any:
+        """One call: the decoded JSON answer; an error status raises KubeApiError."""
+        ...
 
     def stream_lines(
         self, path: str, query: Mapping[str, str], *, read_timeout: float
