@@ -5,12 +5,13 @@ tests. Everything goes to the member's API server through a :class:`~kubesched.a
 client (:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours, or -- for the
 benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
 
-* **State** is read fresh from the member on every ``state()`` call: its Nodes, its running Pods (bound to a
-  node, not finished) and the live reservations, turned into a
-  :class:`~kubesched.framework.clusters.ClusterState` with the same conversion the simulation uses
-  (:func:`kubesched.federation.state.member_capacity`). A reservation counts like a pod on the node it was
-  placed on, so ``allocated`` and the per-node free buckets already leave its capacity out. The lists are read
-  every time; only the parse of a Node or Pod listed again at the same uid and ``resourceVersion`` is reused.
+* **State** is read from the agent's :class:`~kubesched.agent.view.MemberView` of the member (listed once, then
+  watched, with the agent's own writes applied at once): its Nodes, its running Pods (bound to a node, not
+  finished) and the live reservations, turned into a :class:`~kubesched.framework.clusters.ClusterState` with
+  the same conversion the simulation uses (:func:`kubesched.federation.state.member_capacity`), stamped as old
+  as the view may be. A reservation counts like a pod on the node it was placed on, so ``allocated`` and the
+  per-node free buckets already leave its capacity out. A view that cannot be current raises
+  :class:`~kubesched.backends.kube.errors.KubeTransportError`, as a failed list did.
 * **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
   :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
   ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
