@@ -8,10 +8,11 @@ benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
 * **State** is read from the agent's :class:`~kubesched.agent.view.MemberView` of the member (listed once, then
   watched, with the agent's own writes applied at once): its Nodes, its running Pods (bound to a node, not
   finished) and the live reservations, turned into a :class:`~kubesched.framework.clusters.ClusterState` with
-  the same conversion the simulation uses (:func:`kubesched.federation.state.member_capacity`), stamped as old
-  as the view may be. A reservation counts like a pod on the node it was placed on, so ``allocated`` and the
-  per-node free buckets already leave its capacity out. A view that cannot be current raises
-  :class:`~kubesched.backends.kube.errors.KubeTransportError`, as a failed list did.
+  the same conversion the simulation uses (:func:`kubesched.federation.state.placed_capacity`, which
+  ``member_capacity`` is made of: the view keeps each pod's node and requests, so the state parses nothing),
+  stamped as old as the view may be. A reservation counts like a pod on the node it was placed on, so
+  ``allocated`` and the per-node free buckets already leave its capacity out. A view that cannot be current
+  raises :class:`~kubesched.backends.kube.errors.KubeTransportError`, as a failed list did.
 * **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
   :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
   ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
@@ -27,7 +28,11 @@ benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
   The same reservation id twice yields one pod: a pod of that name carrying that id is the earlier bind.
   Hub-side owner references are dropped (the owners do not exist in the member: its garbage collector would
   delete the pod), and so are the hub's placement constraints, which were about clusters (``nodeSelector``,
-  node affinity), with ``priority`` (the member's admission computes it) and scheduling gates.
+  node affinity), with ``priority`` (the member's admission computes it) and scheduling gates. The pod it made
+  counts in the view at once (see :mod:`kubesched.agent.view`), read from the member's answer without a second
+  parse when the answer's request fields are the ones sent (its requests are then the hub manifest's, parsed
+  once for the check against the reservation); a member that changed them (a LimitRange defaulting requests)
+  has its answer parsed in full.
 
 Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. One agent
 per member is the deployment model; two would each be right about their own holds only.
@@ -50,13 +55,11 @@ from kubesched.agent.reservations import (
     reservation_configmap,
     stored_reservation,
 )
-from kubesched.agent.view import MemberView
-from kubesched.api.objects import Pod
-from kubesched.api.resources import pod_requests
+from kubesched.agent.view import MemberPod, MemberView
 from kubesched.backends.kube.errors import KubeApiError, is_status
 from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
-from kubesched.federation.state import member_capacity, member_workloads
+from kubesched.federation.state import count_workloads, placed_capacity
 from kubesched.federation.wire import (
     HUB_POD_UID_ANNOTATION,
     MANAGED_BY_LABEL,
@@ -65,7 +68,7 @@ from kubesched.federation.wire import (
     RESERVATION_ID_PATTERN,
     ReservationRequest,
 )
-from kubesched.framework.clusters import ClusterState
+from kubesched.framework.clusters import ClusterState, app_workload_key
 
 __all__ = ["DEFAULT_NAMESPACE", "Agent", "Refused", "Reservation"]
 
@@ -196,13 +199,11 @@ class Agent:
         view = self._view
         nodes, pods = view.nodes(), view.running_pods()
         live = [r for r in view.reservations() if r.expires_at > now]
-        allocatable, allocated, buckets = member_capacity(nodes, pods, held_by_node(live))
-        accounted = {r.pod_uid for r in live if r.pod_uid}
-        accounted.update(
-            pod.metadata.annotations[HUB_POD_UID_ANNOTATION]
-            for pod in pods
-            if pod.metadata.annotations.get(HUB_POD_UID_ANNOTATION)
+        allocatable, allocated, buckets = placed_capacity(
+            nodes, [(pod.node, pod.requests) for pod in pods], held_by_node(live), view.takes_new_pods
         )
+        accounted = {r.pod_uid for r in live if r.pod_uid}
+        accounted.update(pod.hub_uid for pod in pods if pod.hub_uid)
         state = ClusterState(
             name=self.cluster_name,
             ready=bool(nodes),
@@ -212,7 +213,7 @@ class Agent:
             allocated=allocated,
             nodes=buckets,
             apis=apis,
-            workloads=member_workloads(pods),
+            workloads=count_workloads(pod.workloads for pod in pods),
             accounted_pods=frozenset(accounted),
         )
         return state, live
@@ -337,7 +338,7 @@ class Agent:
                 await self._delete_configmap(rid)
                 raise Refused(410, "Expired", f"reservation {rid} expired before the bind")
             try:
-                wanted = pod_requests(Pod.from_dict(dict(manifest), "pod"))
+                wanted = self._view.reader.read(dict(manifest), "pod")[3]
             except KubeschedError as error:
                 raise Refused(400, "Invalid", str(error)) from error
             over = {k: v for k, v in wanted.items() if v > reservation.requests.get(k, 0)}
@@ -358,10 +359,14 @@ class Agent:
                     raise Refused(409, "Conflict", taken) from error
                 pod, created = earlier, False
             if created:
-                try:
-                    self._view.bound(Pod.from_dict(pod, "the member's pod"))
-                except KubeschedError as error:  # the member's own answer: counted once its watch brings it
-                    log.warning("the member's answer to the bind of %s does not parse: %s", rid, error)
+                made = _as_sent(pod, body, wanted)
+                if made is None:  # the member changed what it was sent: what it answered is parsed in full
+                    try:
+                        made = self._view.reader.member_pod(pod, "the member's pod")
+                    except KubeschedError as error:  # the member's own answer: counted once its watch brings it
+                        log.warning("the member's answer to the bind of %s does not parse: %s", rid, error)
+                if made is not None:
+                    self._view.bound(made)
             await self._delete_configmap(rid)
             log.info("bound %s/%s to node %s under %s", namespace, metadata["name"], reservation.node, rid)
             return pod, created
@@ -404,6 +409,62 @@ class Agent:
             raise
         log.info("deleted %s/%s: its hub pod %s is gone", namespace, name, hub_uid)
         return True
+
+
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def _same_requests(answered: Mapping[str, Any], sent: Mapping[str, Any]) -> bool:
+    """Whether the pod spec the member answered has the request fields of the one the agent sent: what
+    :func:`~kubesched.api.resources.pod_requests` reads (each container's and init container's resources and
+    restart policy, the pod's overhead and pod-level resources). A real API server defaults other container
+    fields, so the containers are compared field by field when they differ as wholes."""
+    if answered.get("overhead") != sent.get("overhead") or answered.get("resources") != sent.get("resources"):
+        return False
+    for key in ("containers", "initContainers"):
+        mine, theirs = sent.get(key) or [], answered.get(key) or []
+        if mine == theirs:
+            continue
+        if not isinstance(theirs, list) or len(theirs) != len(mine):
+            return False
+        for ours, made in zip(mine, theirs, strict=True):
+            if not isinstance(made, Mapping) or not isinstance(ours, Mapping):
+                return False
+            if made.get("resources") != ours.get("resources") or made.get("restartPolicy") != ours.get("restartPolicy"):
+                return False
+    return True
+
+
+def _as_sent(answer: Mapping[str, Any], sent: Mapping[str, Any], requests: Mapping[str, int]) -> MemberPod | None:
+    """The view's record of the pod the member created, read from its answer without parsing it again: its
+    requests are the hub manifest's (``requests``) when the answer's request fields are the ones the agent sent,
+    its workload key is its app label when it has no owner (the agent sends none). None when the member changed any
+    of that (an admission plugin defaulting requests, say), or answered fields of another shape: the caller then
+    parses the answer in full."""
+    metadata, spec, status = answer.get("metadata"), answer.get("spec"), answer.get("status") or {}
+    sent_spec = sent["spec"]
+    if not (isinstance(metadata, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)):
+        return None
+    if metadata.get("ownerReferences") or not _same_requests(spec, sent_spec):
+        return None
+    uid, namespace, node = metadata.get("uid"), metadata.get("namespace"), spec.get("nodeName")
+    labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+    phase = status.get("phase") or ""
+    if not (
+        isinstance(uid, str)
+        and isinstance(namespace, str)
+        and isinstance(node, str)
+        and isinstance(phase, str)
+        and isinstance(labels, Mapping)
+        and isinstance(annotations, Mapping)
+    ):
+        return None
+    app = app_workload_key(namespace, labels)
+    hub_uid = annotations.get(HUB_POD_UID_ANNOTATION) or ""
+    if not isinstance(hub_uid, str) or (app is not None and not isinstance(app[2], str)):
+        return None
+    running = bool(node) and phase not in _TERMINAL_PHASES
+    return MemberPod(uid, node, running, requests, hub_uid, (app,) if app is not None else ())
 
 
 def member_pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:

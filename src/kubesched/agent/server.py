@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -45,6 +44,7 @@ from typing import Any
 from aiohttp import web
 
 from kubesched.agent.core import Agent, Refused, member_pod_summary
+from kubesched.api import jsonwire
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.clock import sleep
 from kubesched.federation.wire import (
@@ -83,8 +83,13 @@ def server_ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
+def _json(data: Any, *, status: int = 200) -> web.Response:
+    """``web.json_response``'s answer, encoded by :mod:`kubesched.api.jsonwire` (orjson) rather than ``json``."""
+    return web.Response(body=jsonwire.dumps(data), status=status, content_type="application/json", charset="utf-8")
+
+
 def _error(status: int, reason: str, message: str) -> web.Response:
-    return web.json_response({"reason": reason, "message": message}, status=status)
+    return _json({"reason": reason, "message": message}, status=status)
 
 
 class AgentServer:
@@ -193,27 +198,27 @@ class AgentServer:
     @staticmethod
     async def _body(request: web.Request) -> Any:
         try:
-            return json.loads(await request.read())
+            return jsonwire.loads(await request.read())
         except ValueError as error:
             raise WireError(f"the body is not JSON: {error}") from error
 
     async def _state(self, request: web.Request) -> web.Response:
         state, reservations = await self.agent.state()
-        return web.json_response(state_to_json(state, [r.to_json() for r in reservations]))
+        return _json(state_to_json(state, [r.to_json() for r in reservations]))
 
     async def _reserve(self, request: web.Request) -> web.Response:
         wanted = reservation_request_from_json(await self._body(request))
         reservation, created = await self.agent.reserve(wanted)
-        return web.json_response({"reservation": reservation.to_json()}, status=201 if created else 200)
+        return _json({"reservation": reservation.to_json()}, status=201 if created else 200)
 
     async def _release(self, request: web.Request) -> web.Response:
         released = await self.agent.release(request.match_info["id"])
-        return web.json_response({"released": released})
+        return _json({"released": released})
 
     async def _delete_pod(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         deleted = await self.agent.delete_pod(namespace, name, request.query.get("hubPodUID", ""))
-        return web.json_response({"deleted": deleted})
+        return _json({"deleted": deleted})
 
     async def _bind(self, request: web.Request) -> web.Response:
         body = await self._body(request)
@@ -223,4 +228,4 @@ class AgentServer:
         if not isinstance(pod, dict):
             raise WireError("pod: required (a Pod manifest)")
         member_pod, created = await self.agent.bind(body["reservationId"], pod)
-        return web.json_response({"pod": member_pod_summary(member_pod)}, status=201 if created else 200)
+        return _json({"pod": member_pod_summary(member_pod)}, status=201 if created else 200)

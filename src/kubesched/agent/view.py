@@ -13,8 +13,11 @@ Pods bound to a node, and the reservation ConfigMaps in the agent's namespace.
   undoes a newer write, and is forgotten once the event arrives -- or after :data:`OWN_WRITE_SECONDS`, should it
   never come (the watch would have relisted by then). A pod the agent deleted is not applied early: until its
   event it still counts, which can only hold capacity back, never give it twice.
-* **Running pods** count on their node: bound, not Succeeded or Failed. Each node's requested total is kept as
-  pods come and go, so choosing a node for a reservation costs one comparison per node.
+* **Running pods** count on their node: bound, not Succeeded or Failed. A watched pod is read as a full parse
+  reads it (an invalid one is logged and left out, as before; each distinct spec is parsed once, see
+  :class:`PodReader`) and kept as a :class:`MemberPod`: what the agent's state and reservations read of it (uid,
+  node, requests, hub pod uid, workload keys), not the whole parse. Each node's
+  requested total is kept as pods come and go, so choosing a node for a reservation costs one comparison per node.
 * **Freshness.** :meth:`MemberView.current` starts the watches on first use (and again on a new event loop),
   waits for the first lists, and answers how old the view is: zero while every watch is open, else the time since
   the oldest was lost. A view whose first list failed (at once, with the list's error), that has not listed
@@ -29,19 +32,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from kubesched.agent.reservations import Reservation, stored_reservation
-from kubesched.api.objects import Node, Pod
+from kubesched.api import jsonwire
+from kubesched.api.objects import Node, ObjectMeta, Pod, PodStatus
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeTransportError
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, WatchableApi
 from kubesched.federation.state import takes_new_pods
-from kubesched.federation.wire import RESERVATION_LABEL
+from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_LABEL
+from kubesched.framework.clusters import WorkloadKey, metadata_workload_keys
 
-__all__ = ["LOST_GRACE_SECONDS", "OWN_WRITE_SECONDS", "MemberView"]
+__all__ = ["LOST_GRACE_SECONDS", "OWN_WRITE_SECONDS", "MemberPod", "MemberView", "member_pod"]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +72,81 @@ def _decode_reservation(raw: Mapping[str, Any], where: str) -> _StoredReservatio
     return _StoredReservation(str((raw.get("metadata") or {}).get("uid") or ""), stored_reservation(raw))
 
 
+@dataclass(frozen=True, slots=True)
+class MemberPod:
+    """A pod bound in the member, as the view keeps it: what the agent's state and reservations read of it."""
+
+    uid: str
+    node: str
+    running: bool
+    """Bound to a node and not Succeeded or Failed: it holds capacity there."""
+    requests: Mapping[str, int]
+    """:func:`~kubesched.api.resources.pod_requests` of the pod."""
+    hub_uid: str
+    """The hub pod it was made for (its :data:`~kubesched.federation.wire.HUB_POD_UID_ANNOTATION`), or ``""``."""
+    workloads: tuple[WorkloadKey, ...]
+    """:func:`~kubesched.framework.clusters.workload_keys` of the pod."""
+
+
+def member_pod(metadata: ObjectMeta, node: str, phase: str, requests: Mapping[str, int]) -> MemberPod:
+    """What the view keeps of the pod with ``metadata``, bound to ``node``, in ``phase``, asking ``requests``."""
+    return MemberPod(
+        metadata.uid,
+        node,
+        bool(node) and phase not in _TERMINAL_PHASES,
+        requests,
+        metadata.annotations.get(HUB_POD_UID_ANNOTATION, ""),
+        metadata_workload_keys(metadata),
+    )
+
+
+SPEC_CACHE_SIZE = 256
+"""Distinct pod specs a :class:`PodReader` keeps the parse of (a member runs a few templates on a few nodes)."""
+
+
+class PodReader:
+    """Pod manifests read as :meth:`~kubesched.api.objects.Pod.from_dict` reads them, each distinct ``spec`` parsed
+    once. Who calls it: the view (every watched pod) and the agent's bind (the hub's manifest, and a member's answer
+    that is not what was sent).
+
+    A member's pods repeat a few specs (a workload's template, on each of a few nodes), and the spec is most of a
+    pod's parse. Its node name and requests are kept by the spec's JSON text: a pod whose spec was read before has
+    its metadata and status parsed in full and its spec's known reading reused. That is the full parse's result
+    and its errors too: a spec's parse depends on the spec alone, metadata is checked before the spec and status
+    after it (a known spec cannot fail between them), and a spec that failed is never kept."""
+
+    def __init__(self, size: int = SPEC_CACHE_SIZE) -> None:
+        self._size = size
+        self._specs: OrderedDict[bytes, tuple[str, Mapping[str, int]]] = OrderedDict()
+
+    def read(self, raw: Mapping[str, Any], where: str) -> tuple[ObjectMeta, str, str, Mapping[str, int]]:
+        """(metadata, node name, phase, requests) of pod manifest ``raw``; raises as ``Pod.from_dict`` does."""
+        key = None
+        if isinstance(raw, Mapping):
+            metadata, spec, status = raw.get("metadata"), raw.get("spec"), raw.get("status")
+            if isinstance(metadata, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping | None):
+                with contextlib.suppress(TypeError, ValueError):  # not JSON's values: parsed in full (refused there)
+                    key = jsonwire.dumps(spec)
+                known = self._specs.get(key) if key is not None else None
+                if key is not None and known is not None:
+                    self._specs.move_to_end(key)
+                    read = ObjectMeta.from_dict(metadata, where, kind="Pod")
+                    phase = PodStatus.from_dict(status or {}, where).phase
+                    return read, known[0], phase, known[1]
+        pod = Pod.from_dict(raw, where)
+        requests: Mapping[str, int] = MappingProxyType(pod_requests(pod))  # shared by every pod of the spec
+        if key is not None:
+            self._specs[key] = (pod.spec.node_name, requests)
+            if len(self._specs) > self._size:
+                self._specs.popitem(last=False)
+        return pod.metadata, pod.spec.node_name, pod.status.phase, requests
+
+    def member_pod(self, raw: Mapping[str, Any], where: str) -> MemberPod:
+        """What the view keeps of pod manifest ``raw``; raises as ``Pod.from_dict`` does."""
+        return member_pod(*self.read(raw, where))
+
+
 NODES_KIND = ResourceKind("nodes", "/api/v1/nodes", Node.from_dict)
-PODS_KIND = ResourceKind("pods", "/api/v1/pods", Pod.from_dict)
 
 
 class _Feed(Generic[T]):
@@ -89,10 +169,6 @@ class _Feed(Generic[T]):
         log.warning("member %s left out of the agent's view: %s", self.what, error)
 
 
-def _running(pod: Pod) -> bool:
-    return bool(pod.spec.node_name) and pod.status.phase not in _TERMINAL_PHASES
-
-
 class MemberView:
     """One member as of its watches, with the agent's own writes applied at once (module doc)."""
 
@@ -101,18 +177,20 @@ class MemberView:
         self.namespace = namespace
         self.sync_timeout = sync_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.reader = PodReader()
         self._reflectors: list[Reflector[Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._reset()
         # The agent's own writes not yet seen in the watches (module doc), with the loop time of the write.
         self._made: dict[str, tuple[str, Reservation, float]] = {}  # id -> (ConfigMap uid, reservation, when)
         self._dropped: dict[str, float] = {}  # ConfigMap uid -> when
-        self._bound: dict[str, tuple[Pod, Mapping[str, int], float]] = {}  # pod uid -> (pod, requests, when)
+        self._bound: dict[str, tuple[MemberPod, float]] = {}  # pod uid -> (pod, when)
 
     def _reset(self) -> None:
         self._nodes: dict[str, Node] = {}
         self._node_order: list[Node] | None = None  # by name, made on first read after a change
-        self._pods: dict[str, Pod] = {}  # uid -> bound pod
+        self._open: dict[str, bool] = {}  # node -> takes_new_pods(node), read once per change of the node
+        self._pods: dict[str, MemberPod] = {}  # uid -> bound pod
         self._counted: dict[str, tuple[str, Mapping[str, int]]] = {}  # running pod uid -> (node, requests)
         self._requested: dict[str, dict[str, int]] = {}  # node -> running pods' requests summed, and "pods"
         self._stored: dict[str, _StoredReservation] = {}  # reservation id -> as watched
@@ -152,12 +230,13 @@ class MemberView:
         """Watch afresh on ``loop`` (an earlier loop's watches ended with it); own writes are kept."""
         self._loop = loop
         self._reset()
+        pods = ResourceKind("pods", "/api/v1/pods", self.reader.member_pod)
         configmaps = ResourceKind(
             "reservation configmaps", f"/api/v1/namespaces/{self.namespace}/configmaps", _decode_reservation
         )
         self._reflectors = [
             Reflector(self.client, NODES_KIND, _Feed(self._node_changed, "Node")),
-            Reflector(self.client, PODS_KIND, _Feed(self._pod_changed, "Pod"), field_selector="spec.nodeName!="),
+            Reflector(self.client, pods, _Feed(self._pod_changed, "Pod"), field_selector="spec.nodeName!="),
             Reflector(
                 self.client,
                 configmaps,
@@ -183,20 +262,22 @@ class MemberView:
     def _node_changed(self, old: Node | None, new: Node | None) -> None:
         if old is not None and (new is None or new.name != old.name):
             self._nodes.pop(old.name, None)
+            self._open.pop(old.name, None)
         if new is not None:
             self._nodes[new.name] = new
+            self._open[new.name] = takes_new_pods(new)
         self._node_order = None
 
-    def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
+    def _pod_changed(self, old: MemberPod | None, new: MemberPod | None) -> None:
         if old is not None:
-            self._pods.pop(old.metadata.uid, None)
-            self._uncount(old.metadata.uid)
+            self._pods.pop(old.uid, None)
+            self._uncount(old.uid)
         if new is not None:
-            uid = new.metadata.uid
+            uid = new.uid
             self._pods[uid] = new
             self._bound.pop(uid, None)
-            if _running(new):
-                self._count(uid, new.spec.node_name, pod_requests(new))
+            if new.running:
+                self._count(uid, new.node, new.requests)
 
     def _count(self, uid: str, node: str, requests: Mapping[str, int]) -> None:
         self._counted[uid] = (node, requests)
@@ -245,11 +326,10 @@ class MemberView:
         if seen is not None:
             self._dropped[seen.uid] = self._now()
 
-    def bound(self, pod: Pod) -> None:
-        """The agent created ``pod`` in the member (the member's answer, parsed)."""
-        uid = pod.metadata.uid
-        if uid not in self._pods and _running(pod):
-            self._bound[uid] = (pod, pod_requests(pod), self._now())
+    def bound(self, pod: MemberPod) -> None:
+        """The agent created ``pod`` in the member (as the member answered it)."""
+        if pod.uid not in self._pods and pod.running:
+            self._bound[pod.uid] = (pod, self._now())
 
     def _now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0
@@ -261,10 +341,14 @@ class MemberView:
             self._made = {rid: made for rid, made in self._made.items() if made[2] >= horizon}
         if any(when < horizon for when in self._dropped.values()):
             self._dropped = {uid: when for uid, when in self._dropped.items() if when >= horizon}
-        if any(when < horizon for _, _, when in self._bound.values()):
-            self._bound = {uid: bound for uid, bound in self._bound.items() if bound[2] >= horizon}
+        if any(when < horizon for _, when in self._bound.values()):
+            self._bound = {uid: bound for uid, bound in self._bound.items() if bound[1] >= horizon}
 
     # ---------------------------------------------------------------------------------------------- reads
+
+    def takes_new_pods(self, node: Node) -> bool:
+        """:func:`~kubesched.federation.state.takes_new_pods` of one of :meth:`nodes` (kept since its last change)."""
+        return self._open[node.name]
 
     def nodes(self) -> list[Node]:
         """The member's Nodes, by name."""
@@ -272,11 +356,11 @@ class MemberView:
             self._node_order = sorted(self._nodes.values(), key=lambda node: node.name)
         return self._node_order
 
-    def running_pods(self) -> list[Pod]:
+    def running_pods(self) -> list[MemberPod]:
         """The running pods: watched, and bound by the agent but not seen yet."""
         self._forget_old_writes()
         watched = [self._pods[uid] for uid in self._counted]
-        return watched + [pod for pod, _, _ in self._bound.values()]
+        return watched + [pod for pod, _ in self._bound.values()]
 
     def reservations(self) -> list[Reservation]:
         """Every reservation stored in the member, expired ones included, as of the view and the own writes."""
@@ -303,12 +387,12 @@ class MemberView:
         the running pods, the pods bound but not seen yet and the ``held`` reservations on it."""
         self._forget_old_writes()
         unseen: dict[str, list[Mapping[str, int]]] = {}
-        for pod, pod_requests_, _ in self._bound.values():
-            unseen.setdefault(pod.spec.node_name, []).append(pod_requests_)
+        for pod, _ in self._bound.values():
+            unseen.setdefault(pod.node, []).append(pod.requests)
         wanted = [(name, amount) for name, amount in requests.items() if amount > 0 and name != PODS]
         empty: dict[str, int] = {}
         for node in self.nodes():
-            if not takes_new_pods(node):
+            if not self._open[node.name]:
                 continue
             used = self._requested.get(node.name, empty)
             extra = [*unseen.get(node.name, ()), *held.get(node.name, ())]

@@ -21,13 +21,13 @@ is one of our errors, never a library's:
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kubesched.api import jsonwire
 from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_request
 from kubesched.errors import KubeschedError
 from kubesched.federation.wire import (
@@ -151,7 +151,7 @@ class AgentClient:
         await self._pool.aclose(CLOSE_GRACE_SECONDS)
 
     async def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body, separators=(",", ":"), default=str).encode()
+        data = None if body is None else jsonwire.dumps(body, default=str)
         headers = dict(self._headers)
         if data is not None:
             headers["Content-Type"] = "application/json"
@@ -169,7 +169,7 @@ class AgentClient:
                 delivered=not isinstance(error, ConnectionRefusedError),
             ) from error
         try:
-            decoded = json.loads(answer.body) if answer.body else None
+            decoded = jsonwire.loads(answer.body) if answer.body else None
         except ValueError as error:
             raise AgentProtocolError(self.url, f"{method} {path}: the answer is not JSON") from error
         if answer.status >= 400:

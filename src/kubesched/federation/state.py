@@ -37,8 +37,10 @@ __all__ = [
     "PLACEHOLDER_NAMESPACE",
     "StaticClusterStateSource",
     "cluster_state",
+    "count_workloads",
     "member_capacity",
     "member_workloads",
+    "placed_capacity",
     "placeholder_uid",
     "running_pods",
 ]
@@ -91,11 +93,23 @@ def member_capacity(
 ) -> tuple[dict[str, int], dict[str, int], tuple[NodeBucket, ...]]:
     """(allocatable, allocated, node buckets) of a member described by its own nodes and the running ``pods``
     bound to them; ``held``: per node name, the requests of reservations held there (each also takes a pod
-    slot), counted as allocated like pods. ``requests_of`` is :func:`pod_requests` or a cache of it (the agent
-    computes each listed pod's requests once). Who calls it: :func:`cluster_state` and the cluster agent."""
-    by_node: dict[str, list[Pod]] = {}
-    for pod in pods:
-        by_node.setdefault(pod.spec.node_name, []).append(pod)
+    slot), counted as allocated like pods. ``requests_of`` is :func:`pod_requests` or a cache of it. Who calls it:
+    :func:`cluster_state`; the cluster agent, whose view keeps each pod's node and requests already, calls
+    :func:`placed_capacity` (the same conversion)."""
+    return placed_capacity(nodes, [(pod.spec.node_name, requests_of(pod)) for pod in pods], held)
+
+
+def placed_capacity(
+    nodes: Sequence[Node],
+    placed: Iterable[tuple[str, Mapping[str, int]]],
+    held: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
+    open_to_pods: Callable[[Node], bool] = takes_new_pods,
+) -> tuple[dict[str, int], dict[str, int], tuple[NodeBucket, ...]]:
+    """:func:`member_capacity` of running pods given as (node name, requests) each; ``open_to_pods`` is
+    :func:`takes_new_pods` or a cache of it (the agent's view keeps it per node)."""
+    by_node: dict[str, list[Mapping[str, int]]] = {}
+    for node_name, requests in placed:
+        by_node.setdefault(node_name, []).append(requests)
     allocatable: dict[str, int] = {}
     allocated: dict[str, int] = {}
     buckets: dict[tuple[tuple[str, int], ...], int] = {}
@@ -103,14 +117,14 @@ def member_capacity(
         _add(allocatable, node.allocatable)
         requested: dict[str, int] = {}
         on_node = by_node.get(node.metadata.name, [])
-        for pod in on_node:
-            _add(requested, requests_of(pod))
+        for requests in on_node:
+            _add(requested, requests)
         holds = held.get(node.metadata.name, ()) if held is not None else ()
         for hold in holds:
             _add(requested, hold)
         _add(allocated, requested)
         allocated[PODS] = allocated.get(PODS, 0) + len(on_node) + len(holds)
-        if not takes_new_pods(node):
+        if not open_to_pods(node):
             continue  # counts in the totals, takes no new pod
         free = {name: max(amount - requested.get(name, 0), 0) for name, amount in node.allocatable.items()}
         free[PODS] = max(node.allocatable.get(PODS, 0) - len(on_node) - len(holds), 0)
@@ -121,9 +135,14 @@ def member_capacity(
 
 
 def member_workloads(pods: Iterable[Pod]) -> dict[WorkloadKey, int]:
+    return count_workloads(workload_keys(pod) for pod in pods)
+
+
+def count_workloads(keys: Iterable[Iterable[WorkloadKey]]) -> dict[WorkloadKey, int]:
+    """How many pods run of each workload, given each pod's workload keys."""
     counts: dict[WorkloadKey, int] = {}
-    for pod in pods:
-        for key in workload_keys(pod):
+    for pod_keys in keys:
+        for key in pod_keys:
             counts[key] = counts.get(key, 0) + 1
     return counts
 

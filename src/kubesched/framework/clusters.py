@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol, cast, runtime_checkable
 
-from kubesched.api.objects import Pod
+from kubesched.api.objects import ObjectMeta, Pod
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle
 
@@ -50,9 +50,11 @@ __all__ = [
     "NodeBucket",
     "PriceList",
     "WorkloadKey",
+    "app_workload_key",
     "cluster_committer",
     "cluster_state_source",
     "cycle_snapshot",
+    "metadata_workload_keys",
     "policy_target_kind",
     "take_cycle_snapshot",
     "workload_keys",
@@ -77,18 +79,30 @@ WorkloadKey = tuple[str, ...]
 def workload_keys(pod: Pod) -> tuple[WorkloadKey, ...]:
     """What makes two pods "the same workload" for locality: the same controller (kind and name, in the same
     namespace), or the same application label; a pod with neither has no key."""
+    return metadata_workload_keys(pod.metadata)
+
+
+def metadata_workload_keys(metadata: ObjectMeta) -> tuple[WorkloadKey, ...]:
+    """:func:`workload_keys` of the pod with ``metadata`` (they are read from it alone)."""
     keys: list[WorkloadKey] = []
-    namespace = pod.metadata.namespace
-    owner = pod.metadata.controller_ref()
+    namespace = metadata.namespace
+    owner = metadata.controller_ref()
     if owner is not None:
         keys.append(("owner", namespace, owner.kind, owner.name))
-    labels = pod.metadata.labels
+    app = app_workload_key(namespace, metadata.labels)
+    if app is not None:
+        keys.append(app)
+    return tuple(keys)
+
+
+def app_workload_key(namespace: str, labels: Mapping[str, str]) -> WorkloadKey | None:
+    """The application key of a pod in ``namespace`` with ``labels`` (:func:`workload_keys`' second key), if any;
+    the cluster agent reads it from a pod it made without parsing the pod again."""
     for label in APP_LABELS:
         value = labels.get(label)
         if value:
-            keys.append(("app", namespace, value))
-            break
-    return tuple(keys)
+            return ("app", namespace, value)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +263,10 @@ class CommitLedger:
         """(consecutive failures, time of the last one); (0, None) for a cluster without failures."""
         entry = self._failures.get(cluster)
         return (0, None) if entry is None else entry
+
+    def failing(self) -> Mapping[str, tuple[int, float]]:
+        """Every cluster with consecutive failures: (how many, time of the last one) by name (read-only)."""
+        return self._failures
 
 
 @runtime_checkable

@@ -44,7 +44,10 @@ def interpret_result(result: object, *, defined: bool = True, decision_id: str |
         elif not isinstance(result["deny"], list | set | tuple | frozenset):
             raise PolicyError(f"policy result deny is {json_type_phrase(result['deny'])}, not a list or a set")
         else:
-            allowed = not reasons
+            # Allowed only by an empty deny and no reason at all: a blank entry (``deny: [""]``) still denies, though
+            # it gives no reason to show.
+            reason, listed = result.get("reason"), result.get("reasons")
+            allowed = not result["deny"] and reason in (None, []) and listed in (None, [])
         if not isinstance(allowed, bool):
             raise PolicyError(f"policy result allow is {json_type_phrase(allowed)}, not a boolean")
         pending = result.get("pending", False)

@@ -175,10 +175,18 @@ def test_the_agents_own_writes_count_before_their_events_arrive() -> None:
     member = LaggingWatches("m1")
     member.add_node(node("n1", cpu="2"))
     agent = agent_on(member)
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}
     hub_pod = {
-        "metadata": {"name": "web", "namespace": "apps", "uid": "hub-web"},
+        "metadata": {
+            "name": "web",
+            "namespace": "apps",
+            "uid": "hub-web",
+            "labels": {"app": "web"},
+            "ownerReferences": [owner],  # the hub's: dropped in the member
+        },
         "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1500m"}}}]},
     }
+    made = {"cpu": 1500, "pods": 1}, {("app", "apps", "web"): 1}, frozenset({"hub-web"})
 
     async def scenario() -> None:
         await agent.state()
@@ -190,11 +198,50 @@ def test_the_agents_own_writes_count_before_their_events_arrive() -> None:
         await settled()
         assert len(member.held) == 3  # the reservation made and deleted, the pod: none delivered yet
         state, live = await agent.state()
-        assert (state.allocated, live) == ({"cpu": 1500, "pods": 1}, [])
+        assert live == []
+        assert (state.allocated, state.workloads, state.accounted_pods) == made
         member.catch_up()
         await settled()
         state, live = await agent.state()
-        assert (state.allocated, live) == ({"cpu": 1500, "pods": 1}, [])
+        assert live == []
+        assert (state.allocated, state.workloads, state.accounted_pods) == made
+        await agent.aclose()
+
+    asyncio.run(scenario())
+
+
+class DefaultingRequests(LaggingWatches):
+    """A member whose admission gives a container without a cpu request one (as a LimitRange's default does)."""
+
+    def _create(self, resource: str, namespace: str, body: Any) -> dict[str, Any]:
+        if resource == "pods":
+            body = json.loads(json.dumps(body))
+            for container in body["spec"]["containers"]:
+                container.setdefault("resources", {}).setdefault("requests", {}).setdefault("cpu", "500m")
+        return super()._create(resource, namespace, body)
+
+
+def test_a_pod_the_member_changed_counts_as_the_member_made_it_before_its_event_arrives() -> None:
+    """The hub pod asks no cpu, the member's pod 500m: the bound pod counts 500m at once, not what was sent."""
+    member = DefaultingRequests("m1")
+    member.add_node(node("n1", cpu="2"))
+    agent = agent_on(member)
+    hub_pod = {
+        "metadata": {"name": "web", "namespace": "apps", "uid": "hub-web"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"memory": "1Gi"}}}]},
+    }
+
+    async def scenario() -> None:
+        await agent.state()
+        member.lagging = True
+        await agent.reserve(ReservationRequest("r1", {"memory": 2**30}, 60, "hub-web"))
+        await agent.bind("r1", hub_pod)
+        state, _ = await agent.state()
+        assert state.allocated == {"cpu": 500, "memory": 2**30, "pods": 1}
+        member.catch_up()
+        await settled()
+        state, _ = await agent.state()
+        assert state.allocated == {"cpu": 500, "memory": 2**30, "pods": 1}
         await agent.aclose()
 
     asyncio.run(scenario())

@@ -1404,6 +1404,8 @@ def explicitly_allows(result: object) -> bool:
 @example({"allow": None, "deny": []})  # allow present but null: not a boolean, must not fall back to deny
 @example({"allowed": None, "deny": []})
 @example({"deny": None})  # a null deny is not an empty deny
+@example({"deny": [""]})  # a blank deny still denies
+@example({"deny": [], "reason": ""})
 @example({"deny": {}})
 @example({"allow": "true"})
 @example({"allow": 1})

@@ -17,20 +17,21 @@ The informers (:mod:`.informers`) run one :class:`Reflector` per resource and se
    may start.
 
 An object that does not decode (a malformed manifest the server accepted, or one a proxy mangled) goes to
-the handler's ``on_invalid`` with the error, is dropped from the cache, and the reflector goes on.
+the handler's ``on_invalid`` with the error, is dropped from the cache, and the reflector goes on. Event lines
+are read by :func:`kubesched.api.jsonwire.loads` (orjson, with the standard library's results).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from kubesched.api import jsonwire
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.errors import KubeschedError
 
@@ -284,7 +285,7 @@ class Reflector(Generic[T]):
         """Apply one watch stream's events to the cache, until the stream ends."""
         async for line in lines:
             try:
-                event = json.loads(line)
+                event = jsonwire.loads(line)
                 kind, raw = event["type"], event["object"]
             except (ValueError, KeyError, TypeError) as error:
                 text = line[:200].decode(errors="replace")

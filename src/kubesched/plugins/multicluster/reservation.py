@@ -24,8 +24,9 @@ reservation that lands after its pod stopped waiting is released at once.
 Filter avoids **suspect** clusters: ``suspectAfterFailures`` consecutive commit failures (reserve here, bind in
 ClusterBind, counted in the committer's :class:`~kubesched.framework.clusters.CommitLedger`) filter the cluster out
 for ``suspectSeconds`` after the last one: ``cluster(s) were suspect after repeated commit failures``.
-``filter_batch`` asks the ledger once per candidate with no Status or NodeInfo on the way (the framework's per-node
-loop cost more than the check); ``filter`` is the reference.
+``filter_batch`` first asks whether any cluster of the ledger is suspect (usually none is: then it is done without
+looking at the candidates), and only then asks once per candidate, with no Status or NodeInfo on the way (the
+framework's per-node loop cost more than the check); ``filter`` is the reference.
 """
 
 from __future__ import annotations
@@ -148,6 +149,9 @@ class ClusterReservation:
         except NoClusterCommitter:
             return None
         now, after, window = self.handle.clock.now(), self.args.suspect_after_failures, self.args.suspect_seconds
+        # Usually no cluster is suspect at all: the candidates are looked at only when one is.
+        if not any(failures >= after and now - last < window for failures, last in ledger.failing().values()):
+            return None
         suspect = [
             failures >= after and last is not None and now - last < window
             for failures, last in map(ledger.consecutive, nodes.names())

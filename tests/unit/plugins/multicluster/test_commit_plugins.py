@@ -96,8 +96,10 @@ def test_the_ledger_counts_consecutive_failures_until_a_success() -> None:
     assert ledger.consecutive("east") == (0, None)
     assert [ledger.failed("east", 10.0), ledger.failed("east", 12.0)] == [1, 2]
     assert ledger.consecutive("east") == (2, 12.0)
+    assert dict(ledger.failing()) == {"east": (2, 12.0)}
     ledger.succeeded("east")
     assert ledger.consecutive("east") == (0, None)
+    assert dict(ledger.failing()) == {}
 
 
 def test_without_a_committer_permit_refuses_filter_passes_and_bind_errors() -> None:
