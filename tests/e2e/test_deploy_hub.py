@@ -25,6 +25,7 @@ from .test_deploy_manifests import (
     apply,
     collection_path,
     load_yaml_documents,
+    request_token,
 )
 
 pytestmark = pytest.mark.e2e
@@ -56,12 +57,7 @@ def hub_token(control_plane: ControlPlane) -> Iterator[str]:
     ]
     for obj in created:
         apply(control_plane, obj, cache)
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}}
-    path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}/token"
-    status, answer = control_plane.request("POST", path, request)
-    assert status == 201, answer
-    token: str = answer["status"]["token"]
-    yield token
+    yield request_token(control_plane, NAMESPACE)
     for obj in reversed(created):
         path = f"{collection_path(control_plane, obj, cache)}/{obj['metadata']['name']}"
         status, answer = control_plane.request("DELETE", path)

@@ -279,9 +279,14 @@ def service_account_token(control_plane: ControlPlane, namespace: str) -> str:
     for _, obj in all_objects():
         if obj["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
             apply(control_plane, obj, cache)
+    return request_token(control_plane, namespace)
+
+
+def request_token(plane: ControlPlane, namespace: str) -> str:
+    """A TokenRequest token (10 minutes) for deploy's ServiceAccount in ``namespace``."""
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}}
     path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{SERVICE_ACCOUNT}/token"
-    status, answer = control_plane.request("POST", path, request)
+    status, answer = plane.request("POST", path, request)
     assert status == 201, answer
     token: str = answer["status"]["token"]
     return token
