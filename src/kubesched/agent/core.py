@@ -55,7 +55,7 @@ from kubesched.agent.reservations import (
     reservation_configmap,
     stored_reservation,
 )
-from kubesched.agent.view import MemberPod, MemberView
+from kubesched.agent.view import MemberPod, MemberView, running_on
 from kubesched.backends.kube.errors import KubeApiError, is_status
 from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
@@ -411,9 +411,6 @@ class Agent:
         return True
 
 
-_TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
 def _same_requests(answered: Mapping[str, Any], sent: Mapping[str, Any]) -> bool:
     """Whether the pod spec the member answered has the request fields of the one the agent sent: what
     :func:`~kubesched.api.resources.pod_requests` reads (each container's and init container's resources and
@@ -463,8 +460,7 @@ def _as_sent(answer: Mapping[str, Any], sent: Mapping[str, Any], requests: Mappi
     hub_uid = annotations.get(HUB_POD_UID_ANNOTATION) or ""
     if not isinstance(hub_uid, str) or (app is not None and not isinstance(app[2], str)):
         return None
-    running = bool(node) and phase not in _TERMINAL_PHASES
-    return MemberPod(uid, node, running, requests, hub_uid, (app,) if app is not None else ())
+    return MemberPod(uid, node, running_on(node, phase), requests, hub_uid, (app,) if app is not None else ())
 
 
 def member_pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from kubesched.api.objects import Node, ObjectMeta, Pod, PodStatus
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeTransportError
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, WatchableApi
-from kubesched.federation.state import takes_new_pods
+from kubesched.federation.state import TERMINAL_PHASES, takes_new_pods
 from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_LABEL
 from kubesched.framework.clusters import WorkloadKey, metadata_workload_keys
 
@@ -57,7 +57,6 @@ T = TypeVar("T")
 LOST_GRACE_SECONDS = 10.0
 OWN_WRITE_SECONDS = 60.0
 PODS = "pods"
-_TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +87,17 @@ class MemberPod:
     """:func:`~kubesched.framework.clusters.workload_keys` of the pod."""
 
 
+def running_on(node: str, phase: str) -> bool:
+    """Whether a pod bound to ``node`` (``""``: not bound) in ``phase`` holds capacity there."""
+    return bool(node) and phase not in TERMINAL_PHASES
+
+
 def member_pod(metadata: ObjectMeta, node: str, phase: str, requests: Mapping[str, int]) -> MemberPod:
     """What the view keeps of the pod with ``metadata``, bound to ``node``, in ``phase``, asking ``requests``."""
     return MemberPod(
         metadata.uid,
         node,
-        bool(node) and phase not in _TERMINAL_PHASES,
+        running_on(node, phase),
         requests,
         metadata.annotations.get(HUB_POD_UID_ANNOTATION, ""),
         metadata_workload_keys(metadata),

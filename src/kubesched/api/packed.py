@@ -17,14 +17,11 @@ from typing import Any
 
 import orjson
 
+from kubesched.api import jsonwire
+
 __all__ = ["canonical", "pack", "unpack"]
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
-
-
-# Leads what the standard library packed (orjson reads integers past 64 bits as floats, so those are read back
-# by the standard library too); whitespace, so the bytes stay JSON.
-_PLAIN = b" "
 
 
 def _text(value: Any) -> str:
@@ -32,19 +29,15 @@ def _text(value: Any) -> str:
 
 
 def pack(obj: Mapping[str, Any]) -> bytes:
-    """``obj`` as compact JSON; keys that are not strings (YAML allows them), dates YAML parsed and other values
-    JSON has no form for are written as text, dates in ISO 8601."""
-    try:
-        encoded = orjson.dumps(obj, option=_OPTIONS)
-    except TypeError:  # an integer past 64 bits, or a type orjson does not know
-        return _PLAIN + json.dumps(obj, default=_text, separators=(",", ":")).encode()
+    """``obj`` as compact JSON (:func:`kubesched.api.jsonwire.dumps`); dates YAML parsed and other values JSON has
+    no form for are written as text, dates in ISO 8601."""
     # orjson hands back its whole write buffer (1 KB at least); a copy holds only the bytes.
-    return bytes(memoryview(encoded))
+    return bytes(memoryview(jsonwire.dumps(obj, default=_text)))
 
 
 def unpack(data: bytes) -> dict[str, Any]:
     """The manifest :func:`pack` packed, as new dicts and lists (the caller may change them)."""
-    decoded: dict[str, Any] = json.loads(data) if data.startswith(_PLAIN) else orjson.loads(data)
+    decoded: dict[str, Any] = jsonwire.loads(data)
     return decoded
 
 

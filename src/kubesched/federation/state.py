@@ -50,7 +50,7 @@ PODS = "pods"
 PLACEHOLDER_NAMESPACE = "kubesched-multicluster"
 """The namespace of the pods that stand for a member's already-allocated capacity on its super node."""
 
-_TERMINAL_PHASES = ("Succeeded", "Failed")
+TERMINAL_PHASES = ("Succeeded", "Failed")  # a finished pod holds no capacity
 
 
 def placeholder_uid(cluster: str) -> str:
@@ -64,7 +64,7 @@ def _add(into: dict[str, int], amounts: Mapping[str, int]) -> None:
 
 
 def running_pods(pods: Iterable[Pod]) -> list[Pod]:
-    return [pod for pod in pods if pod.status.phase not in _TERMINAL_PHASES]
+    return [pod for pod in pods if pod.status.phase not in TERMINAL_PHASES]
 
 
 _KEEPS_PODS_OFF = frozenset({"NoSchedule", "NoExecute"})
