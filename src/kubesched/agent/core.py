@@ -338,7 +338,7 @@ class Agent:
                 await self._delete_configmap(rid)
                 raise Refused(410, "Expired", f"reservation {rid} expired before the bind")
             try:
-                wanted = self._view.reader.read(dict(manifest), "pod")[3]
+                wanted = self._view.reader.requests(dict(manifest), "pod")
             except KubeschedError as error:
                 raise Refused(400, "Invalid", str(error)) from error
             over = {k: v for k, v in wanted.items() if v > reservation.requests.get(k, 0)}
@@ -366,7 +366,7 @@ class Agent:
                     except KubeschedError as error:  # the member's own answer: counted once its watch brings it
                         log.warning("the member's answer to the bind of %s does not parse: %s", rid, error)
                 if made is not None:
-                    self._view.bound(made)
+                    self._view.bound(made, pod)
             await self._delete_configmap(rid)
             log.info("bound %s/%s to node %s under %s", namespace, metadata["name"], reservation.node, rid)
             return pod, created

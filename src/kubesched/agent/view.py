@@ -145,6 +145,17 @@ class PodReader:
                 self._specs.popitem(last=False)
         return pod.metadata, pod.spec.node_name, pod.status.phase, requests
 
+    def requests(self, raw: Mapping[str, Any], where: str) -> Mapping[str, int]:
+        """The requests of pod manifest ``raw``: a known spec's without reading the rest of the pod (the agent's
+        bind, which needs only them: the member checks the pod it is sent), else as :meth:`read` gives them."""
+        spec = raw.get("spec") if isinstance(raw, Mapping) else None
+        if isinstance(spec, Mapping):
+            with contextlib.suppress(TypeError, ValueError):
+                known = self._specs.get(jsonwire.dumps(spec))
+                if known is not None:
+                    return known[1]
+        return self.read(raw, where)[3]
+
     def member_pod(self, raw: Mapping[str, Any], where: str) -> MemberPod:
         """What the view keeps of pod manifest ``raw``; raises as ``Pod.from_dict`` does."""
         return member_pod(*self.read(raw, where))
@@ -189,6 +200,9 @@ class MemberView:
         self._made: dict[str, tuple[str, Reservation, float]] = {}  # id -> (ConfigMap uid, reservation, when)
         self._dropped: dict[str, float] = {}  # ConfigMap uid -> when
         self._bound: dict[str, tuple[MemberPod, float]] = {}  # pod uid -> (pod, when)
+        # What the view keeps of each own write, by the member's (uid, resourceVersion) of it, for its watch event
+        # to reuse instead of parsing the same object again: the same uid and version are the same object.
+        self._records: dict[tuple[str, str], tuple[MemberPod | _StoredReservation, float]] = {}
 
     def _reset(self) -> None:
         self._nodes: dict[str, Node] = {}
@@ -234,9 +248,9 @@ class MemberView:
         """Watch afresh on ``loop`` (an earlier loop's watches ended with it); own writes are kept."""
         self._loop = loop
         self._reset()
-        pods = ResourceKind("pods", "/api/v1/pods", self.reader.member_pod)
+        pods = ResourceKind("pods", "/api/v1/pods", self._decode_pod)
         configmaps = ResourceKind(
-            "reservation configmaps", f"/api/v1/namespaces/{self.namespace}/configmaps", _decode_reservation
+            "reservation configmaps", f"/api/v1/namespaces/{self.namespace}/configmaps", self._decode_configmap
         )
         self._reflectors = [
             Reflector(self.client, NODES_KIND, _Feed(self._node_changed, "Node")),
@@ -262,6 +276,25 @@ class MemberView:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     # ---------------------------------------------------------------------------------------- the watches
+
+    def _written(self, raw: Mapping[str, Any]) -> object | None:
+        """The record of ``raw`` if it is an own write's answer, exactly (same uid and resourceVersion)."""
+        metadata = raw.get("metadata") if self._records and isinstance(raw, Mapping) else None
+        if not isinstance(metadata, Mapping):
+            return None
+        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+        if not (isinstance(uid, str) and isinstance(version, str) and uid and version):
+            return None
+        kept = self._records.pop((uid, version), None)
+        return kept[0] if kept is not None else None
+
+    def _decode_pod(self, raw: Mapping[str, Any], where: str) -> MemberPod:
+        written = self._written(raw)
+        return written if isinstance(written, MemberPod) else self.reader.member_pod(raw, where)
+
+    def _decode_configmap(self, raw: Mapping[str, Any], where: str) -> _StoredReservation:
+        written = self._written(raw)
+        return written if isinstance(written, _StoredReservation) else _decode_reservation(raw, where)
 
     def _node_changed(self, old: Node | None, new: Node | None) -> None:
         if old is not None and (new is None or new.name != old.name):
@@ -316,10 +349,12 @@ class MemberView:
 
     def made(self, reservation: Reservation, configmap: Mapping[str, Any]) -> None:
         """The agent stored ``reservation`` as ``configmap`` (the member's answer to the create)."""
-        uid = str((configmap.get("metadata") or {}).get("uid") or "")
+        metadata = configmap.get("metadata") or {}
+        uid = str(metadata.get("uid") or "")
         seen = self._stored.get(reservation.id)
         if seen is None or seen.uid != uid:
             self._made[reservation.id] = (uid, reservation, self._now())
+            self._record(metadata, _StoredReservation(uid, reservation))
 
     def dropped(self, rid: str) -> None:
         """The agent deleted reservation ``rid`` (or found it gone)."""
@@ -330,10 +365,16 @@ class MemberView:
         if seen is not None:
             self._dropped[seen.uid] = self._now()
 
-    def bound(self, pod: MemberPod) -> None:
-        """The agent created ``pod`` in the member (as the member answered it)."""
+    def bound(self, pod: MemberPod, answer: Mapping[str, Any]) -> None:
+        """The agent created ``pod`` in the member (read from ``answer``, the member's answer to the create)."""
         if pod.uid not in self._pods and pod.running:
             self._bound[pod.uid] = (pod, self._now())
+            self._record(answer.get("metadata") or {}, pod)
+
+    def _record(self, metadata: Mapping[str, Any], record: MemberPod | _StoredReservation) -> None:
+        version = metadata.get("resourceVersion")
+        if record.uid and isinstance(version, str) and version:
+            self._records[(record.uid, version)] = (record, self._now())
 
     def _now(self) -> float:
         return self._loop.time() if self._loop is not None else 0.0
@@ -347,6 +388,8 @@ class MemberView:
             self._dropped = {uid: when for uid, when in self._dropped.items() if when >= horizon}
         if any(when < horizon for _, when in self._bound.values()):
             self._bound = {uid: bound for uid, bound in self._bound.items() if bound[1] >= horizon}
+        if any(when < horizon for _, when in self._records.values()):
+            self._records = {key: kept for key, kept in self._records.items() if kept[1] >= horizon}
 
     # ---------------------------------------------------------------------------------------------- reads
 

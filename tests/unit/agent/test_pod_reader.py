@@ -83,3 +83,24 @@ def test_a_known_spec_is_not_parsed_again_and_the_oldest_is_forgotten() -> None:
     reader.read(manifest("c", spec__nodeName="n2"), "pod")
     reader.read(manifest("d", spec__nodeName="n3"), "pod")
     assert reader.read(manifest("e"), "pod")[3] is not first  # forgotten past the size: parsed anew
+
+
+def requests(reader: PodReader, raw: dict[str, Any]) -> dict[str, int] | str:
+    try:
+        return dict(reader.requests(raw, "pod"))
+    except KubeschedError as error:
+        return str(error)
+
+
+@pytest.mark.parametrize("raw", CASES)
+def test_a_pods_requests_are_its_known_specs_or_its_full_parses(raw: dict[str, Any]) -> None:
+    """A bind reads only the requests: a spec read before gives its requests whatever the rest of the pod holds
+    (the member checks the pod it is sent); any other pod's are its full parse's, or its error."""
+    reader = PodReader()
+    reader.read(manifest("a"), "pod")
+    parsed = full(raw)
+    wanted = parsed if isinstance(parsed, str) else dict(parsed[3])
+    if raw.get("spec") == manifest("a")["spec"]:
+        wanted = dict(pod_requests(Pod.from_dict(manifest("a"), "pod")))
+    assert requests(reader, raw) == wanted
+    assert requests(PodReader(), raw) == (parsed if isinstance(parsed, str) else dict(parsed[3]))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import pytest
 
-from kubesched.agent import memory
+from kubesched.agent import memory, view
 from kubesched.agent.core import Agent, Refused
 from kubesched.agent.memory import InMemoryMember
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
@@ -20,6 +20,7 @@ from kubesched.federation.wire import ReservationRequest
 
 NS = "kubesched-system"
 CM = f"/api/v1/namespaces/{NS}/configmaps"
+T = TypeVar("T")
 
 
 def node(name: str, cpu: str = "2") -> dict[str, Any]:
@@ -262,6 +263,61 @@ def test_an_unchanged_node_keeps_its_parse_and_a_changed_one_is_read_again() -> 
         await settled()
         state, _ = await agent.state()
         assert state.allocatable["cpu"] == 3000
+        await agent.aclose()
+
+    asyncio.run(scenario())
+
+
+class FinishingPods(InMemoryMember):
+    """A member whose kubelet can report a pod Succeeded (a MODIFIED event under a new resourceVersion)."""
+
+    def finish(self, namespace: str, name: str) -> None:
+        obj = self._store["pods"][(namespace, name)]
+        obj["status"] = {**obj["status"], "phase": "Succeeded"}
+        obj["metadata"]["resourceVersion"] = self._next_revision()
+        self._happened("pods", namespace, "MODIFIED", obj)
+
+
+def test_an_own_writes_event_reuses_its_record_and_a_later_version_is_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watch event of what the agent itself wrote (same uid and resourceVersion as the member's answer) is
+    the object already read: not parsed again. A later version of it (the pod finished) is."""
+    member = FinishingPods("m1")
+    member.add_node(node("n1", cpu="2"))
+    agent = agent_on(member)
+    parsed: list[str] = []
+    reader = agent._view.reader
+    read_pod, read_reservation = reader.member_pod, view._decode_reservation
+
+    def counted(read: Callable[[Mapping[str, Any], str], T]) -> Callable[[Mapping[str, Any], str], T]:
+        def reading(raw: Mapping[str, Any], where: str) -> T:
+            parsed.append(raw["metadata"]["name"])
+            return read(raw, where)
+
+        return reading
+
+    monkeypatch.setattr(reader, "member_pod", counted(read_pod))
+    monkeypatch.setattr(view, "_decode_reservation", counted(read_reservation))
+    hub_pod = {
+        "metadata": {"name": "web", "namespace": "apps", "uid": "hub-web"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1500m"}}}]},
+    }
+
+    async def scenario() -> None:
+        await agent.state()
+        await agent.reserve(ReservationRequest("r1", {"cpu": 1500}, 60, "hub-web"))
+        await agent.bind("r1", hub_pod)
+        await settled()
+        assert parsed == []
+        assert agent._view._records == {}  # each record used by its event
+        state, _ = await agent.state()
+        assert state.allocated == {"cpu": 1500, "pods": 1}
+        member.finish("apps", "web")
+        await settled()
+        assert parsed == ["web"]
+        state, _ = await agent.state()
+        assert state.allocated.get("cpu", 0) == 0
         await agent.aclose()
 
     asyncio.run(scenario())
