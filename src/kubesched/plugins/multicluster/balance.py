@@ -9,15 +9,17 @@ the candidates so the freest scores 100 (kube-scheduler's DefaultNormalizeScore)
 clusters however full they all are. The pod's cpu and memory count as kube-scheduler scoring counts them: 100m
 and 200Mi when the pod names none.
 
-PreScore computes what the pod asks for per configured resource, once; Score reads it. ``score_batch`` scores
-every candidate at once from the table's allocatable and requested columns (the super node's figures are the
-cluster's, see :mod:`kubesched.federation.adapter`); ``score`` is the reference, and a property test holds the
-two equal. A weight on ``pods``, or figures so large that ``free × 100`` could leave int64, take the per-cluster
-path.
+PreScore computes what the pod asks for per configured resource, once; Score reads it. ``score_batch`` keeps each
+recurring request's raw score per cluster and recomputes only the clusters whose row changed since (by the table's
+per-slot versions): a few in plain Python, many at once from the table's allocatable and requested columns (the
+super node's figures are the cluster's, see :mod:`kubesched.federation.adapter`); ``score`` is the reference, and a
+property test holds the two equal. A weight on ``pods``, or figures so large that ``free × 100`` could leave int64,
+take the per-cluster path.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -99,6 +101,30 @@ def _columns(table: NodeTable, name: str) -> tuple[IntArray, IntArray] | None:
     return table.scalar(name)
 
 
+FEW_SLOTS = 16
+"""Changed clusters up to this many are scored in plain Python (a few us each); more from the table's columns,
+whose numpy calls cost about as much whatever their length."""
+
+MAX_KEPT_WANTS = 64
+"""Distinct pod requests whose per-cluster scores are kept (workloads repeat a few pod templates)."""
+
+
+class _KeptScores:
+    """One request's raw score per slot, valid while the slot's table version is the one kept beside it."""
+
+    __slots__ = ("scores", "versions")
+
+    def __init__(self, capacity: int) -> None:
+        self.scores: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.versions: IntArray = np.full(capacity, -1, dtype=np.int64)
+
+    def ensure(self, capacity: int) -> None:
+        grow = capacity - self.scores.shape[0]
+        if grow > 0:
+            self.scores = np.concatenate([self.scores, np.zeros(grow, dtype=np.int64)])
+            self.versions = np.concatenate([self.versions, np.full(grow, -1, dtype=np.int64)])
+
+
 class ClusterBalance:
     """Score: the least allocated clusters, relative to the freest candidate."""
 
@@ -106,6 +132,12 @@ class ClusterBalance:
         del handle
         self.args = validated(args, ClusterBalanceArgs)
         self._weights = tuple((r.name, r.weight) for r in self.args.resources)
+        # A cluster's raw score depends on its row and the pod's wanted amounts alone: kept per request and
+        # recomputed for the rows that changed since (a cycle changes a few clusters of a hundred).
+        self._kept: OrderedDict[tuple[tuple[str, int, int], ...], _KeptScores] = OrderedDict()
+        self._kept_table: NodeTable | None = None
+        self.few_slots = FEW_SLOTS
+        """See :data:`FEW_SLOTS` (an attribute so a test can send every changed cluster through the columns)."""
 
     @property
     def name(self) -> str:
@@ -126,16 +158,49 @@ class ClusterBalance:
 
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
         wanted = self._wanted(state).amounts
-        slots = nodes.slots
-        total = np.zeros(len(nodes), dtype=np.int64)
-        weight_sum = np.zeros(len(nodes), dtype=np.int64)
+        table, slots = nodes.table, nodes.slots
+        kept = self._kept_for(table, wanted)
+        stale = slots[kept.versions[slots] != table.versions[slots]]
+        if stale.shape[0]:
+            if stale.shape[0] > self.few_slots:
+                kept.scores[stale] = self._score_columns(wanted, table, stale)
+            else:
+                infos = table.infos
+                for slot in stale.tolist():
+                    info = infos[slot]
+                    assert info is not None  # a batch holds live slots only
+                    kept.scores[slot] = _free_share(info, wanted)
+            kept.versions[stale] = table.versions[stale]
+        return kept.scores[slots]
+
+    def _kept_for(self, table: NodeTable, wanted: tuple[tuple[str, int, int], ...]) -> _KeptScores:
+        """The kept scores of ``wanted`` (made empty the first time, or for a new table; the least recently used
+        forgotten past :data:`MAX_KEPT_WANTS`)."""
+        if table is not self._kept_table:
+            self._kept_table = table
+            self._kept.clear()
+        kept = self._kept.get(wanted)
+        if kept is None:
+            kept = self._kept[wanted] = _KeptScores(table.capacity)
+            if len(self._kept) > MAX_KEPT_WANTS:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(wanted)
+            kept.ensure(table.capacity)
+        return kept
+
+    def _score_columns(self, wanted: Sequence[tuple[str, int, int]], table: NodeTable, slots: IntArray) -> IntArray:
+        """The scores of ``slots`` from the table's columns (the per-cluster method for a weight on ``pods`` or
+        figures too large for int64 arithmetic)."""
+        total = np.zeros(slots.shape[0], dtype=np.int64)
+        weight_sum = np.zeros(slots.shape[0], dtype=np.int64)
         for name, weight, amount in wanted:
-            columns = _columns(nodes.table, name)
+            columns = _columns(table, name)
             if columns is None:
-                return self._score_each(wanted, nodes)
+                return self._score_each(wanted, table, slots)
             capacity, requested = columns[0][slots], columns[1][slots]
-            if len(nodes) and (max(int(capacity.max()), -int(requested.min()), abs(amount)) > _SAFE_CAPACITY):
-                return self._score_each(wanted, nodes)
+            if max(int(capacity.max()), -int(requested.min()), abs(amount)) > _SAFE_CAPACITY:
+                return self._score_each(wanted, table, slots)
             counted = capacity > 0
             free = np.maximum(capacity - requested - amount, 0)
             # Both operands are non-negative where counted, so numpy's floor division is Python's.
@@ -144,8 +209,13 @@ class ClusterBalance:
             weight_sum += np.where(counted, weight, 0)
         return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
 
-    def _score_each(self, wanted: Sequence[tuple[str, int, int]], nodes: NodeBatch) -> IntArray:
-        return np.fromiter((_free_share(info, wanted) for info in nodes.infos), dtype=np.int64, count=len(nodes))
+    def _score_each(self, wanted: Sequence[tuple[str, int, int]], table: NodeTable, slots: IntArray) -> IntArray:
+        scores = np.zeros(slots.shape[0], dtype=np.int64)
+        for index, slot in enumerate(slots.tolist()):
+            info = table.infos[slot]
+            assert info is not None  # a batch holds live slots only
+            scores[index] = _free_share(info, wanted)
+        return scores
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)

@@ -90,6 +90,8 @@ class CapacityIndex:
         # Per slot, the overlay its node-fit arrays were made from (identity: the plugin's cache hands out the
         # same list while the cluster's in-flight pods and state are unchanged).
         self._made_from: list[Sequence[Bucket] | None] = []
+        # Per slot, the overlay its stamp was given for (None: not a node-level verdict).
+        self._stamped_from: list[Sequence[Bucket] | None] = []
         self._alloc(0, 0, 1)
         self.stamps: IntArray = np.zeros(0, dtype=np.int64)
         """Per slot, a number that changes whenever the slot's verdicts may (its row or its cluster's state did):
@@ -102,6 +104,7 @@ class CapacityIndex:
     def _alloc(self, columns: int, capacity: int, width: int) -> None:
         self.mode: IntArray = np.zeros(capacity, dtype=np.int64)
         self._made_from = self._made_from[:capacity] + [None] * max(capacity - len(self._made_from), 0)
+        self._stamped_from = self._stamped_from[:capacity] + [None] * max(capacity - len(self._stamped_from), 0)
         self.live: BoolArray = np.zeros(capacity, dtype=np.bool_)
         self.full: BoolArray = np.zeros(capacity, dtype=np.bool_)
         self.valid: BoolArray = np.zeros((capacity, width), dtype=np.bool_)
@@ -141,6 +144,7 @@ class CapacityIndex:
         if tracker.table is not table:
             self._columns = {}
             self._made_from = []
+            self._stamped_from = []
             self._alloc(0, table.capacity, 1)
             self.stamps = np.zeros(table.capacity, dtype=np.int64)
             self._made = np.full(table.capacity, -1, dtype=np.int64)
@@ -157,10 +161,25 @@ class CapacityIndex:
             info = table.infos[slot]
             assert info is not None  # a batch holds live slots only
             cluster = clusters.get(info.name)
-            if tracker.version_changed(slot) or tracker.states[slot] is not cluster:
-                self._next_stamp += 1
-                self.stamps[slot] = self._next_stamp
+            # A node-level verdict reads the cluster's state and its overlay alone: a row change that left the
+            # overlay the very same object (a bind confirmed, no pod added or removed) changes none.
+            if tracker.states[slot] is not cluster or (
+                tracker.version_changed(slot)
+                and (self._stamped_from[slot] is None or self._overlay(info, cluster) is not self._stamped_from[slot])
+            ):
+                self._restamp(slot, info, cluster)
             tracker.mark(slot, cluster)  # else another cluster's state changed, not this one's
+
+    def _overlay(self, info: NodeInfo, cluster: ClusterState | None) -> Sequence[Bucket] | None:
+        """The overlay a node-level verdict of ``info`` reads; None where the verdict reads the row itself."""
+        if cluster is None or cluster.nodes is None or not self._node_level_fit:
+            return None
+        return self._buckets_of(cluster, info)
+
+    def _restamp(self, slot: int, info: NodeInfo, cluster: ClusterState | None) -> None:
+        self._next_stamp += 1
+        self.stamps[slot] = self._next_stamp
+        self._stamped_from[slot] = self._overlay(info, cluster)
 
     def _ensure_made(self, table: NodeTable, clusters: Mapping[str, ClusterState], slots: IntArray) -> None:
         behind = self._made[slots] != self.stamps[slots]

@@ -16,8 +16,9 @@ update of its super node, which requeues everything).
 
 ``filter_batch`` and ``score_batch`` answer for every candidate at once: per table slot the plugin keeps whether
 the cluster is known and ready and when its state was observed, until the super node or the states change
-(:class:`~kubesched.plugins.multicluster.slots.SlotTracker`); only the age is computed per cycle, one vector
-subtraction. ``filter`` and ``score`` are the reference (a property test holds the two equal).
+(:class:`~kubesched.plugins.multicluster.slots.SlotTracker`), and whether any kept cluster is not ready and its
+earliest observation; only when that observation is stale is an age computed per candidate. ``filter`` and
+``score`` are the reference (a property test holds the two equal).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class ClusterReadiness:
         self._kinds: IntArray = np.zeros(0, dtype=np.int64)
         # When each slot's state was observed; NaN for a state observed at every snapshot (age 0).
         self._observed: FloatArray = np.zeros(0, dtype=np.float64)
+        self._all_ready = True  # no kept slot is unknown or not ready
+        self._earliest = np.inf  # the earliest observation kept
 
     @property
     def name(self) -> str:
@@ -100,17 +103,20 @@ class ClusterReadiness:
             return _STALE
         return None
 
-    def _columns(self, snapshot: ClusterSnapshot, nodes: NodeBatch) -> tuple[IntArray, BoolArray]:
-        """Per candidate: its kind (ready, unknown, not ready) and whether its (known) state is stale."""
+    def _columns(self, snapshot: ClusterSnapshot, nodes: NodeBatch) -> tuple[IntArray | None, BoolArray | None]:
+        """Per candidate: its kind (ready, unknown, not ready) and whether its (known) state is stale; None for
+        "all ready" and "none stale" (what every cycle finds while the members are healthy)."""
         table, slots, tracker = nodes.table, nodes.slots, self._tracker
-        if tracker.table is not table or self._kinds.shape[0] < table.capacity:
+        grown = tracker.table is not table or self._kinds.shape[0] < table.capacity
+        if grown:
             if tracker.table is not table:
                 tracker.reset(table)
             grow = table.capacity - self._kinds.shape[0]
             self._kinds = np.concatenate([self._kinds, np.zeros(max(grow, 0), dtype=np.int64)])
             self._observed = np.concatenate([self._observed, np.full(max(grow, 0), np.nan)])
         clusters = snapshot.clusters
-        for slot in tracker.stale(table, clusters, slots):
+        changed = tracker.stale(table, clusters, slots)
+        for slot in changed:
             info = table.infos[slot]
             assert info is not None  # a batch holds live slots only
             cluster = clusters.get(info.name)
@@ -120,10 +126,16 @@ class ClusterReadiness:
                 self._kinds[slot] = _READY if cluster.ready else _NOT_READY_KIND
                 self._observed[slot] = np.nan if cluster.observed_at is None else cluster.observed_at
             tracker.mark(slot, cluster)
-        kinds = self._kinds[slots]
+        if changed or grown:
+            # Over every slot kept (cleared ones too, which can only make these answers more cautious).
+            self._all_ready = not self._kinds.any()
+            self._earliest = float(np.fmin.reduce(self._observed, initial=np.inf))  # NaN: observed every snapshot
+        kinds = None if self._all_ready else self._kinds[slots]
+        if snapshot.taken_at - self._earliest <= self.args.max_staleness_seconds:
+            return kinds, None  # not even the oldest observation is stale
         # snapshot.age: max(taken_at - observed_at, 0); NaN (observed at every snapshot) compares as not stale.
         age = np.maximum(snapshot.taken_at - self._observed[slots], 0.0)
-        stale = (kinds != _UNKNOWN) & (age > self.args.max_staleness_seconds)
+        stale = (self._kinds[slots] != _UNKNOWN) & (age > self.args.max_staleness_seconds)
         return kinds, stale
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
@@ -131,9 +143,10 @@ class ClusterReadiness:
         if len(nodes) == 0:
             return None
         kinds, stale = self._columns(snapshot, nodes)
-        if self.args.stale_policy == STALE_REJECT:
+        if self.args.stale_policy == STALE_REJECT and stale is not None:
+            kinds = np.zeros(len(nodes), dtype=np.int64) if kinds is None else kinds
             kinds = np.where((kinds == _READY) & stale, _STALE_KIND, kinds)
-        if not kinds.any():
+        if kinds is None or not kinds.any():
             return None
         return BatchFilterResult(kinds, _BATCH_STATUSES)
 
@@ -152,6 +165,8 @@ class ClusterReadiness:
         if len(nodes) == 0:
             return np.zeros(0, dtype=np.int64)
         _, stale = self._columns(snapshot, nodes)
+        if stale is None:
+            return np.full(len(nodes), MAX_NODE_SCORE, dtype=np.int64)
         return np.where(stale, MIN_NODE_SCORE, MAX_NODE_SCORE).astype(np.int64)
 
 

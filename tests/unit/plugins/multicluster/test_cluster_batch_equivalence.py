@@ -6,9 +6,10 @@ resources, one no cluster reports, one the plugin ignores), ClusterCapacity's ``
 ClusterReadiness's ``filter_batch``/``score_batch`` and ClusterBalance's ``score_batch`` are compared with the
 per-cluster methods of a fresh plugin over the whole snapshot and a shuffled subset. The batch plugins are kept
 across rounds in which pods are bound, removed, counted by the member, and states replaced, as in a scheduler, so
-their per-slot caches, the verdicts kept per recurring request and the incremental overlay are checked against a
-recomputation from scratch; one ClusterCapacity sends every changed cluster through its arrays, one through the
-per-cluster method as it does for a few.
+their per-slot caches, the verdicts kept per recurring request and the incremental overlay (also across a pod
+brought again, which changes its cluster's row and not its pods) are checked against a
+recomputation from scratch; one ClusterCapacity and one ClusterBalance send every changed cluster through their
+arrays, one each through the per-cluster method as they do for a few.
 ClusterReservation's ``filter_batch`` is compared with its ``filter`` over random commit ledgers.
 """
 
@@ -219,9 +220,12 @@ def test_cluster_plugins_batch_equals_per_cluster_across_binds_and_state_changes
     services = Services()
     services.register(CLUSTER_STATE_SERVICE, lambda spec: source)
     handle = PluginHandle(cache, clock=VirtualClock(NOON), services=services, profile_name="hub")
-    arrays_only = [ClusterCapacity(args, handle) for args in CAPACITY_ARGS]
+    arrays_only: list[Any] = [
+        *(ClusterCapacity(args, handle) for args in CAPACITY_ARGS),
+        *(ClusterBalance(args, handle) for args in BALANCE_ARGS),
+    ]
     for plugin in arrays_only:
-        plugin.few_slots = 0  # every stale slot through the index's arrays, none through filter
+        plugin.few_slots = 0  # every stale slot through the arrays, none through the per-cluster method
     warm: list[Any] = [
         *arrays_only,
         *(ClusterCapacity(args, handle) for args in CAPACITY_ARGS),
@@ -239,10 +243,13 @@ def test_cluster_plugins_batch_equals_per_cluster_across_binds_and_state_changes
         subset = order[: data.draw(st.integers(1, len(order)), label="subset size")]
         _check(warm, handle, snapshot, pod, list(subset))
         for _ in range(data.draw(st.integers(0, 3), label="changes")):
-            change = data.draw(st.sampled_from(["bind", "bind", "remove", "count", "replace", "drop"]))
+            change = data.draw(st.sampled_from(["bind", "bind", "confirm", "remove", "count", "replace", "drop"]))
             cluster = data.draw(st.sampled_from(names))
             if change == "bind":
                 bind(cluster)
+            elif change == "confirm" and bound:
+                # The informer brings a pod again (a bind confirmed): its node's row changes, its pods do not.
+                cache.add_pod(bound[data.draw(st.integers(0, len(bound) - 1))])
             elif change == "remove" and bound:
                 cache.remove_pod(bound.pop(data.draw(st.integers(0, len(bound) - 1))))
             elif change == "count" and cluster in source.states:
