@@ -41,6 +41,7 @@ import collections
 import contextlib
 import datetime
 import itertools
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -143,7 +144,7 @@ class InMemoryMember:
 
     def __init__(self, name: str = "member", *, clock: Callable[[], float] | None = None) -> None:
         self.server = f"memory://{name}"
-        self._now = clock if clock is not None else (lambda: datetime.datetime.now(datetime.UTC).timestamp())
+        self._now = clock if clock is not None else time.time
         self._revision = itertools.count(1)
         self.resource_version = 0
         self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {resource: {} for resource, _ in CORE_KINDS}

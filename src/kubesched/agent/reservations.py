@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubesched.api import jsonwire
 from kubesched.federation.wire import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RESERVATION_LABEL
 
 __all__ = ["CONFIGMAP_PREFIX", "Reservation", "held_by_node", "reservation_configmap", "stored_reservation"]
@@ -53,7 +54,7 @@ def reservation_configmap(reservation: Reservation, namespace: str) -> dict[str,
             "labels": {RESERVATION_LABEL: "true", MANAGED_BY_LABEL: MANAGED_BY_VALUE},
         },
         "data": {
-            "requests": json.dumps(dict(reservation.requests), sort_keys=True),
+            "requests": jsonwire.dumps(dict(sorted(reservation.requests.items()))).decode(),
             "node": reservation.node,
             "podUID": reservation.pod_uid,
             "expiresAt": repr(reservation.expires_at),

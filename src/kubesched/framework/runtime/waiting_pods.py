@@ -40,8 +40,7 @@ class WaitingPodEntry:
         self._future: asyncio.Future[Status | None] = asyncio.get_running_loop().create_future()
         self._timers: dict[str, TimerHandle] = {}
         for plugin, timeout in timeouts.items():
-            message = f"rejected due to timeout after waiting {_format_duration(timeout)} at plugin {plugin}"
-            self._timers[plugin] = clock.call_later(timeout, functools.partial(self.reject, plugin, message))
+            self._timers[plugin] = clock.call_later(timeout, functools.partial(self._timed_out, plugin, timeout))
 
     @property
     def pod(self) -> PodInfo:
@@ -64,6 +63,10 @@ class WaitingPodEntry:
             timer.cancel()
         if not self._timers and not self._future.done():
             self._future.set_result(None)
+
+    def _timed_out(self, plugin: str, timeout: float) -> None:
+        # The message is made here, not with the timer: most waits end before their timeout.
+        self.reject(plugin, f"rejected due to timeout after waiting {_format_duration(timeout)} at plugin {plugin}")
 
     def reject(self, plugin: str, message: str) -> None:
         for timer in self._timers.values():
