@@ -1,7 +1,7 @@
 """deploy/hub/ against a real kube-apiserver: the hub's grants are exactly the calls the live hub makes.
 
 The ServiceAccount of deploy/, with deploy/rbac.yaml and deploy/hub/rbac.yaml installed and a TokenRequest token,
-is allowed each call ``kubesched run`` makes as a hub (the MemberCluster watch, the status patch, the connection
+is allowed each call ``kubesched run`` makes as a hub (the MemberCluster watch, the status patches, the connection
 Secrets in kubesched-system, reading and deleting a hub pod) and denied what it never does (writing a
 MemberCluster's spec, Secrets elsewhere or listed, creating pods). The kustomization installs deploy/ itself, the
 CRD and the hub's grants. The static check runs without ``KUBEBUILDER_ASSETS``.
@@ -82,6 +82,10 @@ def hub_token(control_plane: ControlPlane) -> Iterator[str]:
         pytest.param(
             {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": "apps", "name": "web"},
             id="bind-a-hub-pod-to-its-cluster",
+        ),
+        pytest.param(
+            {"verb": "patch", "resource": "pods", "subresource": "status", "namespace": "apps", "name": "web"},
+            id="mirror-a-member-pods-phase",
         ),
     ],
 )

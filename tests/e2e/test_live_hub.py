@@ -3,8 +3,9 @@ CRD, two envtest members -- one behind a real agent on loopback HTTPS (pull mode
 hub), one reached through its kubeconfig in a Secret (push mode) -- and a third MemberCluster whose token
 Secret does not exist. The LiveScheduler runs in-process with a node profile and a cluster profile: a hub pod of
 the cluster profile is bound to a cluster and the member has its pod (with the hub pod's uid); a pod of the node
-profile lands on a hub Node; the MemberClusters' status is written; the broken one reads Ready=False with a
-reason naming the field, and turns to MemberUnreachable once its Secret exists (its URL leads nowhere)."""
+profile lands on a hub Node; the MemberClusters' status is written; hub pods take their member pods' phase; the
+broken one reads Ready=False with a reason naming the field, and turns to MemberUnreachable once its Secret
+exists (its URL leads nowhere)."""
 
 from __future__ import annotations
 
@@ -132,6 +133,15 @@ def _terminating(plane: ControlPlane, namespace: str, name: str) -> bool:
     return status == 200 and bool(pod["metadata"].get("deletionTimestamp"))
 
 
+def _set_phase(plane: ControlPlane, namespace: str, name: str, phase: str) -> None:
+    """What the member's kubelet would report (envtest has none)."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+    status, answer = plane.request(
+        "PATCH", path, {"status": {"phase": phase}}, content_type="application/merge-patch+json"
+    )
+    assert status == 200, answer
+
+
 def test_the_hub_places_pods_onto_members_and_writes_their_status(
     hub: Scenario, member: ControlPlane, push_member: ControlPlane, tmp_path: Path
 ) -> None:
@@ -209,6 +219,23 @@ def test_the_hub_places_pods_onto_members_and_writes_their_status(
                 condition = _ready(plane, east)
                 assert condition is not None
                 assert (condition["status"], condition["reason"]) == ("True", "MemberReady")
+
+                # Each hub pod takes its member pod's phase (the agent reports it; push mode too). A finished
+                # member pod finishes its hub pod, which then leaves the hub's assigned pods: nothing to delete.
+                hub.create(_hub_pod(hub, "job-east", hub_name, "east"))
+                await wait_for(lambda: bound("job-east", east), 30)
+                wanted = {"web-east": "Running", "web-west": "Running", "job-east": "Succeeded"}
+                for each, name in ((member, "web-east"), (push_member, "web-west"), (member, "job-east")):
+                    _set_phase(each, namespace, name, wanted[name])
+
+                def phases() -> dict[str, Any]:
+                    pods = hub.pods()
+                    return {name: pods.get(name, {}).get("status", {}).get("phase") for name in wanted}
+
+                await wait_for(lambda: phases() == wanted, 20)
+                assert hub_plane.phases.written == 3
+                await asyncio.sleep(1.5)  # refreshes every 0.5 s: a phase reached is not written again
+                assert (hub_plane.phases.written, hub_plane.phases.failed) == (3, 0)
 
                 # The broken member: Ready=False, the reason names the field; never a crash, never a placement.
                 await wait_for(lambda: (_ready(plane, broken) or {}).get("reason") == "SecretNotFound", 20)

@@ -215,6 +215,7 @@ class Agent:
             apis=apis,
             workloads=count_workloads(pod.workloads for pod in pods),
             accounted_pods=frozenset(accounted),
+            pod_phases=view.hub_pod_phases(),
         )
         return state, live
 
@@ -460,7 +461,8 @@ def _as_sent(answer: Mapping[str, Any], sent: Mapping[str, Any], requests: Mappi
     hub_uid = annotations.get(HUB_POD_UID_ANNOTATION) or ""
     if not isinstance(hub_uid, str) or (app is not None and not isinstance(app[2], str)):
         return None
-    return MemberPod(uid, node, running_on(node, phase), requests, hub_uid, (app,) if app is not None else ())
+    workloads = (app,) if app is not None else ()
+    return MemberPod(uid, node, phase, running_on(node, phase), requests, hub_uid, workloads)
 
 
 def member_pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -77,6 +77,7 @@ class MemberPod:
 
     uid: str
     node: str
+    phase: str
     running: bool
     """Bound to a node and not Succeeded or Failed: it holds capacity there."""
     requests: Mapping[str, int]
@@ -97,6 +98,7 @@ def member_pod(metadata: ObjectMeta, node: str, phase: str, requests: Mapping[st
     return MemberPod(
         metadata.uid,
         node,
+        phase,
         running_on(node, phase),
         requests,
         metadata.annotations.get(HUB_POD_UID_ANNOTATION, ""),
@@ -408,6 +410,14 @@ class MemberView:
         self._forget_old_writes()
         watched = [self._pods[uid] for uid in self._counted]
         return watched + [pod for pod, _ in self._bound.values()]
+
+    def hub_pod_phases(self) -> dict[str, str]:
+        """The phase of every member pod made for a hub pod (its hub pod's uid -> phase), finished ones too:
+        watched, and bound by the agent but not seen yet."""
+        self._forget_old_writes()
+        phases = {pod.hub_uid: pod.phase for pod in self._pods.values() if pod.hub_uid}
+        phases.update((pod.hub_uid, pod.phase) for pod, _ in self._bound.values() if pod.hub_uid)
+        return phases
 
     def reservations(self) -> list[Reservation]:
         """Every reservation stored in the member, expired ones included, as of the view and the own writes."""

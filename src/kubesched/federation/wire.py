@@ -139,6 +139,7 @@ def state_to_json(state: ClusterState, reservations: list[dict[str, Any]] | None
         "apis": None if state.apis is None else sorted(state.apis),
         "workloads": [{"key": list(key), "count": count} for key, count in state.workloads.items()],
         "accountedPods": sorted(state.accounted_pods),
+        "podPhases": dict(sorted(state.pod_phases.items())),
     }
     if reservations is not None:
         body["reservations"] = reservations
@@ -198,6 +199,9 @@ def state_from_json(body: object, name: str, generation: int = 0) -> ClusterStat
     accounted = body.get("accountedPods", [])
     if not isinstance(accounted, list) or not all(isinstance(uid, str) for uid in accounted):
         raise WireError("state.accountedPods: must be a list of strings")
+    phases = body.get("podPhases", {})  # an agent before phases were reported sends none
+    if not isinstance(phases, Mapping) or not all(isinstance(phase, str) for phase in phases.values()):
+        raise WireError("state.podPhases: must be an object of hub pod uid -> phase")
     reason = body.get("readyReason", "")
     return ClusterState(
         name=name,
@@ -210,5 +214,6 @@ def state_from_json(body: object, name: str, generation: int = 0) -> ClusterStat
         apis=None if apis_raw is None else frozenset(apis_raw),
         workloads=workloads,
         accounted_pods=frozenset(accounted),
+        pod_phases=dict(phases),
         generation=generation,
     )

@@ -132,6 +132,7 @@ class ClusterState:
     ``apis`` None: served APIs not reported (every kind counts as served); otherwise ``"group/version/Kind"``
     (``"v1/Pod"`` for the core group). ``workloads``: pods already running there per :data:`WorkloadKey`.
     ``accounted_pods``: uids of pods on the super node this state already counts (the rest are in flight).
+    ``pod_phases``: per hub pod the member runs a pod for (by the hub pod's uid), that pod's phase.
     ``generation`` changes whenever the state does, so derived values can be cached by it.
     """
 
@@ -146,6 +147,7 @@ class ClusterState:
     prices: PriceList | None = None
     workloads: Mapping[WorkloadKey, int] = field(default_factory=dict)
     accounted_pods: frozenset[str] = frozenset()
+    pod_phases: Mapping[str, str] = field(default_factory=dict)
     generation: int = 0
 
 

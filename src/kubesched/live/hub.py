@@ -25,8 +25,9 @@ The design, and why:
   every MemberCluster change, and the scheduler hears only real changes (node add / update / delete, the
   placeholder pod's add / update / delete), so the queue requeues as on real nodes.
 * **Binding**: ClusterBind has the member create the pod (two-phase commit through the agent), then binds the
-  hub pod with the normal ``pods/binding`` to the cluster's name. The hub pod then stays Pending with
-  ``spec.nodeName`` set to the cluster: it is the record of where the work went. Consequence for operators: the
+  hub pod with the normal ``pods/binding`` to the cluster's name. The hub pod keeps
+  ``spec.nodeName`` set to the cluster: it is the record of where the work went, and takes its member pod's
+  phase (below). Consequence for operators: the
   hub API server's kube-controller-manager must not run the ``podgc`` controller (its orphaned-pod collection
   deletes pods bound to a ``nodeName`` no Node has, after 40 s) -- as Karmada's control plane runs a reduced
   controller set.
@@ -43,8 +44,12 @@ The design, and why:
   DELETED event too); a member that does not answer is tried a few times with backoff. A hub pod deleted while
   no hub ran is still terminating at the next start, and handled then; one force-deleted then is not.
 
-Not yet: the member pod's phase is not mirrored back to the hub pod (it stays Pending); with node profiles
-too, the cluster plane's scheduler exports no metrics of its own (one SchedulerMetrics per registry).
+* **Phases**: the agent reports each member pod's phase by its hub pod's uid; after every refresh the
+  :class:`~kubesched.live.pod_phases.PhaseMirror` writes Running, Succeeded or Failed to the hub pods that have
+  not reached it, while this process leads.
+
+Not yet: with node profiles too, the cluster plane's scheduler exports no metrics of its own (one
+SchedulerMetrics per registry).
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ from kubesched.framework.runtime.services import Services
 from kubesched.live.hub_backend import HubBackend, SuperNodes
 from kubesched.live.member_status import MemberStatusWriter, member_status
 from kubesched.live.members import MemberLink
+from kubesched.live.pod_phases import PhaseMirror
 from kubesched.policy.clients import policy_services
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.metrics import SchedulerMetrics
@@ -175,6 +181,7 @@ class HubPlane:
             metrics=metrics,
         )
         self.backend.subscribe(self.scheduler.event_handlers)
+        self.phases = PhaseMirror(self.client)
         self._closers: set[asyncio.Task[None]] = set()
         self._reapers: set[asyncio.Task[None]] = set()
         self._reaping: set[str] = set()  # uids of hub pods whose member pod is (being) deleted
@@ -240,6 +247,14 @@ class HubPlane:
     def _refreshed(self, name: str) -> None:
         self.super_nodes.recompute(name)
         self._offer_status(name)
+        self._mirror_phases(name)
+
+    def _mirror_phases(self, name: str) -> None:
+        state, info = self.cache.states.get(name), self.scheduler.cache.node(name)
+        if state is None or info is None:
+            return
+        cache = self.scheduler.cache
+        self.phases.offer(state, [pod.pod for uid, pod in info.pods.items() if not cache.is_assumed(uid)])
 
     def _offer_status(self, name: str) -> None:
         link = self.links.get(name)
@@ -252,6 +267,7 @@ class HubPlane:
 
     def _hub_pod_gone(self, pod: Pod, deleted: bool) -> None:
         uid = pod.metadata.uid
+        self.phases.forget(uid)
         if uid in self._reaping:
             if deleted:  # the DELETED after the hub's own final delete (or someone's force): nothing more comes
                 self._reaping.discard(uid)
@@ -358,9 +374,11 @@ class HubPlane:
     async def run_leading(self, stop: asyncio.Event) -> None:
         """Schedule the cluster profiles' pods and write the members' statuses until ``stop``."""
         writer = asyncio.create_task(self.statuses.run(), name="kubesched-member-status")
+        self.phases.leading = True
         try:
             await self.scheduler.run(stop)
         finally:
+            self.phases.leading = False
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
 
@@ -368,6 +386,7 @@ class HubPlane:
         for task in self._reapers:
             task.cancel()
         await asyncio.gather(*self._reapers, return_exceptions=True)
+        await self.phases.aclose()
         await self.scheduler.close()
         await self.cache.close()
         for link in list(self.links.values()):

@@ -313,11 +313,13 @@ def test_an_own_writes_event_reuses_its_record_and_a_later_version_is_read_again
         assert agent._view._records == {}  # each record used by its event
         state, _ = await agent.state()
         assert state.allocated == {"cpu": 1500, "pods": 1}
+        assert state.pod_phases == {"hub-web": "Pending"}
         member.finish("apps", "web")
         await settled()
         assert parsed == ["web"]
         state, _ = await agent.state()
         assert state.allocated.get("cpu", 0) == 0
+        assert state.pod_phases == {"hub-web": "Succeeded"}  # reported, though it holds nothing
         await agent.aclose()
 
     asyncio.run(scenario())

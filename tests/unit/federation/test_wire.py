@@ -19,6 +19,7 @@ FULL = ClusterState(
     apis=frozenset({"v1/Pod", "apps/v1/Deployment"}),
     workloads={("owner", "ns", "ReplicaSet", "web"): 2, ("app", "ns", "web"): 2},
     accounted_pods=frozenset({"u1", "u2"}),
+    pod_phases={"u1": "Running", "u2": "Pending"},
 )
 
 
@@ -42,6 +43,8 @@ def test_a_state_survives_the_wire(state: ClusterState) -> None:
         pytest.param({"nodes": [{"free": {}}]}, "state.nodes[0].count", id="bucket-without-count"),
         pytest.param({"workloads": [{"key": ["x"], "count": 1}]}, "state.workloads[0].key", id="bad-workload-key"),
         pytest.param({"apis": "v1/Pod"}, "state.apis", id="apis-not-a-list"),
+        pytest.param({"podPhases": ["Running"]}, "state.podPhases", id="phases-not-an-object"),
+        pytest.param({"podPhases": {"u1": 1}}, "state.podPhases", id="phase-not-a-string"),
     ],
 )
 def test_a_malformed_state_names_the_field(change: dict[str, Any], message: str) -> None:
@@ -58,3 +61,9 @@ def test_a_malformed_state_names_the_field(change: dict[str, Any], message: str)
 )
 def test_requests_are_canonical(given: dict[str, Any], expected: dict[str, int]) -> None:
     assert parse_requests(given) == expected
+
+
+def test_an_agent_that_reports_no_phases_reports_none() -> None:
+    body = state_to_json(FULL)
+    del body["podPhases"]
+    assert state_from_json(body, "eu-1").pod_phases == {}
