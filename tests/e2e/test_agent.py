@@ -171,6 +171,41 @@ def test_a_reservation_holds_capacity_is_idempotent_and_is_refused_when_it_does_
     asyncio.run(run())
 
 
+def test_a_tainted_node_is_reserved_and_bound_only_for_a_pod_that_tolerates_its_taints(
+    member: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    make_node(member, "n1", cpu="1")
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    status, answer = member.request(
+        "PATCH", "/api/v1/nodes/n1", {"spec": {"taints": [gpu_taint]}}, content_type="application/merge-patch+json"
+    )
+    assert status == 200, answer
+    make_node(member, "n2", cpu="1")
+    toleration = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+
+    async def run() -> None:
+        async with RunningAgent(member, tmp_path, clock=VirtualClock(), namespace=namespace) as agent:
+            _, state = await agent.call("GET", STATE_PATH)
+            assert sorted((bucket.get("taints") or []) == [gpu_taint] for bucket in state["nodes"]) == [False, True]
+            _, plain = await agent.call("POST", RESERVATIONS_PATH, reserve_body("r1", "1"))
+            assert plain["reservation"]["node"] == "n2"  # n1 comes first by name, but its taint is not tolerated
+            status, unfit = await agent.call("POST", RESERVATIONS_PATH, reserve_body("r2", "1"))
+            assert (status, unfit["reason"]) == (409, "Unfit")
+            tolerating = {**reserve_body("r2", "1", pod_uid="hub-gpu"), "tolerations": [toleration]}
+            status, held = await agent.call("POST", RESERVATIONS_PATH, tolerating)
+            assert (status, held["reservation"]["node"]) == (201, "n1")
+            pod = hub_pod("gpu", namespace)
+            pod["spec"]["tolerations"] = [toleration]
+            status, _ = await agent.call("POST", BIND_PATH, {"reservationId": "r2", "pod": pod})
+            assert status == 201
+
+    asyncio.run(run())
+    status, pod = member.request("GET", f"/api/v1/namespaces/{namespace}/pods/gpu")
+    assert status == 200, pod
+    assert pod["spec"]["nodeName"] == "n1"
+    assert toleration in pod["spec"]["tolerations"]  # the member's own taint checks would let it stay
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

@@ -200,7 +200,11 @@ class Agent:
         nodes, pods = view.nodes(), view.running_pods()
         live = [r for r in view.reservations() if r.expires_at > now]
         allocatable, allocated, buckets = placed_capacity(
-            nodes, [(pod.node, pod.requests) for pod in pods], held_by_node(live), view.takes_new_pods
+            nodes,
+            [(pod.node, pod.requests) for pod in pods],
+            held_by_node(live),
+            view.takes_new_pods,
+            view.scheduling_taints,
         )
         accounted = {r.pod_uid for r in live if r.pod_uid}
         accounted.update(pod.hub_uid for pod in pods if pod.hub_uid)
@@ -243,9 +247,11 @@ class Agent:
             if existing is not None:  # expired but not swept yet: replace it
                 await self._delete_configmap(request.id)
             live = [r for r in self._view.reservations() if r.expires_at > now]
-            node = self._view.first_fit(request.requests, held_by_node(live))
+            node = self._view.first_fit(request.requests, held_by_node(live), request.tolerations)
             if node is None:
-                raise Refused(409, "Unfit", f"no node of the member has room for {dict(request.requests)}")
+                raise Refused(
+                    409, "Unfit", f"no node of the member the pod may use has room for {dict(request.requests)}"
+                )
             reservation = Reservation(
                 request.id, node.name, dict(request.requests), now + request.ttl_seconds, request.pod_uid, now
             )

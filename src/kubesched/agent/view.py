@@ -33,20 +33,20 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from kubesched.agent.reservations import Reservation, stored_reservation
 from kubesched.api import jsonwire
-from kubesched.api.objects import Node, ObjectMeta, Pod, PodStatus
+from kubesched.api.objects import Node, ObjectMeta, Pod, PodStatus, Taint, Toleration
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeTransportError
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, WatchableApi
-from kubesched.federation.state import TERMINAL_PHASES, takes_new_pods
+from kubesched.federation.state import TERMINAL_PHASES, scheduling_taints, takes_new_pods
 from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_LABEL
-from kubesched.framework.clusters import WorkloadKey, metadata_workload_keys
+from kubesched.framework.clusters import WorkloadKey, metadata_workload_keys, tolerates_all
 
 __all__ = ["LOST_GRACE_SECONDS", "OWN_WRITE_SECONDS", "MemberPod", "MemberView", "member_pod"]
 
@@ -210,6 +210,7 @@ class MemberView:
         self._nodes: dict[str, Node] = {}
         self._node_order: list[Node] | None = None  # by name, made on first read after a change
         self._open: dict[str, bool] = {}  # node -> takes_new_pods(node), read once per change of the node
+        self._taints: dict[str, tuple[Taint, ...]] = {}  # node -> scheduling_taints(node), likewise
         self._pods: dict[str, MemberPod] = {}  # uid -> bound pod
         self._counted: dict[str, tuple[str, Mapping[str, int]]] = {}  # running pod uid -> (node, requests)
         self._requested: dict[str, dict[str, int]] = {}  # node -> running pods' requests summed, and "pods"
@@ -302,9 +303,11 @@ class MemberView:
         if old is not None and (new is None or new.name != old.name):
             self._nodes.pop(old.name, None)
             self._open.pop(old.name, None)
+            self._taints.pop(old.name, None)
         if new is not None:
             self._nodes[new.name] = new
             self._open[new.name] = takes_new_pods(new)
+            self._taints[new.name] = scheduling_taints(new)
         self._node_order = None
 
     def _pod_changed(self, old: MemberPod | None, new: MemberPod | None) -> None:
@@ -399,6 +402,10 @@ class MemberView:
         """:func:`~kubesched.federation.state.takes_new_pods` of one of :meth:`nodes` (kept since its last change)."""
         return self._open[node.name]
 
+    def scheduling_taints(self, node: Node) -> tuple[Taint, ...]:
+        """:func:`~kubesched.federation.state.scheduling_taints` of one of :meth:`nodes` (kept likewise)."""
+        return self._taints[node.name]
+
     def nodes(self) -> list[Node]:
         """The member's Nodes, by name."""
         if self._node_order is None:
@@ -439,9 +446,15 @@ class MemberView:
             return None
         return stored.reservation
 
-    def first_fit(self, requests: Mapping[str, int], held: Mapping[str, list[Mapping[str, int]]]) -> Node | None:
-        """The first node by name that takes new pods and has room for ``requests`` and one more pod, counting
-        the running pods, the pods bound but not seen yet and the ``held`` reservations on it."""
+    def first_fit(
+        self,
+        requests: Mapping[str, int],
+        held: Mapping[str, list[Mapping[str, int]]],
+        tolerations: Sequence[Toleration] = (),
+    ) -> Node | None:
+        """The first node by name that takes new pods, whose scheduling taints ``tolerations`` all tolerate, and
+        that has room for ``requests`` and one more pod, counting the running pods, the pods bound but not seen
+        yet and the ``held`` reservations on it."""
         self._forget_old_writes()
         unseen: dict[str, list[Mapping[str, int]]] = {}
         for pod, _ in self._bound.values():
@@ -450,6 +463,9 @@ class MemberView:
         empty: dict[str, int] = {}
         for node in self.nodes():
             if not self._open[node.name]:
+                continue
+            taints = self._taints[node.name]
+            if taints and not tolerates_all(tolerations, taints):
                 continue
             used = self._requested.get(node.name, empty)
             extra = [*unseen.get(node.name, ()), *held.get(node.name, ())]

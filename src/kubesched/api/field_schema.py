@@ -373,7 +373,7 @@ _MEMBER_CLUSTER = _typed(
         conditions=ListOf(fields("type", "status", "lastTransitionTime", "reason", "message", "observedGeneration")),
         allocatable=FREE,
         allocated=FREE,
-        nodeSummary=ListOf(fields("count", free=FREE)),
+        nodeSummary=ListOf(fields("count", free=FREE, taints=ListOf(fields("key", "value", "effect")))),
         apiEnablements=ListOf(fields("groupVersion", resources=ListOf(fields("name", "kind")))),
     ),
 )

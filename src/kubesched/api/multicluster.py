@@ -32,6 +32,7 @@ The object, cluster-scoped like Karmada's ``Cluster``::
       allocated: {cpu: "16", memory: 64Gi, pods: "40"}   # requests of the pods running there
       nodeSummary:                              # free capacity per node, as buckets of alike nodes
         - {count: 3, free: {cpu: "16", memory: 64Gi, pods: "100"}}
+        - {count: 1, free: {cpu: "8", nvidia.com/gpu: "4"}, taints: [{key: gpu, value: "true", effect: NoSchedule}]}
       apiEnablements:                           # Karmada's shape: what the member serves
         - groupVersion: v1
           resources: [{kind: Pod, name: pods}]
@@ -204,10 +205,12 @@ class ClusterCost:
 
 @dataclass(frozen=True, slots=True)
 class NodeSummaryBucket:
-    """``count`` nodes that each have ``free`` (canonical units) left; ``pods`` absent means not limited."""
+    """``count`` nodes that each have ``free`` (canonical units) left; ``pods`` absent means not limited;
+    ``taints``: the NoSchedule and NoExecute taints they carry (a pod must tolerate each to go there)."""
 
     count: int
     free: Mapping[str, int]
+    taints: tuple[Taint, ...] = ()
 
     @classmethod
     def from_dict(cls, obj: object, where: str, path: str) -> Self:
@@ -217,7 +220,14 @@ class NodeSummaryBucket:
         count = f.integer(obj, "count", where, path)
         if count < 1:
             f.invalid(where, f"{path}.count", count, "must be greater than 0")
-        return cls(count=count, free=f.resource_list(obj, "free", where, path))
+        taints = tuple(
+            Taint.from_dict(item, where, path=f"{path}.taints[{i}]")
+            for i, item in enumerate(f.sequence(obj, "taints", where, path))
+        )
+        for i, taint in enumerate(taints):
+            if taint.effect not in ("NoSchedule", "NoExecute"):
+                f.invalid(where, f"{path}.taints[{i}].effect", taint.effect, 'must be "NoSchedule" or "NoExecute"')
+        return cls(count=count, free=f.resource_list(obj, "free", where, path), taints=taints)
 
 
 @dataclass(frozen=True, slots=True)

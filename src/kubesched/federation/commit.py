@@ -67,7 +67,9 @@ class AgentCommitter:
         *,
         timeout: float,
     ) -> str:
-        request = ReservationRequest(reservation_id, dict(requests), ttl_seconds, pod.metadata.uid)
+        request = ReservationRequest(
+            reservation_id, dict(requests), ttl_seconds, pod.metadata.uid, tuple(pod.spec.tolerations)
+        )
         try:
             held = await self._client(cluster).reserve(request, timeout=timeout)
         except AgentError as error:

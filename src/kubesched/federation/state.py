@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kubesched.api.multicluster import MemberCluster
-from kubesched.api.objects import Node, Pod, object_uid
+from kubesched.api.objects import Node, Pod, Taint, object_uid
 from kubesched.api.resources import pod_requests
 from kubesched.framework.clusters import (
     ClusterSnapshot,
@@ -43,6 +43,8 @@ __all__ = [
     "placed_capacity",
     "placeholder_uid",
     "running_pods",
+    "scheduling_taints",
+    "takes_new_pods",
 ]
 
 PODS = "pods"
@@ -71,18 +73,22 @@ _KEEPS_PODS_OFF = frozenset({"NoSchedule", "NoExecute"})
 
 
 def takes_new_pods(node: Node) -> bool:
-    """Whether a member node may be given a new pod: schedulable, Ready, and without a NoSchedule or NoExecute
-    taint. The agent binds by ``spec.nodeName``, past the member's own scheduler, so nothing else would keep a
-    pod off a node that is not ready or is reserved by a taint; a reservation carries no tolerations, so a
-    tainted node is left out rather than guessed at. A node that reports no Ready condition (a manifest, a
-    node no kubelet has updated) counts as ready."""
-    if node.spec_unschedulable or any(taint.effect in _KEEPS_PODS_OFF for taint in node.taints):
+    """Whether a member node may be given a new pod at all: schedulable and Ready (its taints are the pod's to
+    tolerate, see :func:`scheduling_taints`). The agent binds by ``spec.nodeName``, past the member's own
+    scheduler, so nothing else would keep a pod off a node that is cordoned or not ready. A node that reports no
+    Ready condition (a manifest, a node no kubelet has updated) counts as ready."""
+    if node.spec_unschedulable:
         return False
     conditions = (node.raw.get("status") or {}).get("conditions") or ()
     for condition in conditions:
         if isinstance(condition, dict) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return True
+
+
+def scheduling_taints(node: Node) -> tuple[Taint, ...]:
+    """The taints of ``node`` that keep a pod off unless it tolerates them: NoSchedule and NoExecute."""
+    return tuple(taint for taint in node.taints if taint.effect in _KEEPS_PODS_OFF)
 
 
 def member_capacity(
@@ -104,15 +110,17 @@ def placed_capacity(
     placed: Iterable[tuple[str, Mapping[str, int]]],
     held: Mapping[str, Sequence[Mapping[str, int]]] | None = None,
     open_to_pods: Callable[[Node], bool] = takes_new_pods,
+    taints_of: Callable[[Node], tuple[Taint, ...]] = scheduling_taints,
 ) -> tuple[dict[str, int], dict[str, int], tuple[NodeBucket, ...]]:
-    """:func:`member_capacity` of running pods given as (node name, requests) each; ``open_to_pods`` is
-    :func:`takes_new_pods` or a cache of it (the agent's view keeps it per node)."""
+    """:func:`member_capacity` of running pods given as (node name, requests) each; ``open_to_pods`` and
+    ``taints_of`` are :func:`takes_new_pods` and :func:`scheduling_taints` or caches of them (the agent's view
+    keeps both per node). Nodes are bucketed by their free capacity and their scheduling taints."""
     by_node: dict[str, list[Mapping[str, int]]] = {}
     for node_name, requests in placed:
         by_node.setdefault(node_name, []).append(requests)
     allocatable: dict[str, int] = {}
     allocated: dict[str, int] = {}
-    buckets: dict[tuple[tuple[str, int], ...], int] = {}
+    buckets: dict[tuple[tuple[Taint, ...], tuple[tuple[str, int], ...]], int] = {}
     for node in nodes:
         _add(allocatable, node.allocatable)
         requested: dict[str, int] = {}
@@ -128,10 +136,11 @@ def placed_capacity(
             continue  # counts in the totals, takes no new pod
         free = {name: max(amount - requested.get(name, 0), 0) for name, amount in node.allocatable.items()}
         free[PODS] = max(node.allocatable.get(PODS, 0) - len(on_node) - len(holds), 0)
-        key = tuple(sorted(free.items()))
+        key = (taints_of(node), tuple(sorted(free.items())))
         buckets[key] = buckets.get(key, 0) + 1
     allocated.setdefault(PODS, 0)
-    return allocatable, allocated, tuple(NodeBucket(count, dict(free)) for free, count in buckets.items())
+    summary = tuple(NodeBucket(count, dict(free), taints) for (taints, free), count in buckets.items())
+    return allocatable, allocated, summary
 
 
 def member_workloads(pods: Iterable[Pod]) -> dict[WorkloadKey, int]:
@@ -167,7 +176,7 @@ def cluster_state(member: MemberCluster, nodes: Sequence[Node] = (), pods: Seque
         allocatable = dict(status.allocatable or {})
         allocated = dict(status.allocated or {})
         node_buckets = (
-            tuple(NodeBucket(bucket.count, dict(bucket.free)) for bucket in status.node_summary)
+            tuple(NodeBucket(bucket.count, dict(bucket.free), bucket.taints) for bucket in status.node_summary)
             if status.node_summary is not None
             else None
         )

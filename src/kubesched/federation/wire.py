@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubesched.api.objects import Taint, Toleration
 from kubesched.api.quantity import to_canonical
 from kubesched.errors import KubeschedError
 from kubesched.framework.clusters import ClusterState, NodeBucket, WorkloadKey
@@ -56,6 +57,7 @@ HUB_POD_UID_ANNOTATION = "multicluster.kubesched.io/hub-pod-uid"
 # A reservation id becomes part of a ConfigMap name: a DNS label, so any id the hub derives fits.
 RESERVATION_ID_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 MAX_TTL_SECONDS = 3600.0
+SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")  # the taint effects that keep a pod off a node
 
 
 class WireError(KubeschedError):
@@ -101,12 +103,27 @@ class ReservationRequest:
     requests: Mapping[str, int]
     ttl_seconds: float
     pod_uid: str = ""
+    tolerations: tuple[Toleration, ...] = ()
+    """The pod's: a node whose NoSchedule/NoExecute taints they all tolerate may hold the reservation."""
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"id": self.id, "requests": dict(self.requests), "ttlSeconds": self.ttl_seconds}
         if self.pod_uid:
             body["podUID"] = self.pod_uid
+        if self.tolerations:
+            body["tolerations"] = [toleration_to_json(t) for t in self.tolerations]
         return body
+
+
+def toleration_to_json(toleration: Toleration) -> dict[str, Any]:
+    """A toleration as the Kubernetes API writes it (empty fields left out)."""
+    body: dict[str, Any] = {"operator": toleration.operator}
+    for name, value in (("key", toleration.key), ("value", toleration.value), ("effect", toleration.effect)):
+        if value:
+            body[name] = value
+    if toleration.toleration_seconds is not None:
+        body["tolerationSeconds"] = toleration.toleration_seconds
+    return body
 
 
 def reservation_request_from_json(body: object) -> ReservationRequest:
@@ -121,7 +138,16 @@ def reservation_request_from_json(body: object) -> ReservationRequest:
     pod_uid = body.get("podUID", "")
     if not isinstance(pod_uid, str):
         raise WireError("podUID: must be a string")
-    return ReservationRequest(rid, parse_requests(body.get("requests", {})), float(ttl), pod_uid)
+    listed = body.get("tolerations", [])
+    if not isinstance(listed, list):
+        raise WireError("tolerations: must be a list")
+    try:
+        tolerations = tuple(
+            Toleration.from_dict(item, "the reservation", path=f"tolerations[{i}]") for i, item in enumerate(listed)
+        )
+    except KubeschedError as error:
+        raise WireError(str(error)) from None
+    return ReservationRequest(rid, parse_requests(body.get("requests", {})), float(ttl), pod_uid, tolerations)
 
 
 def state_to_json(state: ClusterState, reservations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -133,9 +159,7 @@ def state_to_json(state: ClusterState, reservations: list[dict[str, Any]] | None
         "observedAt": state.observed_at,
         "allocatable": dict(state.allocatable),
         "allocated": dict(state.allocated),
-        "nodes": None
-        if state.nodes is None
-        else [{"count": bucket.count, "free": dict(bucket.free)} for bucket in state.nodes],
+        "nodes": None if state.nodes is None else [_bucket_to_json(bucket) for bucket in state.nodes],
         "apis": None if state.apis is None else sorted(state.apis),
         "workloads": [{"key": list(key), "count": count} for key, count in state.workloads.items()],
         "accountedPods": sorted(state.accounted_pods),
@@ -144,6 +168,28 @@ def state_to_json(state: ClusterState, reservations: list[dict[str, Any]] | None
     if reservations is not None:
         body["reservations"] = reservations
     return body
+
+
+def _bucket_to_json(bucket: NodeBucket) -> dict[str, Any]:
+    body: dict[str, Any] = {"count": bucket.count, "free": dict(bucket.free)}
+    if bucket.taints:
+        body["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in bucket.taints]
+    return body
+
+
+def _taints(obj: object, where: str) -> tuple[Taint, ...]:
+    if obj is None:
+        return ()
+    if not isinstance(obj, list):
+        raise WireError(f"{where}: must be a list")
+    taints = []
+    for i, item in enumerate(obj):
+        fields = item if isinstance(item, Mapping) else {}
+        key, value, effect = fields.get("key"), fields.get("value", ""), fields.get("effect")
+        if not (isinstance(key, str) and key and isinstance(value, str) and effect in SCHEDULING_EFFECTS):
+            raise WireError(f"{where}[{i}]: must be a taint (key, value, effect NoSchedule or NoExecute)")
+        taints.append(Taint(key, value, str(effect)))
+    return tuple(taints)
 
 
 def _workload_key(obj: object, where: str) -> WorkloadKey:
@@ -179,7 +225,8 @@ def state_from_json(body: object, name: str, generation: int = 0) -> ClusterStat
                 or not isinstance(item.get("count"), int)
             ):
                 raise WireError(f"state.nodes[{i}].count: must be an integer")
-            buckets.append(NodeBucket(item["count"], _amounts(item.get("free", {}), f"state.nodes[{i}].free")))
+            free = _amounts(item.get("free", {}), f"state.nodes[{i}].free")
+            buckets.append(NodeBucket(item["count"], free, _taints(item.get("taints"), f"state.nodes[{i}].taints")))
         nodes = tuple(buckets)
     apis_raw = body.get("apis")
     if apis_raw is not None and (not isinstance(apis_raw, list) or not all(isinstance(a, str) for a in apis_raw)):

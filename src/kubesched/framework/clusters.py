@@ -25,12 +25,12 @@ pods of the super node's NodeInfo that are not in :attr:`ClusterState.accounted_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol, cast, runtime_checkable
 
-from kubesched.api.objects import ObjectMeta, Pod
+from kubesched.api.objects import ObjectMeta, Pod, Taint, Toleration
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle
 
@@ -57,6 +57,7 @@ __all__ = [
     "metadata_workload_keys",
     "policy_target_kind",
     "take_cycle_snapshot",
+    "tolerates_all",
     "workload_keys",
 ]
 
@@ -108,10 +109,18 @@ def app_workload_key(namespace: str, labels: Mapping[str, str]) -> WorkloadKey |
 @dataclass(frozen=True, slots=True)
 class NodeBucket:
     """``count`` nodes of a member that each have ``free`` left (canonical units: milli-CPU, bytes, counts);
-    a resource absent from ``free`` is 0 there, except ``pods``: absent means the slots are not limited."""
+    a resource absent from ``free`` is 0 there, except ``pods``: absent means the slots are not limited.
+    ``taints``: the NoSchedule and NoExecute taints those nodes carry, which a pod must tolerate, every one, to be
+    placed there."""
 
     count: int
     free: Mapping[str, int]
+    taints: tuple[Taint, ...] = ()
+
+
+def tolerates_all(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> bool:
+    """Whether ``tolerations`` tolerate every one of ``taints`` (a bucket's: what its nodes need of a pod)."""
+    return all(any(toleration.tolerates(taint) for toleration in tolerations) for taint in taints)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.writers import rfc3339
 from kubesched.clock import Clock, sleep
 from kubesched.federation.cache import MemberHealth
-from kubesched.framework.clusters import ClusterState
+from kubesched.framework.clusters import ClusterState, NodeBucket
 
 __all__ = ["MemberStatusWriter", "member_status", "status_path"]
 
@@ -96,10 +96,17 @@ def member_status(
         body["allocatable"] = _quantities(state.allocatable)
         body["allocated"] = _quantities(state.allocated)
         if state.nodes is not None:
-            body["nodeSummary"] = [{"count": b.count, "free": _quantities(b.free)} for b in state.nodes]
+            body["nodeSummary"] = [_bucket(bucket) for bucket in state.nodes]
         if state.apis is not None:
             body["apiEnablements"] = _api_enablements(state.apis)
     return body
+
+
+def _bucket(bucket: NodeBucket) -> dict[str, Any]:
+    written: dict[str, Any] = {"count": bucket.count, "free": _quantities(bucket.free)}
+    if bucket.taints:
+        written["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in bucket.taints]
+    return written
 
 
 @dataclass(slots=True)

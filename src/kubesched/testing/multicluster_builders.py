@@ -122,6 +122,11 @@ class MemberClusterBuilder:
         self._status.setdefault("nodeSummary", []).append({"count": count, "free": _resources(free, resources)})
         return self
 
+    def tainted(self, key: str, value: str, effect: str) -> Self:
+        """Give the last node-summary bucket one more taint."""
+        self._status["nodeSummary"][-1].setdefault("taints", []).append({"key": key, "value": value, "effect": effect})
+        return self
+
     def apis(self, group_version: str, *kinds: str) -> Self:
         resources = [{"kind": kind, "name": kind.lower() + "s"} for kind in kinds]
         self._status.setdefault("apiEnablements", []).append({"groupVersion": group_version, "resources": resources})

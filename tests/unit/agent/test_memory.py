@@ -10,6 +10,7 @@ import pytest
 
 from kubesched.agent.core import Agent, Refused
 from kubesched.agent.memory import InMemoryMember
+from kubesched.api.objects import Toleration
 from kubesched.backends.kube.errors import KubeApiError
 from kubesched.clock import VirtualClock
 from kubesched.federation.wire import ReservationRequest
@@ -184,6 +185,32 @@ def test_the_agent_reserves_first_fit_by_node_name_idempotently_and_refuses_what
 
     run(scenario())
     assert [cm["metadata"]["name"] for cm in member.configmaps(NS)] == ["kubesched-reservation-r1"]
+
+
+def test_a_tainted_node_holds_a_reservation_only_for_a_pod_that_tolerates_each_of_its_taints() -> None:
+    gpu = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    drain = {"key": "drain", "effect": "NoExecute"}
+    agent, _, _ = agent_on(node("a-gpu", cpu="8", taints=[gpu]), node("b-both", cpu="8", taints=[gpu, drain]))
+    tolerates_gpu = (Toleration(key="nvidia.com/gpu", operator="Equal", value="true", effect="NoSchedule"),)
+
+    async def scenario() -> None:
+        with pytest.raises(Refused) as unfit:
+            await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 60))
+        assert unfit.value.reason == "Unfit"
+        held, _ = await agent.reserve(ReservationRequest("r2", {"cpu": 1000}, 60, "", tolerates_gpu))
+        assert held.node == "a-gpu"
+        with pytest.raises(Refused):  # b-both's drain taint is not tolerated; a-gpu has 1 CPU left
+            await agent.reserve(ReservationRequest("r3", {"cpu": 7500}, 60, "", tolerates_gpu))
+        everything = (Toleration(operator="Exists"),)
+        held, _ = await agent.reserve(ReservationRequest("r4", {"cpu": 7500}, 60, "", everything))
+        assert held.node == "b-both"
+        state, _ = await agent.state()
+        assert {tuple(t.key for t in bucket.taints) for bucket in state.nodes or ()} == {
+            ("nvidia.com/gpu",),
+            ("nvidia.com/gpu", "drain"),
+        }
+
+    run(scenario())
 
 
 def test_the_agent_binds_one_pod_on_the_reserved_node_and_consumes_the_reservation() -> None:

@@ -138,6 +138,12 @@ def m() -> MemberClusterBuilder:
             id="no-node-count",
         ),
         pytest.param(
+            m().status(nodeSummary=[{"count": 1, "taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}]),
+            'status.nodeSummary[0].taints[0].effect: Invalid value: "PreferNoSchedule": must be "NoSchedule" or '
+            '"NoExecute"',
+            id="node-summary-taint-that-keeps-no-pod-off",
+        ),
+        pytest.param(
             m().taint("k", "v", "NoDeploy"),
             'spec.taints[0].effect: Unsupported value: "NoDeploy": supported values: "NoSchedule", "PreferNoSchedule", '
             '"NoExecute"',

@@ -207,9 +207,10 @@ def test_taint_toleration_scores_prefer_no_schedule_cluster_taints(tolerate: boo
     assert normalize(taints, state, pod, raw) == want
 
 
-def test_only_nodes_that_take_new_pods_offer_free_capacity() -> None:
-    """The agent binds by nodeName, past the member's scheduler: a node not Ready, cordoned or reserved by a
-    NoSchedule/NoExecute taint must not be offered (it still counts in the totals)."""
+def test_only_nodes_that_take_new_pods_offer_free_capacity_with_the_taints_a_pod_must_tolerate() -> None:
+    """The agent binds by nodeName, past the member's scheduler: a node not Ready or cordoned must not be offered
+    (it still counts in the totals); one with NoSchedule/NoExecute taints is offered in a bucket of its own that
+    names them, for the pods that tolerate them."""
 
     def node(name: str) -> NodeBuilder:
         return make_node(name).capacity(cpu="4", memory="8Gi", pods=10)
@@ -224,7 +225,9 @@ def test_only_nodes_that_take_new_pods_offer_free_capacity() -> None:
         node("draining").taint("node.kubernetes.io/unreachable", "", "NoExecute").obj(),
         node("prefer-not").taint("spot", "true", "PreferNoSchedule").obj(),
     ]
-    assert [n.metadata.name for n in nodes if takes_new_pods(n)] == ["ready", "no-conditions", "prefer-not"]
+    offered = ["ready", "no-conditions", "gpu-only", "draining", "prefer-not"]
+    assert [n.metadata.name for n in nodes if takes_new_pods(n)] == offered
     allocatable, _, buckets = member_capacity(nodes, [])
     assert allocatable["cpu"] == 8 * 4000
-    assert sum(bucket.count for bucket in buckets) == 3
+    by_taints = {tuple(t.key for t in bucket.taints): bucket.count for bucket in buckets}
+    assert by_taints == {(): 3, ("nvidia.com/gpu",): 1, ("node.kubernetes.io/unreachable",): 1}

@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from kubesched.federation.wire import WireError, parse_requests, state_from_json, state_to_json
+from kubesched.api.objects import Taint, Toleration
+from kubesched.federation.wire import (
+    ReservationRequest,
+    WireError,
+    parse_requests,
+    reservation_request_from_json,
+    state_from_json,
+    state_to_json,
+)
 from kubesched.framework.clusters import ClusterState, NodeBucket
 
 FULL = ClusterState(
@@ -15,7 +23,10 @@ FULL = ClusterState(
     observed_at=1_800_000_000.5,
     allocatable={"cpu": 8000, "memory": 2**34, "pods": 220},
     allocated={"cpu": 1000, "pods": 3},
-    nodes=(NodeBucket(2, {"cpu": 3500, "pods": 108}),),
+    nodes=(
+        NodeBucket(2, {"cpu": 3500, "pods": 108}),
+        NodeBucket(1, {"cpu": 8000}, (Taint("nvidia.com/gpu", "true", "NoSchedule"), Taint("drain", "", "NoExecute"))),
+    ),
     apis=frozenset({"v1/Pod", "apps/v1/Deployment"}),
     workloads={("owner", "ns", "ReplicaSet", "web"): 2, ("app", "ns", "web"): 2},
     accounted_pods=frozenset({"u1", "u2"}),
@@ -44,6 +55,11 @@ def test_a_state_survives_the_wire(state: ClusterState) -> None:
         pytest.param({"workloads": [{"key": ["x"], "count": 1}]}, "state.workloads[0].key", id="bad-workload-key"),
         pytest.param({"apis": "v1/Pod"}, "state.apis", id="apis-not-a-list"),
         pytest.param({"podPhases": ["Running"]}, "state.podPhases", id="phases-not-an-object"),
+        pytest.param(
+            {"nodes": [{"count": 1, "taints": [{"key": "k", "effect": "PreferNoSchedule"}]}]},
+            "state.nodes[0].taints[0]",
+            id="a-taint-that-keeps-no-pod-off",
+        ),
         pytest.param({"podPhases": {"u1": 1}}, "state.podPhases", id="phase-not-a-string"),
     ],
 )
@@ -67,3 +83,15 @@ def test_an_agent_that_reports_no_phases_reports_none() -> None:
     body = state_to_json(FULL)
     del body["podPhases"]
     assert state_from_json(body, "eu-1").pod_phases == {}
+
+
+def test_a_reservation_request_carries_the_pods_tolerations() -> None:
+    tolerations = (
+        Toleration(key="nvidia.com/gpu", operator="Equal", value="true", effect="NoSchedule"),
+        Toleration(key="drain", operator="Exists", effect="NoExecute", toleration_seconds=30),
+        Toleration(operator="Exists"),
+    )
+    request = ReservationRequest("r-1", {"cpu": 500}, 30.0, "hub-uid", tolerations)
+    assert reservation_request_from_json(request.to_json()) == request
+    with pytest.raises(WireError, match=r"tolerations\[0\]"):
+        reservation_request_from_json({**request.to_json(), "tolerations": [{"operator": "Sometimes"}]})

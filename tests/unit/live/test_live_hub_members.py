@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kubesched.api.multicluster import MemberClusterStatus
-from kubesched.api.objects import Node, Pod
+from kubesched.api.objects import Node, Pod, Taint
 from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.kubeconfig import ClusterConnection
 from kubesched.clock import VirtualClock
@@ -28,7 +28,7 @@ STATE = ClusterState(
     ready=True,
     allocatable={"cpu": 4000, "memory": 8 * 2**30, "pods": 110},
     allocated={"cpu": 1000, "pods": 1},
-    nodes=(NodeBucket(2, {"cpu": 1500, "pods": 54}),),
+    nodes=(NodeBucket(2, {"cpu": 1500, "pods": 54}), NodeBucket(1, {"cpu": 500}, (Taint("gpu", "", "NoSchedule"),))),
     apis=frozenset({"v1/Pod", "apps/v1/Deployment"}),
 )
 OK = MemberHealth(refreshes=3, last_success_at=100.0)
@@ -69,7 +69,12 @@ def test_the_status_gives_the_member_figures_in_the_crd_shapes() -> None:
     body = member_status(STATE, OK)
     assert body["allocatable"] == {"cpu": "4", "memory": "8Gi", "pods": "110"}
     assert body["allocated"] == {"cpu": "1", "pods": "1"}
-    assert body["nodeSummary"] == [{"count": 2, "free": {"cpu": "1500m", "pods": "54"}}]
+    assert body["nodeSummary"] == [
+        {"count": 2, "free": {"cpu": "1500m", "pods": "54"}},
+        {"count": 1, "free": {"cpu": "500m"}, "taints": [{"key": "gpu", "value": "", "effect": "NoSchedule"}]},
+    ]
+    read = MemberClusterStatus.from_dict({k: v for k, v in body.items() if v is not None}, "written status")
+    assert read.node_summary is not None and read.node_summary[1].taints == (Taint("gpu", "", "NoSchedule"),)
     assert body["apiEnablements"] == [
         {"groupVersion": "apps/v1", "resources": [{"kind": "Deployment"}]},
         {"groupVersion": "v1", "resources": [{"kind": "Pod"}]},

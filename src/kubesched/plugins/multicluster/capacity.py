@@ -10,7 +10,10 @@ A cluster with 100 free CPUs spread as 2 per node cannot run a pod asking for 8.
   ``cluster(s) had no node with enough free <resource>`` per resource no single node has enough of,
   ``cluster(s) had no node with a free pod slot``, or, when each resource alone is somewhere but never
   together, ``cluster(s) had no node that fits the pod``. An in-flight pod that fits no node is left out (the
-  member has it pending; the next observation counts it).
+  member has it pending; the next observation counts it). Nodes with NoSchedule or NoExecute taints (their
+  bucket lists them) count only for a pod, in flight or pending, that tolerates every one of their taints:
+  for any other pod they are not there, and a cluster with no other node says
+  ``cluster(s) had untolerated taints on every node`` (UnschedulableAndUnresolvable).
 - **General estimate** otherwise (Karmada's ``general.go``, multi-cluster.md §2.1): for each resource r the pod
   requests, avail_r = allocatable_r − allocated_r − allocating_r, where allocated is what the member reported
   and allocating the in-flight pods' requests (both are the super node's requested amount, see
@@ -29,8 +32,9 @@ is sequential, so the buckets are the same as placing every pod again).
 the :class:`~kubesched.plugins.multicluster.capacity_index.CapacityIndex` stamp it was made at; a cluster whose
 super node or state changed since (the one the last bind went to, one a refresh updated) is asked again: a few
 through ``filter`` itself, many at once through the index's arrays (each cluster's buckets as a row per bucket,
-remade only when read after a change). ``filter`` is the reference, and a property test holds the two equal
-(statuses, reasons and codes).
+remade only when read after a change; the arrays hold the untainted buckets, so a pod with tolerations has the
+clusters with tainted buckets asked through ``filter``). ``filter`` is the reference, and a property test holds
+the two equal (statuses, reasons and codes).
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kubesched.framework.clusters import ClusterState, NodeBucket, take_cycle_snapshot
+from kubesched.api.objects import Taint, Toleration
+from kubesched.framework.clusters import ClusterState, NodeBucket, take_cycle_snapshot, tolerates_all
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch, NodeTable
 from kubesched.framework.status import Code, Status
@@ -68,6 +73,8 @@ PRE_FILTER_STATE_KEY = "PreFilter" + names.CLUSTER_CAPACITY
 TOO_MANY_PODS = "Too many pods"
 ERR_REASON_NO_POD_SLOT = "cluster(s) had no node with a free pod slot"
 ERR_REASON_NO_NODE_FITS = "cluster(s) had no node that fits the pod"
+ERR_REASON_UNTOLERATED = "cluster(s) had untolerated taints on every node"
+_UNTOLERATED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNTOLERATED)
 
 
 def insufficient(resource: str) -> str:
@@ -102,13 +109,26 @@ def general_estimate(
 class _Request:
     items: tuple[tuple[str, int], ...]
     """(resource, amount) the pod requests, non-zero, cpu/memory/ephemeral-storage first."""
+    tolerations: tuple[Toleration, ...] = ()
+    """The pod's tolerations that could tolerate a NoSchedule or NoExecute taint (none: tainted nodes are out)."""
 
     def clone(self) -> _Request:
         return self
 
 
-# A node summary as a mutable first-fit working set: [count, free] per bucket of alike nodes.
-_Buckets = list[tuple[int, dict[str, int]]]
+# A node summary as a mutable first-fit working set: (count, free, scheduling taints) per bucket of alike nodes.
+_Buckets = list[tuple[int, dict[str, int], tuple[Taint, ...]]]
+# What places a pod on the buckets: its request items and its (scheduling-relevant) tolerations.
+_Placed = tuple[tuple[tuple[str, int], ...], tuple[Toleration, ...]]
+
+
+def scheduling_tolerations(tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
+    """The tolerations that can tolerate a NoSchedule or NoExecute taint (an empty effect tolerates every one)."""
+    return tuple(t for t in tolerations if t.effect in ("", "NoSchedule", "NoExecute"))
+
+
+def _usable(taints: tuple[Taint, ...], tolerations: Sequence[Toleration]) -> bool:
+    return not taints or (bool(tolerations) and tolerates_all(tolerations, taints))
 
 
 def _fits(free: Mapping[str, int], request: Sequence[tuple[str, int]]) -> bool:
@@ -117,10 +137,13 @@ def _fits(free: Mapping[str, int], request: Sequence[tuple[str, int]]) -> bool:
     return all(free.get(name, 0) >= amount for name, amount in request)
 
 
-def place_first_fit(buckets: _Buckets, request: Sequence[tuple[str, int]]) -> bool:
-    """Take ``request`` (and one pod slot) from the first bucket with a node it fits on; False if none."""
-    for index, (count, free) in enumerate(buckets):
-        if not _fits(free, request):
+def place_first_fit(
+    buckets: _Buckets, request: Sequence[tuple[str, int]], tolerations: Sequence[Toleration] = ()
+) -> bool:
+    """Take ``request`` (and one pod slot) from the first bucket whose taints ``tolerations`` tolerate with a node
+    it fits on; False if none."""
+    for index, (count, free, taints) in enumerate(buckets):
+        if not _fits(free, request) or not _usable(taints, tolerations):
             continue
         left = dict(free)
         for name, amount in request:
@@ -128,19 +151,19 @@ def place_first_fit(buckets: _Buckets, request: Sequence[tuple[str, int]]) -> bo
         if PODS in left:
             left[PODS] -= 1
         if count == 1:
-            buckets[index] = (1, left)
+            buckets[index] = (1, left, taints)
         else:
-            buckets[index] = (count - 1, free)
-            buckets.append((1, left))
+            buckets[index] = (count - 1, free, taints)
+            buckets.append((1, left, taints))
         return True
     return False
 
 
-def overlay(nodes: Sequence[NodeBucket], pods: Sequence[Sequence[tuple[str, int]]]) -> _Buckets:
-    """The reported node buckets with ``pods`` (their requests) placed first-fit, in order."""
-    buckets: _Buckets = [(bucket.count, dict(bucket.free)) for bucket in nodes]
-    for request in pods:
-        place_first_fit(buckets, request)
+def overlay(nodes: Sequence[NodeBucket], pods: Sequence[_Placed]) -> _Buckets:
+    """The reported node buckets with ``pods`` (their requests and tolerations) placed first-fit, in order."""
+    buckets: _Buckets = [(bucket.count, dict(bucket.free), bucket.taints) for bucket in nodes]
+    for request, tolerations in pods:
+        place_first_fit(buckets, request, tolerations)
     return buckets
 
 
@@ -229,7 +252,7 @@ class ClusterCapacity:
         self._handle = handle
         self._overlays: dict[str, _Overlay] = {}
         self._index = CapacityIndex(self.args.node_level_fit, self._buckets)
-        self._verdicts: OrderedDict[tuple[tuple[str, int], ...], _Verdicts] = OrderedDict()
+        self._verdicts: OrderedDict[_Request, _Verdicts] = OrderedDict()
         self._verdicts_table: NodeTable | None = None
         self.few_slots = FEW_SLOTS
         """See :data:`FEW_SLOTS` (an attribute so a test can send every stale slot through the arrays)."""
@@ -239,7 +262,8 @@ class ClusterCapacity:
         return names.CLUSTER_CAPACITY
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
-        state.write(PRE_FILTER_STATE_KEY, _Request(tuple(request_items(pod.request, self._ignored).items())))
+        items = tuple(request_items(pod.request, self._ignored).items())
+        state.write(PRE_FILTER_STATE_KEY, _Request(items, scheduling_tolerations(pod.pod.spec.tolerations)))
         take_cycle_snapshot(state, self._handle)
         return None
 
@@ -255,7 +279,7 @@ class ClusterCapacity:
             return UNKNOWN_CLUSTER
         if cluster.nodes is None or not self.args.node_level_fit:
             return self._estimate(request.items, cluster, node_info)
-        return self._node_fit(request.items, cluster, self._buckets(cluster, node_info))
+        return self._node_fit(request, cluster, self._buckets(cluster, node_info))
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         request = state.get(PRE_FILTER_STATE_KEY, _Request)
@@ -268,7 +292,7 @@ class ClusterCapacity:
             return self._filter_each(state, pod, nodes)
         table, slots, index = nodes.table, nodes.slots, self._index
         index.refresh(table, snapshot.clusters, slots)
-        verdicts = self._verdicts_for(table, request.items)
+        verdicts = self._verdicts_for(table, request)
         missing = verdicts.stamps[slots] != index.stamps[slots]
         if missing.any():
             stale = slots[missing]
@@ -285,6 +309,14 @@ class ClusterCapacity:
                     distinct, inverse = np.unique(keys[rejected], return_inverse=True)
                     found = [verdicts.code(self._rejection(request.items, int(key))) for key in distinct.tolist()]
                     codes[rejected] = np.asarray(found, dtype=np.int64)[inverse.reshape(-1)]
+                # The arrays answer as if tainted nodes were not there: a pod that may tolerate them, or a cluster
+                # with no other nodes (whose reason is the taints), is asked of filter.
+                asked = index.tainted[stale] if request.tolerations else index.tainted[stale] & ~index.live[stale]
+                if asked.any():
+                    for at in np.flatnonzero(asked).tolist():
+                        info = table.infos[int(stale[at])]
+                        assert info is not None
+                        codes[at] = verdicts.code(self.filter(state, pod, info))
                 verdicts.codes[stale] = codes
                 verdicts.stamps[stale] = index.stamps[stale]
         codes = verdicts.codes[slots]
@@ -292,7 +324,7 @@ class ClusterCapacity:
             return None
         return BatchFilterResult(codes, verdicts.statuses)
 
-    def _verdicts_for(self, table: NodeTable, request: tuple[tuple[str, int], ...]) -> _Verdicts:
+    def _verdicts_for(self, table: NodeTable, request: _Request) -> _Verdicts:
         """The kept verdicts of ``request`` (made empty the first time, or for a new table; the least recently
         used request forgotten past :data:`MAX_KEPT_REQUESTS`)."""
         if table is not self._verdicts_table:
@@ -384,17 +416,21 @@ class ClusterCapacity:
             # the very same list, which tells the batch index its arrays still hold.
             buckets = cached.buckets if len(uids) == placed else list(cached.buckets)
             for uid in uids[placed:]:
-                place_first_fit(buckets, self._request_of(node_info.pods[uid]))
+                place_first_fit(buckets, *self._request_of(node_info.pods[uid]))
         else:
             buckets = overlay(cluster.nodes, [self._request_of(node_info.pods[uid]) for uid in uids])
         self._overlays[cluster.name] = _Overlay(cluster, node_info.generation, pods, uids, buckets)
         return buckets
 
-    def _request_of(self, pod: PodInfo) -> tuple[tuple[str, int], ...]:
-        return tuple(request_items(pod.request, self._ignored).items())
+    def _request_of(self, pod: PodInfo) -> _Placed:
+        items = tuple(request_items(pod.request, self._ignored).items())
+        return items, scheduling_tolerations(pod.pod.spec.tolerations)
 
-    def _node_fit(self, request: Sequence[tuple[str, int]], cluster: ClusterState, buckets: _Buckets) -> Status | None:
-        live = [free for count, free in buckets if count > 0]
+    def _node_fit(self, pod: _Request, cluster: ClusterState, buckets: _Buckets) -> Status | None:
+        request, tolerations = pod.items, pod.tolerations
+        live = [free for count, free, taints in buckets if count > 0 and _usable(taints, tolerations)]
+        if not live and any(count > 0 and taints for count, _, taints in buckets):
+            return _UNTOLERATED
         if any(_fits(free, request) for free in live):
             return None
         reasons: list[str] = []

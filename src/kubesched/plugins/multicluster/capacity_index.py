@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kubesched.api.objects import Taint
 from kubesched.framework.clusters import ClusterState
 from kubesched.framework.node_table import BoolArray, IntArray, NodeTable
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo
@@ -47,7 +48,7 @@ _SHORT_SHIFT = 4
 MAX_REQUEST_ITEMS = 58
 """Short resources are bits of an int64 key: a pod requesting more resources than this takes the per-node path."""
 
-Bucket = tuple[int, Mapping[str, int]]
+Bucket = tuple[int, Mapping[str, int], tuple[Taint, ...]]
 BucketsOf = Callable[[ClusterState, NodeInfo], Sequence[Bucket]]
 
 
@@ -106,6 +107,8 @@ class CapacityIndex:
         self._made_from = self._made_from[:capacity] + [None] * max(capacity - len(self._made_from), 0)
         self._stamped_from = self._stamped_from[:capacity] + [None] * max(capacity - len(self._stamped_from), 0)
         self.live: BoolArray = np.zeros(capacity, dtype=np.bool_)
+        self.tainted: BoolArray = np.zeros(capacity, dtype=np.bool_)
+        """Per slot: some bucket with nodes has scheduling taints (left out of the arrays: ask ``filter``)."""
         self.full: BoolArray = np.zeros(capacity, dtype=np.bool_)
         self.valid: BoolArray = np.zeros((capacity, width), dtype=np.bool_)
         self.rows: IntArray = np.zeros((columns, capacity, width), dtype=np.int64)
@@ -116,7 +119,7 @@ class CapacityIndex:
     def _resize(self, columns: int, capacity: int, width: int) -> None:
         """Grow to at least these sizes, keeping every value (new cells are 0 / False: correct for a resource
         no slot had, and for rows and slots not made yet)."""
-        old = (self.mode, self.live, self.full, self.valid, self.rows, self.best, self.whole)
+        old = (self.mode, self.live, self.full, self.valid, self.rows, self.best, self.whole, self.tainted)
         old_columns, old_capacity, old_width = self.rows.shape
         self._alloc(max(columns, old_columns), max(capacity, old_capacity), max(width, old_width))
         self.mode[:old_capacity] = old[0]
@@ -126,6 +129,7 @@ class CapacityIndex:
         self.rows[:old_columns, :old_capacity, :old_width] = old[4]
         self.best[:old_columns, :old_capacity] = old[5]
         self.whole[:old_columns, :old_capacity] = old[6]
+        self.tainted[:old_capacity] = old[7]
 
     def _column(self, name: str) -> int:
         column = self._columns.get(name)
@@ -206,6 +210,7 @@ class CapacityIndex:
         self.whole[:, slot] = 0
         self.full[slot] = False
         self.live[slot] = False
+        self.tainted[slot] = False
         if cluster is None:
             self.mode[slot] = MODE_UNKNOWN
             return
@@ -224,7 +229,9 @@ class CapacityIndex:
             self.full[slot] = allocatable.allowed_pod_number - len(info.pods) < 1
             return
         self.mode[slot] = MODE_NODES
-        live = [free for count, free in buckets if count > 0]
+        # A pod without tolerations sees only the untainted buckets; one with tolerations is asked of filter.
+        live = [free for count, free, taints in buckets if count > 0 and not taints]
+        self.tainted[slot] = any(count > 0 and taints for count, _, taints in buckets)
         if not live:
             return
         fitting = [free for free in live if not (PODS in free and free[PODS] < 1)]

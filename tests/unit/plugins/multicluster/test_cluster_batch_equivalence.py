@@ -1,8 +1,9 @@
 """Property test: the cluster plugins' batch methods answer exactly what their per-cluster methods answer.
 
-For random member clusters (totals, node buckets with and without pod slots, empty and zero-count buckets, not
-ready, stale, unknown to the source) with hub pods in flight, and a random pending pod (cpu, memory, extended
-resources, one no cluster reports, one the plugin ignores), ClusterCapacity's ``filter_batch``,
+For random member clusters (totals, node buckets with and without pod slots, empty and zero-count buckets, tainted
+buckets, not ready, stale, unknown to the source) with hub pods in flight, and a random pending pod (cpu, memory,
+extended resources, one no cluster reports, one the plugin ignores; tolerations of some taints, all, or none
+there), ClusterCapacity's ``filter_batch``,
 ClusterReadiness's ``filter_batch``/``score_batch`` and ClusterBalance's ``score_batch`` are compared with the
 per-cluster methods of a fresh plugin over the whole snapshot and a shuffled subset. The batch plugins are kept
 across rounds in which pods are bound, removed, counted by the member, and states replaced, as in a scheduler, so
@@ -22,7 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kubesched.api.objects import Pod
+from kubesched.api.objects import Pod, Taint
 from kubesched.clock import VirtualClock
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.state import placeholder_uid
@@ -94,6 +95,19 @@ def totals(draw: st.DrawFn) -> dict[str, int]:
     return {name: amount for name, amount in out.items() if amount or draw(st.booleans())}
 
 
+GPU_TAINT = Taint(GPU, "true", "NoSchedule")
+DRAIN_TAINT = Taint("drain", "", "NoExecute")
+TAINT_SETS = st.sampled_from([(), (), (GPU_TAINT,), (DRAIN_TAINT,), (GPU_TAINT, DRAIN_TAINT)])
+# (key, operator, value, effect): tolerating the GPU taint, the drain taint, every taint, or none that is there.
+TOLERATIONS = [
+    (GPU, "Equal", "true", "NoSchedule"),
+    ("drain", "Exists", "", "NoExecute"),
+    ("", "Exists", "", ""),
+    ("spot", "Exists", "", "NoSchedule"),
+    (GPU, "Equal", "true", "PreferNoSchedule"),
+]
+
+
 @st.composite
 def cluster_state(draw: st.DrawFn, name: str) -> ClusterState:
     allocatable = draw(totals())
@@ -101,7 +115,7 @@ def cluster_state(draw: st.DrawFn, name: str) -> ClusterState:
     nodes = draw(
         st.one_of(
             st.none(),
-            st.lists(st.builds(NodeBucket, st.integers(0, 3), free_map()), max_size=4).map(tuple),
+            st.lists(st.builds(NodeBucket, st.integers(0, 3), free_map(), TAINT_SETS), max_size=4).map(tuple),
         )
     )
     return ClusterState(
@@ -127,6 +141,8 @@ def hub_pod(draw: st.DrawFn, name: str, cluster: str | None) -> Pod:
         requests[extended] = draw(st.integers(0, 2))
     if requests:
         builder.req(requests)
+    for toleration in draw(st.lists(st.sampled_from(TOLERATIONS), unique=True, max_size=2)):
+        builder.toleration(*toleration)
     if cluster is not None:
         builder.node_name(cluster)
     return builder.obj()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kubesched.api.objects import Pod
+from kubesched.api.objects import Pod, Taint, Toleration
 from kubesched.errors import FieldError, ValidationFailed
 from kubesched.framework.clusters import CLUSTER_SNAPSHOT_STATE_KEY, NodeBucket
 from kubesched.framework.cycle_state import CycleState
@@ -305,6 +305,43 @@ def no_node_with(resource: str) -> str:
             [unresolvable(no_node_with("nvidia.com/gpu"))],
             id="a-resource-no-node-has",
         ),
+        pytest.param(
+            [
+                make_member("gpus")
+                .allocatable({"nvidia.com/gpu": 8}, cpu="16", pods="20")
+                .nodes(2, {"nvidia.com/gpu": 4}, cpu="8")
+                .tainted("nvidia.com/gpu", "true", "NoSchedule")
+            ],
+            [],
+            make_pod("p").req({"nvidia.com/gpu": 1}),
+            [unresolvable("cluster(s) had untolerated taints on every node")],
+            id="only-nodes-whose-taints-the-pod-does-not-tolerate",
+        ),
+        pytest.param(
+            [
+                make_member("gpus")
+                .allocatable({"nvidia.com/gpu": 8}, cpu="16", pods="20")
+                .nodes(2, {"nvidia.com/gpu": 4}, cpu="8")
+                .tainted("nvidia.com/gpu", "true", "NoSchedule")
+            ],
+            [],
+            make_pod("p").req({"nvidia.com/gpu": 1}).toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),
+            [None],
+            id="a-pod-that-tolerates-the-taints",
+        ),
+        pytest.param(
+            [
+                make_member("mixed")
+                .allocatable({"nvidia.com/gpu": 8}, cpu="24", pods="20")
+                .nodes(2, {"nvidia.com/gpu": 4}, cpu="8")
+                .tainted("nvidia.com/gpu", "true", "NoSchedule")
+                .nodes(1, cpu="8")
+            ],
+            [],
+            make_pod("p").req({"nvidia.com/gpu": 1}),
+            [unschedulable(no_node_with("nvidia.com/gpu"))],
+            id="tainted-nodes-are-not-there-for-a-pod-that-does-not-tolerate-them",
+        ),
     ],
 )
 def test_capacity_fits_the_pod_on_one_node(
@@ -417,10 +454,20 @@ def test_general_estimate_is_karmadas_formula(
 def test_overlay_places_in_flight_pods_first_fit_and_skips_one_that_fits_nowhere() -> None:
     buckets = overlay(
         [NodeBucket(2, {"cpu": 4000, "pods": 10}), NodeBucket(1, {"cpu": 8000})],
-        [(("cpu", 3000),), (("cpu", 6000),), (("cpu", 9000),)],
+        [((("cpu", 3000),), ()), ((("cpu", 6000),), ()), ((("cpu", 9000),), ())],
     )
-    assert sorted((count, free["cpu"]) for count, free in buckets) == [(1, 1000), (1, 2000), (1, 4000)]
-    assert [free.get("pods") for count, free in buckets if free["cpu"] == 1000] == [9]
+    assert sorted((count, free["cpu"]) for count, free, _ in buckets) == [(1, 1000), (1, 2000), (1, 4000)]
+    assert [free.get("pods") for count, free, _ in buckets if free["cpu"] == 1000] == [9]
+
+
+def test_overlay_places_an_in_flight_pod_on_tainted_nodes_only_when_it_tolerates_their_taints() -> None:
+    gpu = Taint("nvidia.com/gpu", "true", "NoSchedule")
+    tolerating = (Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),)
+    nodes = [NodeBucket(1, {"cpu": 8000}, (gpu,)), NodeBucket(1, {"cpu": 2000})]
+    untolerated = overlay(nodes, [((("cpu", 1000),), ())])
+    assert [(free["cpu"], taints) for _, free, taints in untolerated] == [(8000, (gpu,)), (1000, ())]
+    tolerated = overlay(nodes, [((("cpu", 1000),), tolerating)])
+    assert [(free["cpu"], taints) for _, free, taints in tolerated] == [(7000, (gpu,)), (2000, ())]
 
 
 # ---- ClusterBalance -----------------------------------------------------------------------------
