@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -112,7 +112,7 @@ class ScheduleResult:
     scored_nodes: Sequence[str] = ()
     plugin_scores: dict[str, IntArray] = field(default_factory=dict)
     totals: IntArray | None = None
-    node_to_status: dict[str, Status] = field(default_factory=dict)
+    node_to_status: Mapping[str, Status] = field(default_factory=dict)
     raw_scores: dict[str, IntArray] = field(default_factory=dict)
 
 
@@ -309,10 +309,8 @@ class ScheduleAlgorithm:
             if len(failing):
                 statuses = outcome.statuses
                 failing_ids = status_ids[failing]
-                names = table.name_column[chunk_slots[failing]].tolist()
-                failed_with = [statuses[index] for index in (failing_ids - 1).tolist()]
-                diagnosis.node_to_status.update(zip(names, failed_with, strict=True))
-                for status_id in np.unique(failing_ids).tolist():
+                diagnosis.node_to_status.add_rejected(table.name_column[chunk_slots[failing]], failing_ids, statuses)
+                for status_id in np.flatnonzero(np.bincount(failing_ids)).tolist():
                     status = statuses[status_id - 1]
                     if status.code is Code.PENDING:
                         diagnosis.pending_plugins.add(status.plugin)

@@ -14,8 +14,10 @@ per-node statuses keep the plugins' own strings), as Karmada words its FitError.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
+from kubesched.framework.node_table import IntArray, ObjectArray
 from kubesched.framework.status import Status
 
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
@@ -28,9 +30,54 @@ _NODE_PREFIX = "node(s) "
 _CLUSTER_PREFIX = "cluster(s) "
 
 
+class RejectedNodes(MutableMapping[str, Status]):
+    """Per rejected node, the status that rejected it (kube-scheduler's NodeToStatus), as a dict reads it, in
+    the order the node search rejected them.
+
+    The node search adds each chunk's rejections as it has them, as arrays (the nodes' names, their status ids
+    into the chunk's statuses): most attempts find a node, and then nobody reads the rejections. So they become
+    entries only when the map is first read or written."""
+
+    __slots__ = ("_entries", "_pending")
+
+    def __init__(self, entries: Mapping[str, Status] | None = None) -> None:
+        self._entries: dict[str, Status] = dict(entries) if entries is not None else {}
+        self._pending: list[tuple[ObjectArray, IntArray, Sequence[Status]]] = []
+
+    def add_rejected(self, names: ObjectArray, status_ids: IntArray, statuses: Sequence[Status]) -> None:
+        """Node ``names[i]`` was rejected with ``statuses[status_ids[i] - 1]`` (the arrays are the caller's
+        copies, kept as they are)."""
+        self._pending.append((names, status_ids, statuses))
+
+    def _settled(self) -> dict[str, Status]:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for names, status_ids, statuses in pending:
+                self._entries.update(zip(names.tolist(), [statuses[i] for i in (status_ids - 1).tolist()], strict=True))
+        return self._entries
+
+    def __getitem__(self, name: str) -> Status:
+        return self._settled()[name]
+
+    def __setitem__(self, name: str, status: Status) -> None:
+        self._settled()[name] = status
+
+    def __delitem__(self, name: str) -> None:
+        del self._settled()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._settled())
+
+    def __len__(self) -> int:
+        return len(self._settled())
+
+    def __repr__(self) -> str:
+        return f"RejectedNodes({self._settled()!r})"
+
+
 @dataclass(slots=True)
 class Diagnosis:
-    node_to_status: dict[str, Status] = field(default_factory=dict)
+    node_to_status: RejectedNodes = field(default_factory=RejectedNodes)
     absent_nodes_status: Status | None = None
     absent_node_count: int = 0
     unschedulable_plugins: set[str] = field(default_factory=set)

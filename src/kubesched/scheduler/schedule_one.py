@@ -35,7 +35,7 @@ from kubesched.framework.verdict import seal_verdicts, verdicts_of
 from kubesched.scheduler.admission import BindingAdmission
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, ScheduleResult, SchedulingError
 from kubesched.scheduler.cache.cache import Cache
-from kubesched.scheduler.diagnosis import TARGET_CLUSTERS, TARGET_NODES, Diagnosis, fit_error_message
+from kubesched.scheduler.diagnosis import TARGET_CLUSTERS, TARGET_NODES, Diagnosis, RejectedNodes, fit_error_message
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 from kubesched.scheduler.results import ERROR, SCHEDULED, UNSCHEDULABLE, AttemptObserver, AttemptRecord, Phase
 
@@ -212,7 +212,7 @@ class ScheduleOne:
         if status.code is Code.ERROR:
             self._fail(attempt, status, Diagnosis())
             return
-        diagnosis = Diagnosis(node_to_status={node: status})
+        diagnosis = Diagnosis(node_to_status=RejectedNodes({node: status}))
         (diagnosis.pending_plugins if status.code is Code.PENDING else diagnosis.unschedulable_plugins).add(
             status.plugin
         )

@@ -616,7 +616,7 @@ class Framework(ContextHandle):
                 # plugin about nodes an earlier filter rejected), and only those are copied.
                 codes = result.codes[newly]
                 remap = np.zeros(len(result.statuses) + 1, dtype=np.int64)
-                for code in np.unique(codes).tolist():
+                for code in np.flatnonzero(np.bincount(codes)).tolist():  # the distinct codes, ascending
                     status = result.statuses[code - 1]
                     if status.code not in REJECTED_CODES:
                         return _error_outcome(len(batch), f'running "{name}" filter plugin: {status.message}', name)
