@@ -16,7 +16,7 @@ from kubesched.federation.profiles import cluster_profiles
 from kubesched.federation.state import placeholder_uid
 from kubesched.framework.status import Code, Status
 from kubesched.plugins.registry import in_tree_registry
-from kubesched.scheduler.diagnosis import TARGET_CLUSTERS, Diagnosis, fit_error_message
+from kubesched.scheduler.diagnosis import TARGET_CLUSTERS, Diagnosis, RejectedNodes, fit_error_message
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.multicluster_builders import make_member
 
@@ -122,7 +122,7 @@ def test_a_profile_enabling_any_cluster_plugin_is_a_cluster_profile(plugins: str
 
 
 def _diagnosis(**statuses: Status) -> Diagnosis:
-    return Diagnosis(node_to_status=dict(statuses))
+    return Diagnosis(node_to_status=RejectedNodes(statuses))
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, num_feasible_nodes_to_find, wrapped_slice
-from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis, fit_error_message
+from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis, RejectedNodes, fit_error_message
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, make_cluster
 
@@ -63,7 +63,7 @@ def test_fit_error_message_sorts_histogram_as_strings_and_counts_each_reason() -
     taint = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) had untolerated taint(s)")
     cpu = Status(Code.UNSCHEDULABLE, "Insufficient cpu")
     statuses = {f"n{i}": cpu for i in range(10)} | {"a": fit, "b": fit, "t": taint}
-    message = fit_error_message(13, Diagnosis(node_to_status=statuses))
+    message = fit_error_message(13, Diagnosis(node_to_status=RejectedNodes(statuses)))
     assert message == (
         "0/13 nodes are available: 1 node(s) had untolerated taint(s), 12 Insufficient cpu, 2 Insufficient memory."
     )
@@ -73,7 +73,7 @@ def test_fit_error_message_string_sort_puts_10_before_2() -> None:
     statuses = {f"c{i}": Status(Code.UNSCHEDULABLE, "Insufficient cpu") for i in range(10)}
     statuses |= {f"m{i}": Status(Code.UNSCHEDULABLE, "Too many pods") for i in range(2)}
     statuses |= {f"x{i}": Status(Code.UNSCHEDULABLE, "Insufficient memory") for i in range(2)}
-    message = fit_error_message(14, Diagnosis(node_to_status=statuses))
+    message = fit_error_message(14, Diagnosis(node_to_status=RejectedNodes(statuses)))
     assert message == "0/14 nodes are available: 10 Insufficient cpu, 2 Insufficient memory, 2 Too many pods."
 
 
@@ -87,7 +87,7 @@ def test_fit_error_message_prefilter_and_postfilter() -> None:
 def test_fit_error_message_post_filter_reasons_follow_the_summary_unchanged() -> None:
     """v1.35: the PostFilter message gets no full stop of its own (the oracle prints exactly this)."""
     statuses = {"a": Status(Code.UNSCHEDULABLE, "Insufficient cpu")}
-    diagnosis = Diagnosis(node_to_status=statuses, post_filter_msg="no new claims to deallocate")
+    diagnosis = Diagnosis(node_to_status=RejectedNodes(statuses), post_filter_msg="no new claims to deallocate")
     assert fit_error_message(1, diagnosis) == "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate"
 
 
@@ -97,7 +97,7 @@ def test_fit_error_message_without_nodes_is_the_bare_error() -> None:
 
 def test_fit_error_message_counts_absent_nodes() -> None:
     diagnosis = Diagnosis(
-        node_to_status={"a": Status(Code.UNSCHEDULABLE, "Insufficient cpu")},
+        node_to_status=RejectedNodes({"a": Status(Code.UNSCHEDULABLE, "Insufficient cpu")}),
         absent_nodes_status=Status(
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) didn't satisfy plugin(s) [NodeAffinity]"
         ),
