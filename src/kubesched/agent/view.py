@@ -11,12 +11,16 @@ Pods bound to a node, and the reservation ConfigMaps in the agent's namespace.
   member accepts it: a reservation it made (:meth:`MemberView.made`), one it deleted (:meth:`MemberView.dropped`),
   a pod it bound (:meth:`MemberView.bound`). Each is matched to its watch event by uid, so a late event never
   undoes a newer write, and is forgotten once the event arrives -- or after :data:`OWN_WRITE_SECONDS`, should it
-  never come (the watch would have relisted by then). A pod the agent deleted is not applied early: until its
-  event it still counts, which can only hold capacity back, never give it twice.
+  never come (the watch would have relisted by then). The event of the very object written (the uid and
+  resourceVersion of the member's answer) takes the record made from that answer instead of a second parse. A
+  pod the agent deleted is not applied early: until its event it still counts, which can only hold capacity
+  back, never give it twice.
+* **Nodes** take new pods when Ready and not cordoned; their NoSchedule/NoExecute taints are kept beside them (a
+  reservation goes to a tainted node only for a pod that tolerates each of them).
 * **Running pods** count on their node: bound, not Succeeded or Failed. A watched pod is read as a full parse
   reads it (an invalid one is logged and left out, as before; each distinct spec is parsed once, see
   :class:`PodReader`) and kept as a :class:`MemberPod`: what the agent's state and reservations read of it (uid,
-  node, requests, hub pod uid, workload keys), not the whole parse. Each node's
+  node, phase, requests, hub pod uid, workload keys), not the whole parse. Each node's
   requested total is kept as pods come and go, so choosing a node for a reservation costs one comparison per node.
 * **Freshness.** :meth:`MemberView.current` starts the watches on first use (and again on a new event loop),
   waits for the first lists, and answers how old the view is: zero while every watch is open, else the time since

@@ -25,6 +25,7 @@ from kubesched.api.multicluster import MemberCluster
 from kubesched.api.objects import Node, Pod, Taint, object_uid
 from kubesched.api.resources import pod_requests
 from kubesched.framework.clusters import (
+    SCHEDULING_TAINT_EFFECTS,
     ClusterSnapshot,
     ClusterState,
     NodeBucket,
@@ -69,9 +70,6 @@ def running_pods(pods: Iterable[Pod]) -> list[Pod]:
     return [pod for pod in pods if pod.status.phase not in TERMINAL_PHASES]
 
 
-_KEEPS_PODS_OFF = frozenset({"NoSchedule", "NoExecute"})
-
-
 def takes_new_pods(node: Node) -> bool:
     """Whether a member node may be given a new pod at all: schedulable and Ready (its taints are the pod's to
     tolerate, see :func:`scheduling_taints`). The agent binds by ``spec.nodeName``, past the member's own
@@ -88,7 +86,7 @@ def takes_new_pods(node: Node) -> bool:
 
 def scheduling_taints(node: Node) -> tuple[Taint, ...]:
     """The taints of ``node`` that keep a pod off unless it tolerates them: NoSchedule and NoExecute."""
-    return tuple(taint for taint in node.taints if taint.effect in _KEEPS_PODS_OFF)
+    return tuple(taint for taint in node.taints if taint.effect in SCHEDULING_TAINT_EFFECTS)
 
 
 def member_capacity(

@@ -17,7 +17,7 @@ from typing import Any
 from kubesched.api.objects import Taint, Toleration
 from kubesched.api.quantity import to_canonical
 from kubesched.errors import KubeschedError
-from kubesched.framework.clusters import ClusterState, NodeBucket, WorkloadKey
+from kubesched.framework.clusters import SCHEDULING_TAINT_EFFECTS, ClusterState, NodeBucket, WorkloadKey
 
 __all__ = [
     "API_VERSION_PREFIX",
@@ -57,7 +57,6 @@ HUB_POD_UID_ANNOTATION = "multicluster.kubesched.io/hub-pod-uid"
 # A reservation id becomes part of a ConfigMap name: a DNS label, so any id the hub derives fits.
 RESERVATION_ID_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 MAX_TTL_SECONDS = 3600.0
-SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")  # the taint effects that keep a pod off a node
 
 
 class WireError(KubeschedError):
@@ -170,10 +169,15 @@ def state_to_json(state: ClusterState, reservations: list[dict[str, Any]] | None
     return body
 
 
+def taint_to_json(taint: Taint) -> dict[str, str]:
+    """A taint as the Kubernetes API writes it (a node bucket's, on the wire and in MemberCluster status)."""
+    return {"key": taint.key, "value": taint.value, "effect": taint.effect}
+
+
 def _bucket_to_json(bucket: NodeBucket) -> dict[str, Any]:
     body: dict[str, Any] = {"count": bucket.count, "free": dict(bucket.free)}
     if bucket.taints:
-        body["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in bucket.taints]
+        body["taints"] = [taint_to_json(taint) for taint in bucket.taints]
     return body
 
 
@@ -186,7 +190,7 @@ def _taints(obj: object, where: str) -> tuple[Taint, ...]:
     for i, item in enumerate(obj):
         fields = item if isinstance(item, Mapping) else {}
         key, value, effect = fields.get("key"), fields.get("value", ""), fields.get("effect")
-        if not (isinstance(key, str) and key and isinstance(value, str) and effect in SCHEDULING_EFFECTS):
+        if not (isinstance(key, str) and key and isinstance(value, str) and effect in SCHEDULING_TAINT_EFFECTS):
             raise WireError(f"{where}[{i}]: must be a taint (key, value, effect NoSchedule or NoExecute)")
         taints.append(Taint(key, value, str(effect)))
     return tuple(taints)

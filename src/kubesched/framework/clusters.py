@@ -40,6 +40,7 @@ __all__ = [
     "CLUSTER_SNAPSHOT_STATE_KEY",
     "CLUSTER_STATE_SERVICE",
     "CORE_POD_API",
+    "SCHEDULING_TAINT_EFFECTS",
     "ClusterCommitter",
     "ClusterSnapshot",
     "ClusterState",
@@ -116,6 +117,10 @@ class NodeBucket:
     count: int
     free: Mapping[str, int]
     taints: tuple[Taint, ...] = ()
+
+
+SCHEDULING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+"""The taint effects that keep a pod off a member node unless it tolerates them (a node bucket lists those)."""
 
 
 def tolerates_all(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> bool:

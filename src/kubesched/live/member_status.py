@@ -32,6 +32,7 @@ from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.writers import rfc3339
 from kubesched.clock import Clock, sleep
 from kubesched.federation.cache import MemberHealth
+from kubesched.federation.wire import taint_to_json
 from kubesched.framework.clusters import ClusterState, NodeBucket
 
 __all__ = ["MemberStatusWriter", "member_status", "status_path"]
@@ -105,7 +106,7 @@ def member_status(
 def _bucket(bucket: NodeBucket) -> dict[str, Any]:
     written: dict[str, Any] = {"count": bucket.count, "free": _quantities(bucket.free)}
     if bucket.taints:
-        written["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in bucket.taints]
+        written["taints"] = [taint_to_json(taint) for taint in bucket.taints]
     return written
 
 

@@ -47,7 +47,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kubesched.api.objects import Taint, Toleration
-from kubesched.framework.clusters import ClusterState, NodeBucket, take_cycle_snapshot, tolerates_all
+from kubesched.framework.clusters import (
+    SCHEDULING_TAINT_EFFECTS,
+    ClusterState,
+    NodeBucket,
+    take_cycle_snapshot,
+    tolerates_all,
+)
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch, NodeTable
 from kubesched.framework.status import Code, Status
@@ -124,7 +130,7 @@ _Placed = tuple[tuple[tuple[str, int], ...], tuple[Toleration, ...]]
 
 def scheduling_tolerations(tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
     """The tolerations that can tolerate a NoSchedule or NoExecute taint (an empty effect tolerates every one)."""
-    return tuple(t for t in tolerations if t.effect in ("", "NoSchedule", "NoExecute"))
+    return tuple(t for t in tolerations if not t.effect or t.effect in SCHEDULING_TAINT_EFFECTS)
 
 
 def _usable(taints: tuple[Taint, ...], tolerations: Sequence[Toleration]) -> bool:
