@@ -7,6 +7,7 @@ removed; the scheduler cache mirrors them into the columnar :class:`~kubesched.f
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -114,8 +115,63 @@ def ports_conflict(wanted: Iterable[HostPort], used: Mapping[str, set[tuple[str,
     return False
 
 
+class PodShape(enum.IntFlag):
+    """Which optional parts of a spec a pod has: the features a plugin's PreFilter or PreScore looks at before
+    it decides it has nothing to do (Skip). A plugin that can tell from these bits alone that it would skip
+    offers ``pre_filter_skip`` / ``pre_score_skip`` (:mod:`kubesched.framework.interface`), and the runtime then
+    does not call it for pods of that shape. A bit is set whenever the part is present at all (an empty
+    ``nodeAffinity: {}`` counts), so an unset bit is a guarantee, a set one only a maybe."""
+
+    HOST_PORTS = 1
+    """A running container (app or sidecar) has a ``hostPort``: ``PodInfo.host_ports`` is not empty."""
+    VOLUMES = 2
+    """``spec.volumes`` is not empty."""
+    RESOURCE_CLAIMS = 4
+    """``spec.resourceClaims`` is not empty."""
+    NODE_SELECTOR = 8
+    """``spec.nodeSelector`` is not empty."""
+    NODE_AFFINITY = 16
+    """``spec.affinity.nodeAffinity`` is present."""
+    POD_AFFINITY = 32
+    """``spec.affinity`` has ``podAffinity`` or ``podAntiAffinity``."""
+    SPREAD_CONSTRAINTS = 64
+    """``spec.topologySpreadConstraints`` is not empty."""
+
+
+# The bits as plain ints: PodInfo combines them for every pod, and int operations are cheaper than IntFlag's.
+_HOST_PORTS = PodShape.HOST_PORTS.value
+_VOLUMES = PodShape.VOLUMES.value
+_RESOURCE_CLAIMS = PodShape.RESOURCE_CLAIMS.value
+_NODE_SELECTOR = PodShape.NODE_SELECTOR.value
+_NODE_AFFINITY = PodShape.NODE_AFFINITY.value
+_POD_AFFINITY = PodShape.POD_AFFINITY.value
+_SPREAD_CONSTRAINTS = PodShape.SPREAD_CONSTRAINTS.value
+
+
+def pod_shape(pod: Pod, host_ports: tuple[HostPort, ...], has_pod_affinity: bool) -> int:
+    """The :class:`PodShape` bits of ``pod``, as a plain int (PodInfo computes it once per pod)."""
+    spec = pod.spec
+    shape = 0
+    if host_ports:
+        shape |= _HOST_PORTS
+    if spec.volumes:
+        shape |= _VOLUMES
+    if spec.resource_claims:
+        shape |= _RESOURCE_CLAIMS
+    if spec.node_selector:
+        shape |= _NODE_SELECTOR
+    affinity = spec.affinity
+    if affinity is not None and affinity.get("nodeAffinity") is not None:
+        shape |= _NODE_AFFINITY
+    if has_pod_affinity:
+        shape |= _POD_AFFINITY
+    if spec.topology_spread_constraints:
+        shape |= _SPREAD_CONSTRAINTS
+    return shape
+
+
 class PodInfo:
-    """A pod plus everything the framework derives from it once: requests, priority, host ports."""
+    """A pod plus everything the framework derives from it once: requests, priority, host ports, shape."""
 
     __slots__ = (
         "has_pod_affinity",
@@ -128,6 +184,7 @@ class PodInfo:
         "pod",
         "priority",
         "request",
+        "shape",
         "tolerations",
         "uid",
     )
@@ -150,6 +207,7 @@ class PodInfo:
         self.has_pod_affinity = affinity is not None and (
             affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
         )
+        self.shape = pod_shape(pod, self.host_ports, self.has_pod_affinity)
 
     @property
     def node_name(self) -> str:
@@ -187,7 +245,7 @@ class PodInfo:
 
 
 # The PodSpec fields PodInfo's derived fields are computed from (requests, priority, tolerations, ports,
-# affinity); a test holds a rebound PodInfo equal to a fresh one.
+# affinity, shape); a test holds a rebound PodInfo equal to a fresh one.
 _DERIVED_FROM_SPEC = (
     "containers",
     "init_containers",
@@ -196,6 +254,10 @@ _DERIVED_FROM_SPEC = (
     "priority",
     "tolerations",
     "affinity",
+    "volumes",
+    "resource_claims",
+    "node_selector",
+    "topology_spread_constraints",
 )
 
 
