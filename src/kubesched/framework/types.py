@@ -348,6 +348,16 @@ class NodeInfo:
                     self.used_ports.setdefault(ip, set()).add((protocol, port))
         return pod_info
 
+    def replace_pod(self, pod_info: PodInfo) -> bool:
+        """Put ``pod_info`` in the place of the PodInfo with its uid, which must hold the same derived fields (a
+        :meth:`PodInfo.rebound` copy): the pod moves to the end, as :meth:`remove_pod` then :meth:`add_pod`
+        would move it, and the aggregates, equal before and after, are left alone. False (nothing done) when the
+        uid is not here or the pod holds host ports (their sets are rebuilt by the remove-and-add instead)."""
+        if pod_info.host_ports or self.pods.pop(pod_info.uid) is None:
+            return False
+        self.pods.put(pod_info.uid, pod_info)
+        return True
+
     def clone(self) -> NodeInfo:
         """A copy whose pod aggregates can be changed without touching the cache (nominated pods)."""
         copy = NodeInfo.__new__(NodeInfo)
