@@ -282,6 +282,10 @@ class ResourceAllocationScorer:
 
     def pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
         """The pod's request per configured resource (non-zero cpu/memory unless ``use_requested``)."""
+        if self._cpu_then_memory:  # the loop below for the default resources, unrolled (PreScore, every pod)
+            if self.use_requested:
+                return (pod.request.milli_cpu, pod.request.memory)
+            return (pod.non_zero_milli_cpu, pod.non_zero_memory)
         requests: list[int] = []
         for resource in self.resources:
             if resource.kind is ResourceKind.CPU and not self.use_requested:

@@ -1,6 +1,6 @@
-"""The resource scorers' unrolled (cpu, memory) read of a node equals their general per-resource loop: the
-per-slot rescoring of the nodes a cycle changed goes through it for both NodeResourcesFit's and
-NodeResourcesBalancedAllocation's default resources."""
+"""The resource scorers' unrolled (cpu, memory) reads of a node and of a pod's requests equal their general
+per-resource loops: the per-slot rescoring of the nodes a cycle changed, and every PreScore, go through them for
+both NodeResourcesFit's and NodeResourcesBalancedAllocation's default resources."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ def test_unrolled_cpu_memory_vectors_equal_the_general_loop(
         assert unrolled._cpu_then_memory
         general._cpu_then_memory = False  # the per-resource loop, the reference
         pod_requests = unrolled.pod_requests(pod)
+        assert pod_requests == general.pod_requests(pod)
         assert unrolled.node_vectors(info, pod_requests) == general.node_vectors(info, pod_requests)
         assert unrolled.score_node(info, pod_requests) == general.score_node(info, pod_requests)
 
