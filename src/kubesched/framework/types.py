@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from kubesched.api.evolve import evolve
 from kubesched.api.objects import Node, Pod, Taint, Toleration
-from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
+from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests_with_non_zero
 from kubesched.framework.pod_map import PodMap
 
 CPU = "cpu"
@@ -196,8 +196,8 @@ class PodInfo:
         self.key = f"{self.namespace}/{self.name}"
         self.uid = pod.metadata.uid
         self.priority = pod.spec.priority if pod.spec.priority is not None else 0
-        self.request = Resource.from_mapping(pod_requests(pod))
-        non_zero = pod_requests(pod, non_zero=True)
+        requests, non_zero = pod_requests_with_non_zero(pod)
+        self.request = Resource.from_mapping(requests)
         self.non_zero_milli_cpu = non_zero.get(CPU, DEFAULT_MILLI_CPU_REQUEST)
         self.non_zero_memory = non_zero.get(MEMORY, DEFAULT_MEMORY_REQUEST)
         self.tolerations: tuple[Toleration, ...] = tuple(pod.spec.tolerations)
