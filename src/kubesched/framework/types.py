@@ -83,7 +83,15 @@ class Resource:
         )
 
     def copy(self) -> Resource:
-        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number, dict(self.scalar))
+        # Slot by slot rather than through __init__ (its default-factory handling): every snapshot copy of a
+        # changed node copies two Resources, twice a cycle.
+        copy = object.__new__(Resource)
+        copy.milli_cpu = self.milli_cpu
+        copy.memory = self.memory
+        copy.ephemeral_storage = self.ephemeral_storage
+        copy.allowed_pod_number = self.allowed_pod_number
+        copy.scalar = dict(self.scalar)
+        return copy
 
 
 HostPort = tuple[str, str, int]
