@@ -43,12 +43,13 @@ class Resource:
 
     @classmethod
     def from_mapping(cls, amounts: Mapping[str, int]) -> Resource:
-        res = cls(
-            milli_cpu=amounts.get(CPU, 0),
-            memory=amounts.get(MEMORY, 0),
-            ephemeral_storage=amounts.get(EPHEMERAL_STORAGE, 0),
-            allowed_pod_number=amounts.get(PODS, 0),
-        )
+        # Slot by slot rather than through __init__ (whose default scalar dict would be made and replaced):
+        # every pod entering the queue and the cache comes through here.
+        res = object.__new__(cls)
+        res.milli_cpu = amounts.get(CPU, 0)
+        res.memory = amounts.get(MEMORY, 0)
+        res.ephemeral_storage = amounts.get(EPHEMERAL_STORAGE, 0)
+        res.allowed_pod_number = amounts.get(PODS, 0)
         res.scalar = {k: v for k, v in amounts.items() if k not in _BASIC}
         return res
 
@@ -106,7 +107,11 @@ def pod_host_ports(pod: Pod) -> tuple[HostPort, ...]:
     A regular init container has finished by then, so its ports are free again.
     """
     ports: list[HostPort] = []
-    running = (*(c for c in pod.spec.init_containers if c.is_sidecar), *pod.spec.containers)
+    spec = pod.spec
+    # Most pods have no init containers: their app containers are what runs, without building a tuple.
+    running = spec.containers
+    if spec.init_containers:
+        running = (*(c for c in spec.init_containers if c.is_sidecar), *spec.containers)
     for container in running:
         for port in container.ports:
             if port.host_port > 0:
