@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from .objects import Container, Pod
 
-__all__ = ["DEFAULT_MEMORY_REQUEST", "DEFAULT_MILLI_CPU_REQUEST", "pod_requests"]
+__all__ = ["DEFAULT_MEMORY_REQUEST", "DEFAULT_MILLI_CPU_REQUEST", "pod_requests", "pod_requests_with_non_zero"]
 
 DEFAULT_MILLI_CPU_REQUEST = 100
 """Milli-CPU counted for a container that names no cpu request, when scoring (``non_zero=True``)."""
@@ -94,3 +94,24 @@ def pod_requests(pod: Pod, *, non_zero: bool = False) -> dict[str, int]:
                     total[name] = defaulted[name]
     _add(total, spec.overhead)
     return total
+
+
+def pod_requests_with_non_zero(pod: Pod) -> tuple[dict[str, int], dict[str, int]]:
+    """``(pod_requests(pod), pod_requests(pod, non_zero=True))``, for PodInfo, which derives both for every pod.
+
+    When every container, app and init, names both a cpu and a memory request and the pod has no pod-level
+    requests, no default applies anywhere and the two are equal: the sum is made once (the second is a copy).
+    """
+    spec = pod.spec
+    if not spec.pod_level_requests:
+        for container in spec.containers:
+            if "cpu" not in container.requests or "memory" not in container.requests:
+                break
+        else:
+            for container in spec.init_containers:
+                if "cpu" not in container.requests or "memory" not in container.requests:
+                    break
+            else:
+                requests = pod_requests(pod)
+                return requests, dict(requests)
+    return pod_requests(pod), pod_requests(pod, non_zero=True)

@@ -63,3 +63,9 @@ class CycleState:
         copy.skip_filter_plugins = set(self.skip_filter_plugins)
         copy.skip_score_plugins = set(self.skip_score_plugins)
         return copy
+
+
+def no_writes(state: CycleState) -> None:
+    """The writes of a PreFilter or PreScore Skip that writes nothing (``SkipWrites`` in
+    :mod:`kubesched.framework.interface`): plugins answer ``pre_filter_skip`` / ``pre_score_skip`` with it."""
+    del state

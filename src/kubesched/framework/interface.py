@@ -28,7 +28,7 @@ from kubesched.framework.listers import Listers
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -92,6 +92,31 @@ class PreFilterPlugin(Plugin, Protocol):
         ...
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None: ...
+
+
+SkipWrites = Callable[[CycleState], None]
+"""The CycleState writes a plugin's PreFilter or PreScore makes when it returns Skip (see :class:`PreFilterShapeSkip`);
+:func:`~kubesched.framework.cycle_state.no_writes` for a Skip that writes nothing."""
+
+
+@runtime_checkable
+class PreFilterShapeSkip(Protocol):
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        """If ``pre_filter`` returns Skip for *every* pod of ``shape``, in every cluster state: the writes that
+        call makes to CycleState (:func:`~kubesched.framework.cycle_state.no_writes` for none); else ``None``.
+
+        The runtime asks once per shape and then, for pods of that shape, makes the writes and marks the plugin
+        skipped instead of calling ``pre_filter`` (in cycles whose plugin calls are timed it calls it as ever).
+        Answer only what the shape's bits prove; ``None`` is always correct. A property test per plugin holds
+        the answer to the plugin's own PreFilter on generated pods."""
+        ...
+
+
+@runtime_checkable
+class PreScoreShapeSkip(Protocol):
+    def pre_score_skip(self, shape: PodShape) -> SkipWrites | None:
+        """As :meth:`PreFilterShapeSkip.pre_filter_skip`, for ``pre_score``."""
+        ...
 
 
 @runtime_checkable

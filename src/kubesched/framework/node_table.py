@@ -37,6 +37,10 @@ ObjectArray = npt.NDArray[np.object_]
 
 ClassKey = Callable[[NodeInfo], Hashable]
 
+_NO_CHANGES: IntArray = np.zeros(0, dtype=np.int64)
+_NO_CHANGES.flags.writeable = False
+_FEW_ENTRIES = 64
+
 MAX_IMAGE_COLUMNS = 128
 """Image columns kept per table (8 bytes per node each): beyond it the least recently used one is dropped."""
 
@@ -104,6 +108,10 @@ class NodeTable:
         # once the log outgrows the table; a reader that far behind rereads everything.
         self.change_log: list[int] = []
         self.change_base = 0
+        # The last answer of changed_slots as (since, up to, slots): every per-slot cache (the resource scorers',
+        # NodeResourcesFit's, InterPodAffinity's) reads the same stretch of the log each cycle, so its distinct
+        # slots are gathered once for all of them.
+        self._changed_memo: tuple[int, int, IntArray] = (0, 0, _NO_CHANGES)
         # Extended resources appear on few nodes; a column pair is created the first time one is seen.
         self.scalar_alloc: dict[str, IntArray] = {}
         self.scalar_req: dict[str, IntArray] = {}
@@ -140,6 +148,25 @@ class NodeTable:
         if len(log) > 4 * self.capacity + 64:
             self.change_base += len(log)
             log.clear()
+
+    def changed_slots(self, since: int) -> IntArray:
+        """The distinct slots synced or cleared from log position ``since`` (at least ``change_base``) up to now,
+        in ascending order. Read-only: the readers of one stretch share it (see :class:`SlotStamps` in
+        :mod:`kubesched.framework.slot_values`, the usual caller)."""
+        position = self.change_base + len(self.change_log)
+        memo = self._changed_memo
+        if memo[0] == since and memo[1] == position:
+            return memo[2]
+        entries = self.change_log[since - self.change_base :]
+        if not entries:
+            return _NO_CHANGES
+        if len(entries) <= _FEW_ENTRIES:  # a few cycles' binds: cheaper as a set than through numpy
+            slots = np.array(sorted(set(entries)), dtype=np.int64)
+        else:
+            slots = np.unique(np.array(entries, dtype=np.int64))
+        slots.flags.writeable = False
+        self._changed_memo = (since, position, slots)
+        return slots
 
     @property
     def change_position(self) -> int:

@@ -45,29 +45,18 @@ class SlotStamps:
         self._table: NodeTable | None = None
 
     def changed(self, table: NodeTable) -> tuple[IntArray, bool]:
-        """The slots synced or cleared since the last call (now marked read), and whether ``table`` is another
-        table than last time (then every slot is reported and the caller's per-slot state must start afresh).
-        A grown table's new slots are empty until synced; the caller grows its arrays to ``table.capacity``."""
-        position = table.change_position
+        """The slots synced or cleared since the last call (now marked read; a read-only array), and whether
+        ``table`` is another table than last time (then every slot is reported and the caller's per-slot state
+        must start afresh). A grown table's new slots are empty until synced; the caller grows its arrays to
+        ``table.capacity``."""
+        since = self._position
         fresh = self._table is not table
-        behind = self._position < table.change_base
-        start = self._position - table.change_base
         self._table = table
-        self._position = position
-        if fresh or behind:
+        self._position = table.change_position
+        if fresh or since < table.change_base:
             return np.arange(table.capacity, dtype=np.int64), fresh
-        log = table.change_log
-        if start == len(log):
-            return _NO_SLOTS, False
-        entries = log[start:]
-        if len(entries) <= _FEW_ENTRIES:  # a few cycles' binds: cheaper as a set than through numpy
-            return np.array(sorted(set(entries)), dtype=np.int64), False
-        return np.unique(np.array(entries, dtype=np.int64)), False
-
-
-_FEW_ENTRIES = 64
-_NO_SLOTS: IntArray = np.zeros(0, dtype=np.int64)
-_NO_SLOTS.flags.writeable = False
+        # Read-only, and shared with the other readers of the same stretch of the log.
+        return table.changed_slots(since), False
 
 
 class SlotValues:

@@ -7,12 +7,14 @@ removed; the scheduler cache mirrors them into the columnar :class:`~kubesched.f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import enum
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from kubesched.api.evolve import evolve
 from kubesched.api.objects import Node, Pod, Taint, Toleration
-from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
+from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests_with_non_zero
 from kubesched.framework.pod_map import PodMap
 
 CPU = "cpu"
@@ -20,6 +22,8 @@ MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
 _BASIC = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, PODS})
+
+T = TypeVar("T")
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -39,12 +43,13 @@ class Resource:
 
     @classmethod
     def from_mapping(cls, amounts: Mapping[str, int]) -> Resource:
-        res = cls(
-            milli_cpu=amounts.get(CPU, 0),
-            memory=amounts.get(MEMORY, 0),
-            ephemeral_storage=amounts.get(EPHEMERAL_STORAGE, 0),
-            allowed_pod_number=amounts.get(PODS, 0),
-        )
+        # Slot by slot rather than through __init__ (whose default scalar dict would be made and replaced):
+        # every pod entering the queue and the cache comes through here.
+        res = object.__new__(cls)
+        res.milli_cpu = amounts.get(CPU, 0)
+        res.memory = amounts.get(MEMORY, 0)
+        res.ephemeral_storage = amounts.get(EPHEMERAL_STORAGE, 0)
+        res.allowed_pod_number = amounts.get(PODS, 0)
         res.scalar = {k: v for k, v in amounts.items() if k not in _BASIC}
         return res
 
@@ -79,7 +84,15 @@ class Resource:
         )
 
     def copy(self) -> Resource:
-        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number, dict(self.scalar))
+        # Slot by slot rather than through __init__ (its default-factory handling): every snapshot copy of a
+        # changed node copies two Resources, twice a cycle.
+        copy = object.__new__(Resource)
+        copy.milli_cpu = self.milli_cpu
+        copy.memory = self.memory
+        copy.ephemeral_storage = self.ephemeral_storage
+        copy.allowed_pod_number = self.allowed_pod_number
+        copy.scalar = dict(self.scalar)
+        return copy
 
 
 HostPort = tuple[str, str, int]
@@ -94,7 +107,11 @@ def pod_host_ports(pod: Pod) -> tuple[HostPort, ...]:
     A regular init container has finished by then, so its ports are free again.
     """
     ports: list[HostPort] = []
-    running = (*(c for c in pod.spec.init_containers if c.is_sidecar), *pod.spec.containers)
+    spec = pod.spec
+    # Most pods have no init containers: their app containers are what runs, without building a tuple.
+    running = spec.containers
+    if spec.init_containers:
+        running = (*(c for c in spec.init_containers if c.is_sidecar), *spec.containers)
     for container in running:
         for port in container.ports:
             if port.host_port > 0:
@@ -114,8 +131,63 @@ def ports_conflict(wanted: Iterable[HostPort], used: Mapping[str, set[tuple[str,
     return False
 
 
+class PodShape(enum.IntFlag):
+    """Which optional parts of a spec a pod has: the features a plugin's PreFilter or PreScore looks at before
+    it decides it has nothing to do (Skip). A plugin that can tell from these bits alone that it would skip
+    offers ``pre_filter_skip`` / ``pre_score_skip`` (:mod:`kubesched.framework.interface`), and the runtime then
+    does not call it for pods of that shape. A bit is set whenever the part is present at all (an empty
+    ``nodeAffinity: {}`` counts), so an unset bit is a guarantee, a set one only a maybe."""
+
+    HOST_PORTS = 1
+    """A running container (app or sidecar) has a ``hostPort``: ``PodInfo.host_ports`` is not empty."""
+    VOLUMES = 2
+    """``spec.volumes`` is not empty."""
+    RESOURCE_CLAIMS = 4
+    """``spec.resourceClaims`` is not empty."""
+    NODE_SELECTOR = 8
+    """``spec.nodeSelector`` is not empty."""
+    NODE_AFFINITY = 16
+    """``spec.affinity.nodeAffinity`` is present."""
+    POD_AFFINITY = 32
+    """``spec.affinity`` has ``podAffinity`` or ``podAntiAffinity``."""
+    SPREAD_CONSTRAINTS = 64
+    """``spec.topologySpreadConstraints`` is not empty."""
+
+
+# The bits as plain ints: PodInfo combines them for every pod, and int operations are cheaper than IntFlag's.
+_HOST_PORTS = PodShape.HOST_PORTS.value
+_VOLUMES = PodShape.VOLUMES.value
+_RESOURCE_CLAIMS = PodShape.RESOURCE_CLAIMS.value
+_NODE_SELECTOR = PodShape.NODE_SELECTOR.value
+_NODE_AFFINITY = PodShape.NODE_AFFINITY.value
+_POD_AFFINITY = PodShape.POD_AFFINITY.value
+_SPREAD_CONSTRAINTS = PodShape.SPREAD_CONSTRAINTS.value
+
+
+def pod_shape(pod: Pod, host_ports: tuple[HostPort, ...], has_pod_affinity: bool) -> int:
+    """The :class:`PodShape` bits of ``pod``, as a plain int (PodInfo computes it once per pod)."""
+    spec = pod.spec
+    shape = 0
+    if host_ports:
+        shape |= _HOST_PORTS
+    if spec.volumes:
+        shape |= _VOLUMES
+    if spec.resource_claims:
+        shape |= _RESOURCE_CLAIMS
+    if spec.node_selector:
+        shape |= _NODE_SELECTOR
+    affinity = spec.affinity
+    if affinity is not None and affinity.get("nodeAffinity") is not None:
+        shape |= _NODE_AFFINITY
+    if has_pod_affinity:
+        shape |= _POD_AFFINITY
+    if spec.topology_spread_constraints:
+        shape |= _SPREAD_CONSTRAINTS
+    return shape
+
+
 class PodInfo:
-    """A pod plus everything the framework derives from it once: requests, priority, host ports."""
+    """A pod plus everything the framework derives from it once: requests, priority, host ports, shape."""
 
     __slots__ = (
         "has_pod_affinity",
@@ -128,6 +200,7 @@ class PodInfo:
         "pod",
         "priority",
         "request",
+        "shape",
         "tolerations",
         "uid",
     )
@@ -139,8 +212,8 @@ class PodInfo:
         self.key = f"{self.namespace}/{self.name}"
         self.uid = pod.metadata.uid
         self.priority = pod.spec.priority if pod.spec.priority is not None else 0
-        self.request = Resource.from_mapping(pod_requests(pod))
-        non_zero = pod_requests(pod, non_zero=True)
+        requests, non_zero = pod_requests_with_non_zero(pod)
+        self.request = Resource.from_mapping(requests)
         self.non_zero_milli_cpu = non_zero.get(CPU, DEFAULT_MILLI_CPU_REQUEST)
         self.non_zero_memory = non_zero.get(MEMORY, DEFAULT_MEMORY_REQUEST)
         self.tolerations: tuple[Toleration, ...] = tuple(pod.spec.tolerations)
@@ -150,6 +223,7 @@ class PodInfo:
         self.has_pod_affinity = affinity is not None and (
             affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
         )
+        self.shape = pod_shape(pod, self.host_ports, self.has_pod_affinity)
 
     @property
     def node_name(self) -> str:
@@ -157,9 +231,7 @@ class PodInfo:
 
     def with_node(self, node_name: str) -> PodInfo:
         """A copy bound to ``node_name`` (the assumed pod); derived fields are shared, not recomputed."""
-        clone = object.__new__(PodInfo)
-        for slot in PodInfo.__slots__:
-            object.__setattr__(clone, slot, getattr(self, slot))
+        clone = _copy_pod_info(self)
         clone.pod = evolve(self.pod, spec=evolve(self.pod.spec, node_name=node_name))
         return clone
 
@@ -176,9 +248,7 @@ class PodInfo:
             old, new = getattr(old_spec, name), getattr(new_spec, name)
             if old is not new and old != new:
                 return None
-        clone = object.__new__(PodInfo)
-        for slot in PodInfo.__slots__:
-            object.__setattr__(clone, slot, getattr(self, slot))
+        clone = _copy_pod_info(self)
         clone.pod = pod
         return clone
 
@@ -186,8 +256,23 @@ class PodInfo:
         return f"PodInfo({self.key})"
 
 
+def _slot_copier(cls: type[T]) -> Callable[[T], T]:
+    """A function copying every slot of a ``cls`` instance into a new one, written out one assignment per slot:
+    a loop of getattr/setattr over thirteen slots costs several times as much, and PodInfo is copied twice per
+    pod (assumed, then confirmed). The names are the class's own ``__slots__``, so they are identifiers."""
+    slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
+    assignments = [f"    clone.{slot} = obj.{slot}" for slot in slots]
+    lines = ["def copy(obj):", "    clone = new(cls)", *assignments, "    return clone"]
+    namespace: dict[str, object] = {"new": object.__new__, "cls": cls}
+    exec("\n".join(lines), namespace)  # code made from the class's own slot names only
+    return cast(Callable[[T], T], namespace["copy"])
+
+
+_copy_pod_info = _slot_copier(PodInfo)
+
+
 # The PodSpec fields PodInfo's derived fields are computed from (requests, priority, tolerations, ports,
-# affinity); a test holds a rebound PodInfo equal to a fresh one.
+# affinity, shape); a test holds a rebound PodInfo equal to a fresh one.
 _DERIVED_FROM_SPEC = (
     "containers",
     "init_containers",
@@ -196,6 +281,10 @@ _DERIVED_FROM_SPEC = (
     "priority",
     "tolerations",
     "affinity",
+    "volumes",
+    "resource_claims",
+    "node_selector",
+    "topology_spread_constraints",
 )
 
 
@@ -285,6 +374,16 @@ class NodeInfo:
                 for ip, protocol, port in other.host_ports:
                     self.used_ports.setdefault(ip, set()).add((protocol, port))
         return pod_info
+
+    def replace_pod(self, pod_info: PodInfo) -> bool:
+        """Put ``pod_info`` in the place of the PodInfo with its uid, which must hold the same derived fields (a
+        :meth:`PodInfo.rebound` copy): the pod moves to the end, as :meth:`remove_pod` then :meth:`add_pod`
+        would move it, and the aggregates, equal before and after, are left alone. False (nothing done) when the
+        uid is not here or the pod holds host ports (their sets are rebuilt by the remove-and-add instead)."""
+        if pod_info.host_ports or self.pods.pop(pod_info.uid) is None:
+            return False
+        self.pods.put(pod_info.uid, pod_info)
+        return True
 
     def clone(self) -> NodeInfo:
         """A copy whose pod aggregates can be changed without touching the cache (nominated pods)."""

@@ -30,6 +30,10 @@ from kubesched.scheduler.diagnosis import NO_NODES_AVAILABLE, Diagnosis
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 _NO_SLOTS: IntArray = np.empty(0, dtype=np.int64)
+# Called once or twice per cycle on a few hundred entries: the ufunc reduction and np.count_nonzero skip the
+# Python-level wrappers of ndarray.max and ndarray.any, a cost per call as large as the work itself.
+_highest = np.maximum.reduce
+_count_nonzero = np.count_nonzero
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -165,8 +169,9 @@ class ScheduleAlgorithm:
 
     def _select_host(self, totals: IntArray) -> int:
         """Index of a highest total; ties broken uniformly at random (kube-scheduler's reservoir)."""
-        best = totals.max()
-        tied = np.flatnonzero(totals == best)
+        # The ufunc reduction and ndarray.nonzero directly: ndarray.max and np.flatnonzero wrap them in Python.
+        best = _highest(totals)
+        tied = (totals == best).nonzero()[0]
         if len(tied) == 1:
             return int(tied[0])
         return int(tied[self.rng.randrange(len(tied))])
@@ -290,7 +295,7 @@ class ScheduleAlgorithm:
                     fwk, state, pod, batch, outcome.statuses, status_ids, nominated_slots
                 )
             needed = to_find - feasible_count
-            if not status_ids.any():  # the usual chunk: every node passed
+            if not _count_nonzero(status_ids):  # the usual chunk: every node passed
                 cut = min(needed, chunk)
                 feasible.append(chunk_slots[:cut])
                 feasible_count += cut

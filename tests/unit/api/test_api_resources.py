@@ -1,11 +1,19 @@
-"""pod_requests against k8s component-helpers' PodRequests cases (incl. sidecars) and the non-zero defaults."""
+"""pod_requests against k8s component-helpers' PodRequests cases (incl. sidecars) and the non-zero defaults; the
+combined call PodInfo makes against the two separate ones."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kubesched.api.objects import Pod
-from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
+from kubesched.api.resources import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    pod_requests,
+    pod_requests_with_non_zero,
+)
 from kubesched.testing.builders import make_pod
 
 GI = 2**30
@@ -197,3 +205,44 @@ def pod_level(resources: dict[str, dict[str, str]], *containers: dict[str, str])
 def test_pod_level_resources(pod: Pod, expected: dict[str, int], non_zero: dict[str, int]) -> None:
     assert pod_requests(pod) == expected
     assert pod_requests(pod, non_zero=True) == non_zero
+
+
+_container_requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "cpu": st.sampled_from(["0", "100m", "1"]),
+        "memory": st.sampled_from(["0", "1Gi"]),
+        "example.com/gpu": st.sampled_from(["0", "1"]),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    containers=st.lists(_container_requests, min_size=1, max_size=3),
+    inits=st.lists(st.tuples(st.booleans(), _container_requests), max_size=2),
+    overhead=st.fixed_dictionaries({}, optional={"cpu": st.just("10m"), "memory": st.just("1Mi")}),
+    pod_level_requests=st.one_of(st.none(), st.fixed_dictionaries({}, optional={"cpu": st.just("2")})),
+)
+def test_requests_with_non_zero_equal_the_two_separate_sums(
+    containers: list[dict[str, str]],
+    inits: list[tuple[bool, dict[str, str]]],
+    overhead: dict[str, str],
+    pod_level_requests: dict[str, str] | None,
+) -> None:
+    """PodInfo's one call for both sums (the second made once when no default can apply) answers what the two
+    calls do, pod-level requests, sidecars and overhead included."""
+    builder = make_pod("p")
+    for requests in containers:
+        builder = builder.container(requests)
+    for sidecar, requests in inits:
+        builder = builder.sidecar(requests) if sidecar else builder.init_container(requests)
+    if overhead:
+        builder = builder.overhead(overhead)
+    raw = builder.raw()
+    if pod_level_requests is not None:
+        raw["spec"]["resources"] = {"requests": pod_level_requests}
+    pod = Pod.from_dict(raw, "Pod default/p")
+    both = pod_requests_with_non_zero(pod)
+    assert both == (pod_requests(pod), pod_requests(pod, non_zero=True))
+    assert both[0] is not both[1]

@@ -24,6 +24,7 @@ DERIVED = (
     "tolerations",
     "host_ports",
     "has_pod_affinity",
+    "shape",
 )
 
 
@@ -85,3 +86,14 @@ def test_the_cache_confirms_an_assumed_pod_with_the_bound_version() -> None:
     cache.assume_pod(pending, "n1")
     cache.add_pod(_bound(_pod(), "n1", containers=make_pod("web").req(cpu="1").obj().spec.containers))
     assert info.requested.milli_cpu == 1000
+
+
+def test_copies_carry_every_slot() -> None:
+    """with_node and rebound copy PodInfo through a copier written from its __slots__: every slot but the pod is
+    the very object of the original."""
+    info = PodInfo(_pod())
+    for copy in (info.with_node("n1"), info.with_node("n1").rebound(_bound(_pod(), "n1"))):
+        assert copy is not None
+        for slot in PodInfo.__slots__:
+            if slot != "pod":
+                assert getattr(copy, slot) is getattr(info, slot), slot

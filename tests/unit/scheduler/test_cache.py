@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 from kubesched.api.objects import Node
 from kubesched.framework import node_table
 from kubesched.framework.snapshot import Snapshot
-from kubesched.framework.types import PodInfo
+from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.testing.builders import make_node, make_pod
 
@@ -208,3 +209,92 @@ def test_a_status_only_update_copies_one_node_and_keeps_the_order() -> None:
     assert list(snapshot.slots) == order
     assert snapshot.by_name["n7"].allocatable.milli_cpu == 8000 == snapshot.table.alloc_cpu[snapshot.by_name["n7"].slot]
     assert cache.update_snapshot(snapshot) == 0, "nothing changed since"
+
+
+_confirm_operations = st.lists(
+    st.one_of(
+        # assume pod i on node n: (kind, pod, node, cpu millis, host port?, pod affinity?)
+        st.tuples(
+            st.just("assume"),
+            st.sampled_from(_POD_NAMES),
+            st.sampled_from(("a", "b")),
+            st.integers(1, 900),
+            st.booleans(),
+            st.booleans(),
+        ),
+        # the informer confirms pod i: bound as assumed, or with other requests, or on the other node
+        st.tuples(st.just("confirm"), st.sampled_from(_POD_NAMES), st.sampled_from(("same", "resized", "moved"))),
+        st.tuples(st.just("update-snapshot")),
+    ),
+    max_size=40,
+)
+
+
+def _assumable(name: str, cpu: int, host_port: bool, affinity: bool) -> PodInfo:
+    builder = make_pod(name).uid(name).label("app", name).req(cpu=f"{cpu}m", memory=f"{cpu}Mi")
+    if host_port:
+        builder = builder.host_port(8000 + cpu % 3)
+    if affinity:
+        builder = builder.pod_affinity("app", "In", ["x"], topology_key="zone", anti=True)
+    return PodInfo(builder.obj())
+
+
+def _node_view(info: Any) -> tuple[object, ...]:
+    return (
+        [(uid, pod_info.pod) for uid, pod_info in info.pods.items()],
+        info.pods_with_affinity,
+        (info.requested.milli_cpu, info.requested.memory, info.requested.ephemeral_storage),
+        (info.non_zero_requested.milli_cpu, info.non_zero_requested.memory),
+        {ip: sorted(ports) for ip, ports in info.used_ports.items()},
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations=_confirm_operations)
+def test_confirming_assumed_pods_leaves_nodes_as_removing_and_adding_them_would(
+    operations: list[tuple[Any, ...]],
+) -> None:
+    """The informer's confirmation of an assumed pod swaps its PodInfo without touching the node's aggregates
+    when nothing they derive from moved; the nodes (pods in order, the bound Pod objects, requests, ports, pods
+    with affinity) and the snapshot must be what removing the assumed pod and adding the bound one gives."""
+    nodes = {name: make_node(name).capacity(cpu="64", memory="64Gi", pods=50).obj() for name in ("a", "b")}
+    cache = Cache()
+    for node in nodes.values():
+        cache.add_node(node)
+    kept = Snapshot()
+    cache.update_snapshot(kept)
+    # The reference: per node, the PodInfos in the order remove-then-add leaves them.
+    expected: dict[str, list[PodInfo]] = {"a": [], "b": []}
+    assumed: dict[str, tuple[PodInfo, str]] = {}
+    confirmed: set[str] = set()
+    for op in operations:
+        if op[0] == "assume" and op[1] not in assumed and op[1] not in confirmed:
+            info = cache.assume_pod(_assumable(op[1], op[3], op[4], op[5]), op[2])
+            assumed[op[1]] = (info, op[2])
+            expected[op[2]].append(info)
+        elif op[0] == "confirm" and op[1] in assumed:
+            info, on = assumed.pop(op[1])
+            confirmed.add(op[1])
+            pod = info.pod
+            if op[2] == "resized":
+                resized = _assumable(op[1], 901, bool(info.host_ports), info.has_pod_affinity).pod
+                pod = replace(pod, spec=replace(resized.spec, node_name=on))
+            target = "b" if op[2] == "moved" and on == "a" else "a" if op[2] == "moved" else on
+            bound = replace(pod, spec=replace(pod.spec, node_name=target), status=replace(pod.status, phase="Running"))
+            expected[on] = [p for p in expected[on] if p.uid != op[1]]
+            expected[target].append(cache.add_pod(bound))
+            assert not cache.is_assumed(op[1])
+        elif op[0] == "update-snapshot":
+            cache.update_snapshot(kept)
+    cache.update_snapshot(kept)
+    for name, node in nodes.items():
+        reference = NodeInfo(node)
+        for pod_info in expected[name]:
+            reference.add_pod(pod_info)
+        live = cache.node(name)
+        assert live is not None
+        assert _node_view(live) == _node_view(reference)
+        assert _node_view(kept.by_name[name]) == _node_view(reference)
+        slot = live.slot
+        assert int(kept.table.req_cpu[slot]) == reference.requested.milli_cpu
+        assert int(kept.table.pod_count[slot]) == len(reference.pods)

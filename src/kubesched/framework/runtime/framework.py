@@ -68,6 +68,7 @@ from kubesched.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScoreNormalizer,
+    SkipWrites,
 )
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
@@ -76,7 +77,7 @@ from kubesched.framework.runtime.score_kernel import ScorePlan, ScorePluginEntry
 from kubesched.framework.runtime.services import close_quietly
 from kubesched.framework.runtime.waiting_pods import WaitingPodEntry
 from kubesched.framework.status import CODE_NAMES, REJECTED_CODES, Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,13 @@ class Framework(ContextHandle):
         self.filter_plugins: list[tuple[str, FilterPlugin]] = self._at("filter")
         self.post_filter_plugins: list[tuple[str, PostFilterPlugin]] = self._at("postFilter")
         self.pre_score_plugins: list[tuple[str, PreScorePlugin]] = self._at("preScore")
+        # Per PodShape, each PreFilter / PreScore plugin with the writes its Skip makes for every pod of that shape
+        # (None: it must be called); made on first use, at most one per shape (2**7).
+        self._pre_filter_plans: dict[int, _ShapePlan[PreFilterPlugin]] = {}
+        self._pre_score_plans: dict[int, _ShapePlan[PreScorePlugin]] = {}
+        # Every plugin called: the plan of cycles whose calls are timed (they observe every plugin, as ever).
+        self._pre_filter_calls: _ShapePlan[PreFilterPlugin] = tuple((n, p, None) for n, p in self.pre_filter_plugins)
+        self._pre_score_calls: _ShapePlan[PreScorePlugin] = tuple((n, p, None) for n, p in self.pre_score_plugins)
         self.score_plugins: list[ScorePluginEntry] = [
             ScorePluginEntry(
                 name=name,
@@ -362,11 +370,37 @@ class Framework(ContextHandle):
 
     # ---- scheduling cycle --------------------------------------------------------------------
 
+    def _pre_filter_plan(self, shape: int) -> _ShapePlan[PreFilterPlugin]:
+        plan = self._pre_filter_plans.get(shape)
+        if plan is None:
+            plan = self._pre_filter_plans[shape] = tuple(
+                (name, plugin, _shape_skip(plugin, "pre_filter_skip", shape))
+                for name, plugin in self.pre_filter_plugins
+            )
+        return plan
+
+    def _pre_score_plan(self, shape: int) -> _ShapePlan[PreScorePlugin]:
+        plan = self._pre_score_plans.get(shape)
+        if plan is None:
+            plugins = self.pre_score_plugins
+            plan = self._pre_score_plans[shape] = tuple(
+                (name, plugin, _shape_skip(plugin, "pre_score_skip", shape)) for name, plugin in plugins
+            )
+        return plan
+
     def run_pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterOutcome:
-        """Run every PreFilter; Unschedulable keeps running the rest, Unresolvable stops at once."""
+        """Run every PreFilter; Unschedulable keeps running the rest, Unresolvable stops at once.
+
+        A plugin that has said it skips every pod of this pod's shape is not called: its Skip's writes are made
+        and its Filter skipped, in its place in the order, so the outcome and the state are the call's."""
         outcome = PreFilterOutcome()
         metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
-        for name, plugin in self.pre_filter_plugins:
+        plan = self._pre_filter_plan(pod.shape) if metrics is None else self._pre_filter_calls
+        for name, plugin, skip in plan:
+            if skip is not None:
+                skip(state)
+                state.skip_filter_plugins.add(name)
+                continue
             try:
                 returned = (
                     plugin.pre_filter(state, pod, nodes)
@@ -677,8 +711,14 @@ class Framework(ContextHandle):
         return result, Status(Code.UNSCHEDULABLE, *reasons)
 
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Run every PreScore (a plugin that skips every pod of this pod's shape as in :meth:`run_pre_filter`)."""
         metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
-        for name, plugin in self.pre_score_plugins:
+        plan = self._pre_score_plan(pod.shape) if metrics is None else self._pre_score_calls
+        for name, plugin, skip in plan:
+            if skip is not None:
+                skip(state)
+                state.skip_score_plugins.add(name)
+                continue
             try:
                 status = (
                     plugin.pre_score(state, pod, nodes)
@@ -891,6 +931,25 @@ class Framework(ContextHandle):
     async def close(self) -> None:
         for plugin in self.plugins.values():
             await close_quietly(plugin, f"plugin {plugin.name}")
+
+
+PluginT = TypeVar("PluginT")
+_ShapePlan = tuple[tuple[str, PluginT, SkipWrites | None], ...]
+"""One point's plugins in order, each with the writes of the Skip it returns for the shape (None: call it)."""
+
+
+def _shape_skip(plugin: object, method: str, shape: int) -> SkipWrites | None:
+    """The plugin's answer to ``pre_filter_skip`` / ``pre_score_skip`` for ``shape``; None when it has no such
+    method or the method fails (the plugin is then called, which is always correct)."""
+    ask = getattr(plugin, method, None)
+    if not callable(ask):
+        return None
+    try:
+        writes = ask(PodShape(shape))
+    except Exception:
+        log.exception("%s of plugin %s failed; the plugin is called for every pod", method, plugin)
+        return None
+    return writes if callable(writes) else None
 
 
 def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:

@@ -33,6 +33,8 @@ from kubesched.framework.types import PodInfo
 # One unsigned comparison checks both ends of the range only because the lowest valid score is 0: a negative
 # score viewed as unsigned is larger than any valid one.
 _HIGHEST = np.uint64(MAX_NODE_SCORE)
+# The ufunc's reduction itself (ndarray.max wraps it in Python, a cost per call that is most of this one's).
+_highest = np.maximum.reduce
 if MIN_NODE_SCORE != 0:  # pragma: no cover - a guard for whoever changes the range
     raise ImportError("score_kernel's range check assumes MIN_NODE_SCORE == 0")
 
@@ -101,6 +103,6 @@ def fused_scores(plan: ScorePlan, state: CycleState, pod: PodInfo, batch: NodeBa
             return None
         per_plugin[row.name] = scores
         raw[row.name] = returned if row.normalizer is not None else scores
-    if matrix.view(np.uint64).max() > _HIGHEST:
+    if _highest(matrix.view(np.uint64), axis=None) > _HIGHEST:
         return None
     return FusedScores(per_plugin, plan.weights @ matrix, raw)

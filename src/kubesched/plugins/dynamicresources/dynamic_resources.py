@@ -25,7 +25,7 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ClusterEventWithHint
 from kubesched.framework.interface import NodeToStatus, PostFilterResult
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.dynamicresources.args import DynamicResourcesArgs
 from kubesched.plugins.helper.args import validated
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         PreFilterExtensions,
         PreFilterPlugin,
         ReservePlugin,
+        SkipWrites,
     )
 
 ERR_REASON_UNSUPPORTED = "dynamic resource allocation is not supported by kubesched"
@@ -63,6 +64,11 @@ class _PreFilterRan:
 
 
 _PRE_FILTER_RAN = _PreFilterRan()
+
+
+def _record_pre_filter_ran(state: CycleState) -> None:
+    """What PreFilter writes before it returns Skip for a pod without claims."""
+    state.write(STATE_KEY, _PRE_FILTER_RAN)
 
 
 def has_resource_claims(pod: PodInfo) -> bool:
@@ -90,6 +96,10 @@ class DynamicResources:
         # Upstream records "PreFilter ran" for every pod, and PostFilter fails without that record.
         state.write(STATE_KEY, _PRE_FILTER_RAN)
         return _UNSUPPORTED if has_resource_claims(pod) else _SKIP
+
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Without RESOURCE_CLAIMS: Skip, after the "PreFilter ran" record.
+        return None if shape & PodShape.RESOURCE_CLAIMS else _record_pre_filter_ran
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None

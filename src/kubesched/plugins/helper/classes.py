@@ -129,6 +129,15 @@ def _known_class_results(
     return [evaluate(cast(K, key)) for key in column.values], column
 
 
+def uniform_scores(size: int, value: int) -> IntArray:
+    """``np.full(size, value, dtype=np.int64)`` without np.full's Python-level wrapper: the uniform scores of a
+    rule every node answers alike (TaintToleration on untainted nodes, ImageLocality for images no node has),
+    made every cycle."""
+    scores = np.empty(size, dtype=np.int64)
+    scores.fill(value)
+    return scores
+
+
 def per_class_scores(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K], int]) -> IntArray:
     """Per-node scores of a rule that depends only on the node's class (a cheap one: see
     :func:`per_known_class`)."""
@@ -140,7 +149,7 @@ def per_class_scores(batch: NodeBatch, spec: ClassSpec[K], evaluate: Callable[[K
         return np.zeros(len(batch), dtype=np.int64)
     first = results[0]
     if all(result == first for result in results):
-        return np.full(len(batch), first, dtype=np.int64)
+        return uniform_scores(len(batch), first)
     if index is None:
         index = column.ids[batch.slots]
     return np.asarray(results, dtype=np.int64)[index]

@@ -24,6 +24,7 @@ from kubesched.framework.node_table import IntArray, NodeBatch
 from kubesched.framework.slot_values import ColumnCache
 from kubesched.framework.types import NodeInfo, PodInfo
 from kubesched.plugins import names
+from kubesched.plugins.helper.classes import uniform_scores
 from kubesched.plugins.helper.gomath import trunc_div
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class ImageLocality:
         spread = self._spread(images)
         present = [image for image in images if spread[image] > 0.0]
         if not present:  # no node has any of them: every node scores as one with none
-            return np.full(len(nodes), calculate_priority(0, num_containers), dtype=np.int64)
+            return uniform_scores(len(nodes), calculate_priority(0, num_containers))
         infos = nodes.table.infos
 
         def compute(batch: NodeBatch) -> IntArray:

@@ -63,6 +63,9 @@ from kubesched.plugins.interpodaffinity.counting import TopologyPair as Topology
 from kubesched.plugins.interpodaffinity.counting import TopologyScores as TopologyScores
 from kubesched.plugins.interpodaffinity.node_pods import GroupKey, NodePods, node_pods
 from kubesched.plugins.interpodaffinity.terms import (
+    NO_TERMS,
+    POD_AFFINITY,
+    POD_ANTI_AFFINITY,
     AffinityTerm,
     PodTerms,
     WeightedAffinityTerm,
@@ -243,6 +246,13 @@ class InterPodAffinity:
 
     def pod_terms(self, pod: Pod) -> PodTerms:
         """``pod``'s parsed terms, parsed once per pod while what the parse reads stays the same."""
+        affinity = pod.spec.affinity
+        if not isinstance(affinity, Mapping) or (
+            affinity.get(POD_AFFINITY) is None and affinity.get(POD_ANTI_AFFINITY) is None
+        ):
+            # What parse_pod_terms answers at once for a pod without pod (anti-)affinity, most pods: not worth
+            # a cache entry (PreFilter and PreScore ask for every pod).
+            return NO_TERMS
         uid = pod.metadata.uid
         cached = self._pod_cache.get(uid)
         if cached is not None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from kubesched.api.objects import Pod
 from kubesched.errors import FieldError
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, no_writes
 from kubesched.framework.events import (
     ActionType,
     AnyObject,
@@ -37,7 +37,7 @@ from kubesched.framework.events import (
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.hints import as_nodes
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         PreFilterPlugin,
         PreScorePlugin,
         ScoreNormalizer,
+        SkipWrites,
     )
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_AFFINITY
@@ -188,6 +189,12 @@ class NodeAffinity:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_CONFLICT)
         return PreFilterResult(frozenset(node_names))
 
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Skip, writing nothing, when neither the pod nor the profile's addedAffinity requires anything.
+        if self.added_selector is not None or shape & (PodShape.NODE_AFFINITY | PodShape.NODE_SELECTOR):
+            return None
+        return no_writes
+
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
 
@@ -233,6 +240,12 @@ class NodeAffinity:
             return Status(Code.SKIP)
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(preferred))
         return None
+
+    def pre_score_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Skip, writing nothing, when neither the pod nor the profile's addedAffinity prefers anything.
+        if self.added_preferred is not None or shape & PodShape.NODE_AFFINITY:
+            return None
+        return no_writes
 
     def _preferred(self, state: CycleState, pod: PodInfo) -> PreferredTerms | None:
         found = state.get(PRE_SCORE_STATE_KEY, _PreScoreState)

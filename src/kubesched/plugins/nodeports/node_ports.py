@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kubesched.api.objects import Pod
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, no_writes
 from kubesched.framework.events import (
     NODE_ADD,
     ActionType,
@@ -30,7 +30,15 @@ from kubesched.framework.events import (
 )
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import HostPort, NodeInfo, PodInfo, PreFilterResult, pod_host_ports, ports_conflict
+from kubesched.framework.types import (
+    HostPort,
+    NodeInfo,
+    PodInfo,
+    PodShape,
+    PreFilterResult,
+    pod_host_ports,
+    ports_conflict,
+)
 from kubesched.plugins import names
 from kubesched.plugins.helper.classes import batch_result, uniform_result
 from kubesched.plugins.helper.hints import as_pods
@@ -42,6 +50,7 @@ if TYPE_CHECKING:
         Handle,
         PreFilterExtensions,
         PreFilterPlugin,
+        SkipWrites,
     )
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_PORTS
@@ -73,6 +82,10 @@ class NodePorts:
             return Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(wanted))
         return None
+
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Without HOST_PORTS the pod's host_ports are empty: Skip, nothing written.
+        return None if shape & PodShape.HOST_PORTS else no_writes
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None

@@ -152,6 +152,11 @@ def failure_keys(
     return (keys << 1) | beyond
 
 
+# The ufunc's own reduction: ndarray.max() reaches it through a Python-level wrapper, a cost per call that the
+# hot path pays once per cycle for an array it only asks "anything above 1?".
+_highest = np.maximum.reduce
+
+
 def result_from_keys(keys: IntArray, reasons: Sequence[str]) -> BatchFilterResult | None:
     """The verdict for :func:`failure_keys`' keys, ``reasons`` in check order: one Status per distinct
     combination of failing checks (in the keys' order, i.e. lexicographic over the checks), None when all fit."""
@@ -331,6 +336,8 @@ class Fit:
             return (key << 1) | beyond
 
         keys = self._failures.read(nodes, request, keys_of, key_of)
+        if _highest(keys) <= 1:
+            return None  # every node fits (what result_from_keys concludes, without its list of reasons)
         return result_from_keys(keys, [TOO_MANY_PODS, *(column[4] for column in columns)])
 
     def filter_batch_with_added_pods(

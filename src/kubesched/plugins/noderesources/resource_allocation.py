@@ -277,9 +277,15 @@ class ResourceAllocationScorer:
         self.strategy = strategy
         self.use_requested = use_requested
         self._scores = ColumnCache()
+        # The default resources of both scorers: node_vectors reads them without its per-resource dispatch.
+        self._cpu_then_memory = tuple(r.kind for r in self.resources) == (ResourceKind.CPU, ResourceKind.MEMORY)
 
     def pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
         """The pod's request per configured resource (non-zero cpu/memory unless ``use_requested``)."""
+        if self._cpu_then_memory:  # the loop below for the default resources, unrolled (PreScore, every pod)
+            if self.use_requested:
+                return (pod.request.milli_cpu, pod.request.memory)
+            return (pod.non_zero_milli_cpu, pod.non_zero_memory)
         requests: list[int] = []
         for resource in self.resources:
             if resource.kind is ResourceKind.CPU and not self.use_requested:
@@ -293,6 +299,15 @@ class ResourceAllocationScorer:
     def node_vectors(self, info: NodeInfo, pod_requests: Sequence[int]) -> tuple[list[int], list[int]]:
         requested_by_pods = info.requested if self.use_requested else info.non_zero_requested
         allocatable = info.allocatable
+        if self._cpu_then_memory:
+            # The loop below for exactly (cpu, memory), unrolled: the few nodes a cycle changed are rescored
+            # through here every cycle (ColumnCache's per-slot path), by both resource scorers.
+            cpu, memory = allocatable.milli_cpu, allocatable.memory
+            return (
+                [requested_by_pods.milli_cpu + pod_requests[0] if cpu else 0,
+                 requested_by_pods.memory + pod_requests[1] if memory else 0],
+                [cpu, memory],
+            )  # fmt: skip
         allocs: list[int] = []
         requests: list[int] = []
         for resource, pod_request in zip(self.resources, pod_requests, strict=True):

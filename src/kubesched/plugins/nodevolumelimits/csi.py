@@ -52,7 +52,7 @@ from kubesched.api.volumes import (
     translate_in_tree,
 )
 from kubesched.errors import ManifestError
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, no_writes
 from kubesched.framework.events import (
     ActionType,
     ClusterEvent,
@@ -62,7 +62,7 @@ from kubesched.framework.events import (
 )
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.helper.classes import batch_result
 from kubesched.plugins.helper.hints import as_pods
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
         Handle,
         PreFilterExtensions,
         PreFilterPlugin,
+        SkipWrites,
     )
     from kubesched.framework.listers import Listers
 
@@ -275,6 +276,10 @@ class CSILimits:
             return Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(self._resolve(self._handle.listers, pod.pod, volumes, True)))
         return None
+
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Without VOLUMES nothing may count against a limit: Skip, nothing written.
+        return None if shape & PodShape.VOLUMES else no_writes
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None

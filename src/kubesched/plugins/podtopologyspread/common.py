@@ -287,8 +287,12 @@ def default_selector(pod: Pod, listers: Listers) -> SpreadSelector:
             continue  # a Service without a selector selects nothing, not everything
         if all(pod_labels.get(k) == v for k, v in selector.items()):
             label_set.update(selector)
-    requirements = _label_set_requirements(label_set)
     owner = pod.metadata.controller_ref()
+    if not label_set and owner is None:
+        # No Service and no controller selects the pod (every pod of SchedulingBasic, every cycle): the one
+        # empty selector, without building a tuple of no requirements.
+        return _NOTHING_REQUIRED
+    requirements = _label_set_requirements(label_set)
     if owner is None:
         return SpreadSelector(requirements)
     kind = (owner.api_version, owner.kind)
@@ -308,6 +312,9 @@ def default_selector(pod: Pod, listers: Listers) -> SpreadSelector:
             if not errors:
                 requirements = requirements + compiled.requirements
     return SpreadSelector(requirements)
+
+
+_NOTHING_REQUIRED = SpreadSelector(())
 
 
 def _label_set_requirements(label_set: Mapping[str, str]) -> tuple[LabelRequirement, ...]:

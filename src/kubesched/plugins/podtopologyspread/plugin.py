@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kubesched.api.objects import Pod
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, no_writes
 from kubesched.framework.events import (
     ActionType,
     AnyObject,
@@ -49,7 +49,7 @@ from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.classes import per_class, uniform_result
@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         PreFilterPlugin,
         PreScorePlugin,
         ScoreNormalizer,
+        SkipWrites,
     )
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.POD_TOPOLOGY_SPREAD
@@ -268,6 +269,16 @@ class PodTopologySpread:
             return Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, self.pre_filter_state(pod, constraints, nodes))
         return None
+
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # A pod without constraints of its own gets the defaults: with no DoNotSchedule one among them it has no
+        # hard constraint whatever Services and controllers select it, so Skip, nothing written. (The defaults
+        # are typed and validated args, so parsing them cannot fail.)
+        if shape & PodShape.SPREAD_CONSTRAINTS or any(
+            c.when_unsatisfiable == DO_NOT_SCHEDULE for c in self.default_constraints
+        ):
+            return None
+        return no_writes
 
     def pre_filter_state(
         self, pod: PodInfo, constraints: Sequence[Constraint], nodes: Sequence[NodeInfo]

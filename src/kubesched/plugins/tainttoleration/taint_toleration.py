@@ -108,7 +108,9 @@ class TaintToleration:
     # ---- Score ---------------------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
-        kept = tuple(t for t in pod.tolerations if not t.effect or t.effect == EFFECT_PREFER_NO_SCHEDULE)
+        kept: tuple[Toleration, ...] = ()
+        if pod.tolerations:  # most pods tolerate nothing: no generator to walk for them
+            kept = tuple(t for t in pod.tolerations if not t.effect or t.effect == EFFECT_PREFER_NO_SCHEDULE)
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(kept))
         return None
 

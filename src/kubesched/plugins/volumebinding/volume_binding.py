@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from kubesched.api.objects import Pod
 from kubesched.api.quantity import parse_quantity
 from kubesched.api.storage import MIGRATED_PLUGINS_ANNOTATION, CSINode, PersistentVolumeClaim, StorageClass
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, no_writes
 from kubesched.framework.events import (
     ActionType,
     ClusterEvent,
@@ -49,7 +49,7 @@ from kubesched.framework.events import (
 from kubesched.framework.interface import ApiError
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.classes import batch_result, uniform_result
@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         PreScorePlugin,
         ReservePlugin,
         ScorePlugin,
+        SkipWrites,
     )
 
 STATE_KEY = names.VOLUME_BINDING
@@ -95,6 +96,11 @@ class _State:
 
     def clone(self) -> _State:
         return self
+
+
+def _write_empty_state(state: CycleState) -> None:
+    """What PreFilter writes for a pod without claims (its Skip): a fresh state per pod, as Reserve fills it."""
+    state.write(STATE_KEY, _State())
 
 
 def _missing_state() -> Status:
@@ -157,6 +163,10 @@ class VolumeBinding:
         state.write(STATE_KEY, _State(claims=claims))
         return None
 
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Without VOLUMES the pod has no claims: Skip, with the empty state Reserve and PreBind read.
+        return None if shape & PodShape.VOLUMES else _write_empty_state
+
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
 
@@ -192,6 +202,9 @@ class VolumeBinding:
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         # No scorer without the StorageCapacityScoring gate (off in v1.35), so upstream always skips.
         return _SKIP
+
+    def pre_score_skip(self, shape: PodShape) -> SkipWrites | None:
+        return no_writes  # PreScore skips every pod
 
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> int:
         return 0

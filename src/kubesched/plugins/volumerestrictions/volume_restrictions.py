@@ -39,7 +39,7 @@ from kubesched.api.volumes import (
     PodVolume,
 )
 from kubesched.errors import ManifestError
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, no_writes
 from kubesched.framework.events import (
     ActionType,
     ClusterEvent,
@@ -49,7 +49,7 @@ from kubesched.framework.events import (
 )
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.helper.classes import batch_result, uniform_result
 from kubesched.plugins.helper.hints import as_pods
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         Handle,
         PreFilterExtensions,
         PreFilterPlugin,
+        SkipWrites,
     )
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.VOLUME_RESTRICTIONS
@@ -160,6 +161,10 @@ class VolumeRestrictions:
             return Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(disks, frozenset(rwop), refs))
         return None
+
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Without VOLUMES: no disks, no claims, so Skip, nothing written.
+        return None if shape & PodShape.VOLUMES else no_writes
 
     def _claims_in_use(self, namespace: str, claims: set[str], nodes: Sequence[NodeInfo]) -> int:
         """How many of ``claims`` some pod in the snapshot uses (each counted once, as ``IsPVCUsedByPods``)."""

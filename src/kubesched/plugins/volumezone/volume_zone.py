@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 from kubesched.api.objects import Pod
 from kubesched.api.storage import PersistentVolume, PersistentVolumeClaim, StorageClass
-from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.cycle_state import CycleState, no_writes
 from kubesched.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, EventResource, QueueingHint
 from kubesched.framework.listers import Listers
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
+from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 from kubesched.plugins import names
 from kubesched.plugins.helper.classes import batch_result
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Handle,
         PreFilterExtensions,
         PreFilterPlugin,
+        SkipWrites,
     )
 
 PRE_FILTER_STATE_KEY = "PreFilter" + names.VOLUME_ZONE
@@ -169,6 +170,10 @@ class VolumeZone:
             return _SKIP
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(topologies))
         return None
+
+    def pre_filter_skip(self, shape: PodShape) -> SkipWrites | None:
+        # Without VOLUMES the pod has no claims, so no topologies: Skip, nothing written.
+        return None if shape & PodShape.VOLUMES else no_writes
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None

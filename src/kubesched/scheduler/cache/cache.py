@@ -201,7 +201,16 @@ class Cache:
         uid = pod.metadata.uid
         state = self._pods.get(uid)
         # Confirming an assumed pod: its PodInfo holds for the bound version unless a derived-from field moved.
-        pod_info = (state.pod_info.rebound(pod) if state is not None and state.assumed else None) or PodInfo(pod)
+        rebound = state.pod_info.rebound(pod) if state is not None and state.assumed else None
+        if rebound is not None and state is not None and state.node_name == pod.spec.node_name:
+            # On the node it was assumed on, with the same requests, ports and terms: the node's aggregates stay
+            # as they are; only the PodInfo is swapped (and the node touched, so snapshots copy the new one).
+            info = self._nodes.get(state.node_name)
+            if info is not None and info.replace_pod(rebound):
+                self._pods[uid] = _PodState(rebound, state.node_name, assumed=False)
+                self._touch(info)
+                return rebound
+        pod_info = rebound or PodInfo(pod)
         if state is not None:
             self._unplace(uid, state.node_name)
         self._pods[uid] = _PodState(pod_info, pod.spec.node_name, assumed=False)
