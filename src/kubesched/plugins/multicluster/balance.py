@@ -19,7 +19,6 @@ take the per-cluster path.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,6 +34,7 @@ from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.normalize_score import default_normalize_score
 from kubesched.plugins.multicluster.args import ClusterBalanceArgs
+from kubesched.plugins.multicluster.slots import KeptPerRequest
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import BatchScorePlugin, Handle, PreScorePlugin, ScoreNormalizer
@@ -134,8 +134,7 @@ class ClusterBalance:
         self._weights = tuple((r.name, r.weight) for r in self.args.resources)
         # A cluster's raw score depends on its row and the pod's wanted amounts alone: kept per request and
         # recomputed for the rows that changed since (a cycle changes a few clusters of a hundred).
-        self._kept: OrderedDict[tuple[tuple[str, int, int], ...], _KeptScores] = OrderedDict()
-        self._kept_table: NodeTable | None = None
+        self._kept = KeptPerRequest(_KeptScores, MAX_KEPT_WANTS)
         self.few_slots = FEW_SLOTS
         """See :data:`FEW_SLOTS` (an attribute so a test can send every changed cluster through the columns)."""
 
@@ -159,7 +158,7 @@ class ClusterBalance:
     def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
         wanted = self._wanted(state).amounts
         table, slots = nodes.table, nodes.slots
-        kept = self._kept_for(table, wanted)
+        kept = self._kept.get(table, wanted)
         stale = slots[kept.versions[slots] != table.versions[slots]]
         if stale.shape[0]:
             if stale.shape[0] > self.few_slots:
@@ -172,22 +171,6 @@ class ClusterBalance:
                     kept.scores[slot] = _free_share(info, wanted)
             kept.versions[stale] = table.versions[stale]
         return kept.scores[slots]
-
-    def _kept_for(self, table: NodeTable, wanted: tuple[tuple[str, int, int], ...]) -> _KeptScores:
-        """The kept scores of ``wanted`` (made empty the first time, or for a new table; the least recently used
-        forgotten past :data:`MAX_KEPT_WANTS`)."""
-        if table is not self._kept_table:
-            self._kept_table = table
-            self._kept.clear()
-        kept = self._kept.get(wanted)
-        if kept is None:
-            kept = self._kept[wanted] = _KeptScores(table.capacity)
-            if len(self._kept) > MAX_KEPT_WANTS:
-                self._kept.popitem(last=False)
-        else:
-            self._kept.move_to_end(wanted)
-            kept.ensure(table.capacity)
-        return kept
 
     def _score_columns(self, wanted: Sequence[tuple[str, int, int]], table: NodeTable, slots: IntArray) -> IntArray:
         """The scores of ``slots`` from the table's columns (the per-cluster method for a weight on ``pods`` or

@@ -39,7 +39,6 @@ the two equal (statuses, reasons and codes).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,7 +54,7 @@ from kubesched.framework.clusters import (
     tolerates_all,
 )
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch, NodeTable
+from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo, PodInfo, PreFilterResult, Resource
 from kubesched.plugins import names
@@ -70,6 +69,7 @@ from kubesched.plugins.multicluster.capacity_index import (
     decode,
 )
 from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, read_snapshot, request_items
+from kubesched.plugins.multicluster.slots import KeptPerRequest
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import BatchFilterPlugin, Handle, PreFilterExtensions, PreFilterPlugin
@@ -258,8 +258,7 @@ class ClusterCapacity:
         self._handle = handle
         self._overlays: dict[str, _Overlay] = {}
         self._index = CapacityIndex(self.args.node_level_fit, self._buckets)
-        self._verdicts: OrderedDict[_Request, _Verdicts] = OrderedDict()
-        self._verdicts_table: NodeTable | None = None
+        self._verdicts = KeptPerRequest(_Verdicts, MAX_KEPT_REQUESTS)
         self.few_slots = FEW_SLOTS
         """See :data:`FEW_SLOTS` (an attribute so a test can send every stale slot through the arrays)."""
 
@@ -298,7 +297,7 @@ class ClusterCapacity:
             return self._filter_each(state, pod, nodes)
         table, slots, index = nodes.table, nodes.slots, self._index
         index.refresh(table, snapshot.clusters, slots)
-        verdicts = self._verdicts_for(table, request)
+        verdicts = self._verdicts.get(table, request)
         missing = verdicts.stamps[slots] != index.stamps[slots]
         if missing.any():
             stale = slots[missing]
@@ -329,22 +328,6 @@ class ClusterCapacity:
         if not codes.any():
             return None
         return BatchFilterResult(codes, verdicts.statuses)
-
-    def _verdicts_for(self, table: NodeTable, request: _Request) -> _Verdicts:
-        """The kept verdicts of ``request`` (made empty the first time, or for a new table; the least recently
-        used request forgotten past :data:`MAX_KEPT_REQUESTS`)."""
-        if table is not self._verdicts_table:
-            self._verdicts_table = table
-            self._verdicts.clear()
-        verdicts = self._verdicts.get(request)
-        if verdicts is None:
-            verdicts = self._verdicts[request] = _Verdicts(table.capacity)
-            if len(self._verdicts) > MAX_KEPT_REQUESTS:
-                self._verdicts.popitem(last=False)
-        else:
-            self._verdicts.move_to_end(request)
-            verdicts.ensure(table.capacity)
-        return verdicts
 
     def _filter_each(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
         # The per-cluster reference, for a request too wide for the index's keys.

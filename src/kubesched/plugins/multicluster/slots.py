@@ -1,9 +1,10 @@
 """Which table slots' cached per-cluster values a batch Filter or Score must recompute.
 
 Who calls it: the cluster plugins' batch paths (:mod:`kubesched.plugins.multicluster.capacity_index`,
-:mod:`kubesched.plugins.multicluster.readiness`). A cluster plugin's answer for one super node depends on two
-things: the node's row in the snapshot's :class:`~kubesched.framework.node_table.NodeTable` (its pods, for the
-in-flight overlay) and the cluster's :class:`~kubesched.framework.clusters.ClusterState`. The table stamps every
+:mod:`kubesched.plugins.multicluster.readiness`; :class:`KeptPerRequest` for ClusterCapacity and ClusterBalance).
+A cluster plugin's answer for one super node depends on two things: the node's row in the snapshot's
+:class:`~kubesched.framework.node_table.NodeTable` (its pods, for the in-flight overlay) and the cluster's
+:class:`~kubesched.framework.clusters.ClusterState`. The table stamps every
 slot it rewrites (``versions``), and the state sources hand out a new ``clusters`` mapping whenever any state
 changed (copy on write), so both are checked per slot with integer comparisons over the whole batch; only the
 slots that fail the check go back to Python. A slot the tracker flags for the mapping alone may still hold the
@@ -12,14 +13,16 @@ same state (another cluster changed): the caller compares the states and keeps i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
 from kubesched.framework.clusters import ClusterState
 from kubesched.framework.node_table import IntArray, NodeTable
 
-__all__ = ["SlotTracker"]
+__all__ = ["KeptPerRequest", "SlotTracker"]
 
 
 class SlotTracker:
@@ -74,3 +77,38 @@ class SlotTracker:
         self._versions[slot] = self.table.versions[slot]
         self._epochs[slot] = self._epoch
         self.states[slot] = state
+
+
+class PerSlot(Protocol):
+    """Per-slot values one request keeps: grown with the table."""
+
+    def ensure(self, capacity: int) -> None: ...
+
+
+V = TypeVar("V", bound=PerSlot)
+
+
+class KeptPerRequest(Generic[V]):
+    """Per recurring request (a workload's few pod templates), the per-slot values a batch method keeps over one
+    table: made empty the first time, or for a new table (its slots mean other nodes); the least recently used
+    request forgotten past ``size``. Who uses it: ClusterCapacity's verdicts, ClusterBalance's scores."""
+
+    def __init__(self, make: Callable[[int], V], size: int) -> None:
+        self._make = make
+        self._size = size
+        self._kept: OrderedDict[Hashable, V] = OrderedDict()
+        self._table: NodeTable | None = None
+
+    def get(self, table: NodeTable, request: Hashable) -> V:
+        if table is not self._table:
+            self._table = table
+            self._kept.clear()
+        kept = self._kept.get(request)
+        if kept is None:
+            kept = self._kept[request] = self._make(table.capacity)
+            if len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(request)
+            kept.ensure(table.capacity)
+        return kept
