@@ -366,6 +366,18 @@ def test_filter_per_node_and_batch_agree(
     assert per_node == batch == single == expected
 
 
+def test_a_batch_rejection_is_attributed_once_per_status_object_and_keeps_its_cause() -> None:
+    handle, _ = cluster("n1")
+    fwk = framework(handle, filter=["A"])
+    first = Status(Code.UNSCHEDULABLE, "no", cause=ValueError("first"))
+    attributed = fwk._attributed(first, "A")
+    assert attributed == Status(Code.UNSCHEDULABLE, "no", plugin="A")
+    assert attributed.cause is first.cause
+    assert fwk._attributed(first, "A") is attributed  # made once
+    second = Status(Code.UNSCHEDULABLE, "no", cause=ValueError("second"))  # equal to the first, another cause
+    assert fwk._attributed(second, "A").cause is second.cause
+
+
 @pytest.mark.parametrize(
     ("outcome", "message"),
     [

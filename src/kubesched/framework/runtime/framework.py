@@ -81,6 +81,9 @@ from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResu
 
 log = logging.getLogger(__name__)
 
+MAX_ATTRIBUTIONS = 4096
+"""Statuses kept with their plugin attributed (plugins that make a new status per call would grow it)."""
+
 # Points whose plugins can reject a pod, so their queueing hints decide its requeue.
 _REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
 
@@ -222,6 +225,7 @@ class Framework(ContextHandle):
         self.pre_score_plugins: list[tuple[str, PreScorePlugin]] = self._at("preScore")
         # Per PodShape, each PreFilter / PreScore plugin with the writes its Skip makes for every pod of that shape
         # (None: it must be called); made on first use, at most one per shape (2**7).
+        self._attributions: dict[tuple[int, str], tuple[Status, Status]] = {}  # see _attributed
         self._pre_filter_plans: dict[int, _ShapePlan[PreFilterPlugin]] = {}
         self._pre_score_plans: dict[int, _ShapePlan[PreScorePlugin]] = {}
         # Every plugin called: the plan of cycles whose calls are timed (they observe every plugin, as ever).
@@ -369,6 +373,19 @@ class Framework(ContextHandle):
             return a.timestamp < b.timestamp
 
     # ---- scheduling cycle --------------------------------------------------------------------
+
+    def _attributed(self, status: Status, plugin: str) -> Status:
+        """``status.with_plugin(plugin)``, made once per status object: plugins return a few shared statuses,
+        and a batch that rejects nodes attributes them every cycle."""
+        key = (id(status), plugin)
+        kept = self._attributions.get(key)
+        if kept is not None and kept[0] is status:
+            return kept[1]
+        if len(self._attributions) >= MAX_ATTRIBUTIONS:
+            self._attributions.clear()
+        attributed = status.with_plugin(plugin)
+        self._attributions[key] = (status, attributed)  # the status kept: its id is not reused meanwhile
+        return attributed
 
     def _pre_filter_plan(self, shape: int) -> _ShapePlan[PreFilterPlugin]:
         plan = self._pre_filter_plans.get(shape)
@@ -643,20 +660,28 @@ class Framework(ContextHandle):
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
                 if result is None:
                     continue
-                newly = (status_ids == 0) & (result.codes > 0)
-                if not newly.any():
-                    continue
                 # Only statuses that reach a still-feasible node count (the per-node path never asks this
-                # plugin about nodes an earlier filter rejected), and only those are copied.
-                codes = result.codes[newly]
+                # plugin about nodes an earlier filter rejected), and only those are copied. While no node has
+                # been rejected, every node is still feasible: the result's codes are remapped whole.
+                if statuses:
+                    newly = (status_ids == 0) & (result.codes > 0)
+                    codes = result.codes[newly]
+                else:
+                    codes = result.codes
                 remap = np.zeros(len(result.statuses) + 1, dtype=np.int64)
                 for code in np.flatnonzero(np.bincount(codes)).tolist():  # the distinct codes, ascending
+                    if code == 0:
+                        continue
                     status = result.statuses[code - 1]
                     if status.code not in REJECTED_CODES:
                         return _error_outcome(len(batch), f'running "{name}" filter plugin: {status.message}', name)
-                    statuses.append(status.with_plugin(name))
+                    statuses.append(self._attributed(status, name))
                     remap[code] = len(statuses)
-                status_ids[newly] = remap[codes]
+                if statuses:
+                    if codes is result.codes:
+                        status_ids = remap[codes]
+                    else:
+                        status_ids[newly] = remap[codes]
                 continue
             interned: dict[Status, int] = {}
             for index in np.flatnonzero(status_ids == 0).tolist():
