@@ -12,14 +12,15 @@ is seen. Used by SecurityAuditFilter.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 V = TypeVar("V")
 
 
-@dataclass(frozen=True, slots=True)
-class CacheKey:
+class CacheKey(NamedTuple):
+    """What a cached decision is for. A tuple (hashed and compared in C): one is made per attempt, and its pod
+    part is a long string."""
+
     revision: str
     pod_digest: str
     time: str
