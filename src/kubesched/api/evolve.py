@@ -33,19 +33,23 @@ def _plan(cls: type) -> tuple[frozenset[str], Callable[[Any], Any]] | None:
     slots = getattr(cls, "__slots__", None)
     if slots is None or len(names) < 2 or set(slots) != set(names) or any(not f.init for f in fields):
         return None
-    return frozenset(names), _copier(cls, names)
+    return frozenset(names), slot_copier(cls, names, frozen=True)
 
 
-def _copier(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
-    """A function copying ``names`` of an instance of ``cls`` into a new one, written out one statement per
-    field (as dataclasses writes ``__init__``): a loop over the fields costs about half again as much, and a
-    PodSpec has twenty. The names are the dataclass's field names, so they are identifiers."""
-    lines = ["def copy(obj):", "    clone = new(cls)"]
-    lines += [f"    set_(clone, {name!r}, obj.{name})" for name in names]
-    lines.append("    return clone")
-    namespace: dict[str, Any] = {"new": cls.__new__, "cls": cls, "set_": _set}
-    exec("\n".join(lines), namespace)  # code made from the dataclass's own field names only
-    copy: Callable[[Any], Any] = namespace["copy"]
+def slot_copier(cls: type[D], names: tuple[str, ...], *, frozen: bool) -> Callable[[D], D]:
+    """A function copying the attributes ``names`` of a ``cls`` instance into a new one (made without
+    ``__init__``), written out one statement per attribute, as dataclasses writes ``__init__``: a loop over them
+    costs about half again as much, and the objects copied on the hot path have a dozen or twenty. ``frozen``:
+    set through ``object.__setattr__``. The names are the class's own field or slot names, so identifiers. Who
+    calls it: :func:`evolve`, and :class:`~kubesched.framework.types.PodInfo` (copied twice per pod)."""
+    if frozen:
+        assignments = [f"    set_(clone, {name!r}, obj.{name})" for name in names]
+    else:
+        assignments = [f"    clone.{name} = obj.{name}" for name in names]
+    lines = ["def copy(obj):", "    clone = new(cls)", *assignments, "    return clone"]
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls, "set_": _set}
+    exec("\n".join(lines), namespace)  # code made from the class's own names only
+    copy: Callable[[D], D] = namespace["copy"]
     return copy
 
 

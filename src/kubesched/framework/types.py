@@ -8,11 +8,10 @@ removed; the scheduler cache mirrors them into the columnar :class:`~kubesched.f
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
 
-from kubesched.api.evolve import evolve
+from kubesched.api.evolve import evolve, slot_copier
 from kubesched.api.objects import Node, Pod, Taint, Toleration
 from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests_with_non_zero
 from kubesched.framework.pod_map import PodMap
@@ -22,8 +21,6 @@ MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
 _BASIC = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, PODS})
-
-T = TypeVar("T")
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
@@ -256,19 +253,8 @@ class PodInfo:
         return f"PodInfo({self.key})"
 
 
-def _slot_copier(cls: type[T]) -> Callable[[T], T]:
-    """A function copying every slot of a ``cls`` instance into a new one, written out one assignment per slot:
-    a loop of getattr/setattr over thirteen slots costs several times as much, and PodInfo is copied twice per
-    pod (assumed, then confirmed). The names are the class's own ``__slots__``, so they are identifiers."""
-    slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
-    assignments = [f"    clone.{slot} = obj.{slot}" for slot in slots]
-    lines = ["def copy(obj):", "    clone = new(cls)", *assignments, "    return clone"]
-    namespace: dict[str, object] = {"new": object.__new__, "cls": cls}
-    exec("\n".join(lines), namespace)  # code made from the class's own slot names only
-    return cast(Callable[[T], T], namespace["copy"])
-
-
-_copy_pod_info = _slot_copier(PodInfo)
+# PodInfo is copied twice per pod (assumed, then confirmed): slot by slot, written out.
+_copy_pod_info = slot_copier(PodInfo, PodInfo.__slots__, frozen=False)
 
 
 # The PodSpec fields PodInfo's derived fields are computed from (requests, priority, tolerations, ports,

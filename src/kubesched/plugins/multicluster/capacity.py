@@ -268,7 +268,7 @@ class ClusterCapacity:
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
         items = tuple(request_items(pod.request, self._ignored).items())
-        state.write(PRE_FILTER_STATE_KEY, _Request(items, scheduling_tolerations(pod.pod.spec.tolerations)))
+        state.write(PRE_FILTER_STATE_KEY, _Request(items, scheduling_tolerations(pod.tolerations)))
         take_cycle_snapshot(state, self._handle)
         return None
 
@@ -413,7 +413,7 @@ class ClusterCapacity:
 
     def _request_of(self, pod: PodInfo) -> _Placed:
         items = tuple(request_items(pod.request, self._ignored).items())
-        return items, scheduling_tolerations(pod.pod.spec.tolerations)
+        return items, scheduling_tolerations(pod.tolerations)
 
     def _node_fit(self, pod: _Request, cluster: ClusterState, buckets: _Buckets) -> Status | None:
         request, tolerations = pod.items, pod.tolerations
