@@ -57,7 +57,7 @@ def document(nodes: dict[str, Any] | None = None, pods: dict[str, Any] | None = 
 
 
 def test_the_realistic_shape_parses_into_labels_images_taints_and_a_template_cycle() -> None:
-    workload = load_workload(WORKLOADS / "scheduling-basic-churn.yaml")
+    workload = load_workload(WORKLOADS / "scheduling-basic-realistic-churn.yaml")
     nodes, setup, measured = workload.ops
     assert nodes.node_labels == ((REGION, ("region-1",)), (ZONE, ("zone-a", "zone-b", "zone-c")))
     assert nodes.images == ImageSpec(20, 60, 10 * 2**20, 800 * 2**20, 11, "registry.k8s.io/bench/image-")
@@ -229,6 +229,13 @@ def test_realistic_nodes_carry_labels_images_and_taints_and_pods_follow_them() -
             "scheduling-basic-churn.yaml", "SchedulingBasicChurn", {**TINY, "heartbeatEveryPods": 10}, 0, id="churn"
         ),
         pytest.param(
+            "scheduling-basic-realistic-churn.yaml",
+            "SchedulingBasicRealisticChurn",
+            {**TINY, "heartbeatEveryPods": 10},
+            0,
+            id="realistic-churn",
+        ),
+        pytest.param(
             "unschedulable-waiting.yaml", "UnschedulableWaiting", {**TINY, "waitingPods": 30}, 30, id="waiting"
         ),
         pytest.param(
@@ -252,6 +259,7 @@ def test_each_new_shape_schedules_its_measured_pods_and_passes_the_checks(
     [
         pytest.param("scheduling-basic-realistic.yaml", (5000, 1000, 10000), id="realistic"),
         pytest.param("scheduling-basic-churn.yaml", (5000, 1000, 10000), id="churn"),
+        pytest.param("scheduling-basic-realistic-churn.yaml", (5000, 1000, 10000), id="realistic-churn"),
         pytest.param("unschedulable-waiting.yaml", (5000, 1000, 1000, 10000), id="waiting"),
         pytest.param("security-audit-churn.yaml", (5000, 1000, 10000), id="audit-churn"),
         pytest.param("security-audit-distinct.yaml", (5000, 1000, 1000), id="audit-distinct"),
@@ -272,7 +280,7 @@ def test_new_shapes_default_to_the_issue_sizes(file: str, sizes: tuple[int, ...]
     ],
 )
 def test_the_heartbeat_updates_a_node_every_n_bindings(every: int, versions: Counter[str]) -> None:
-    result, cluster = run_small("scheduling-basic-churn.yaml", **{**TINY, "heartbeatEveryPods": every})
+    result, cluster = run_small("scheduling-basic-realistic-churn.yaml", **{**TINY, "heartbeatEveryPods": every})
     assert result.violations == []
     assert Counter(node.metadata.resource_version for node in cluster.nodes.values()) == versions
     beaten = [node for node in cluster.nodes.values() if node.metadata.resource_version]
@@ -444,6 +452,7 @@ def test_compare_is_refused_with_the_api_bench(capsys: pytest.CaptureFixture[str
     [
         pytest.param("scheduling-basic-realistic.yaml", TINY, id="realistic"),
         pytest.param("scheduling-basic-churn.yaml", {**TINY, "heartbeatEveryPods": 10}, id="churn"),
+        pytest.param("scheduling-basic-realistic-churn.yaml", {**TINY, "heartbeatEveryPods": 10}, id="realistic-churn"),
         pytest.param("unschedulable-waiting.yaml", {**TINY, "waitingPods": 30}, id="waiting"),
         pytest.param("security-audit-churn.yaml", {**TINY, "heartbeatEveryPods": 10}, id="audit-churn"),
         pytest.param("security-audit-distinct.yaml", {**TINY, "measurePods": 50}, id="audit-distinct"),
