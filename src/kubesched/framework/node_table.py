@@ -201,6 +201,12 @@ class NodeTable:
         """(allocatable, requested) columns of an extended resource; zeros if no node has it."""
         return self._scalar_columns(name)
 
+    def replace_info(self, info: NodeInfo) -> None:
+        """Put ``info`` in its slot in place of a NodeInfo with equal aggregates and equal per-pod facts (a
+        snapshot copy after a confirmed bind): the columns hold, and no change is logged for the readers."""
+        self.infos[info.slot] = info
+        self.info_column[info.slot] = info
+
     def sync(self, info: NodeInfo, *, node_changed: bool) -> None:
         """Copy ``info``'s aggregates into its slot; with ``node_changed`` also allocatable and classes."""
         slot = info.slot

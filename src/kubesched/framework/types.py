@@ -387,6 +387,24 @@ class NodeInfo:
         copy.image_sizes = self.image_sizes
         return copy
 
+    def with_pods_of(self, source: NodeInfo) -> NodeInfo:
+        """This snapshot copy with ``source``'s pods, for a node whose PodInfos were swapped for equivalent ones
+        (a confirmed bind) since the copy was made, so that its aggregates are still ``source``'s. The two copies
+        share the aggregates: a snapshot's NodeInfo is never written (a caller that adds pods clones it)."""
+        copy = NodeInfo.__new__(NodeInfo)
+        copy.name = self.name
+        copy.node = self.node
+        copy.slot = self.slot
+        copy.pods = source.pods.copy()
+        copy.pods_with_affinity = self.pods_with_affinity
+        copy.requested = self.requested
+        copy.non_zero_requested = self.non_zero_requested
+        copy.used_ports = self.used_ports
+        copy.generation = self.generation
+        copy.allocatable = self.allocatable
+        copy.image_sizes = self.image_sizes
+        return copy
+
     def ports_conflict(self, wanted: Iterable[HostPort]) -> bool:
         return ports_conflict(wanted, self.used_ports)
 

@@ -222,8 +222,10 @@ _confirm_operations = st.lists(
             st.booleans(),
             st.booleans(),
         ),
-        # the informer confirms pod i: bound as assumed, or with other requests, or on the other node
-        st.tuples(st.just("confirm"), st.sampled_from(_POD_NAMES), st.sampled_from(("same", "resized", "moved"))),
+        # the informer confirms pod i: bound as assumed, or with other requests, on the other node, or relabelled
+        st.tuples(
+            st.just("confirm"), st.sampled_from(_POD_NAMES), st.sampled_from(("same", "resized", "moved", "relabelled"))
+        ),
         st.tuples(st.just("update-snapshot")),
     ),
     max_size=40,
@@ -279,6 +281,8 @@ def test_confirming_assumed_pods_leaves_nodes_as_removing_and_adding_them_would(
             if op[2] == "resized":
                 resized = _assumable(op[1], 901, bool(info.host_ports), info.has_pod_affinity).pod
                 pod = replace(pod, spec=replace(resized.spec, node_name=on))
+            if op[2] == "relabelled":
+                pod = replace(pod, metadata=replace(pod.metadata, labels={"app": "other"}))
             target = "b" if op[2] == "moved" and on == "a" else "a" if op[2] == "moved" else on
             bound = replace(pod, spec=replace(pod.spec, node_name=target), status=replace(pod.status, phase="Running"))
             expected[on] = [p for p in expected[on] if p.uid != op[1]]
@@ -298,3 +302,28 @@ def test_confirming_assumed_pods_leaves_nodes_as_removing_and_adding_them_would(
         slot = live.slot
         assert int(kept.table.req_cpu[slot]) == reference.requested.milli_cpu
         assert int(kept.table.pod_count[slot]) == len(reference.pods)
+        # One NodeInfo per node across the snapshot's views of it.
+        assert kept.table.infos[slot] is kept.by_name[name] is kept.table.info_column[slot]
+        assert kept.node_infos[int(kept.position_of_slot[slot])] is kept.by_name[name]
+
+
+def test_a_bind_confirmed_as_assumed_reaches_the_snapshot_without_a_change_to_the_table() -> None:
+    """A confirmation that leaves every per-node count as it was (same spec fields, labels, not terminating)
+    gives the snapshot the bound PodInfo without logging the node as changed, so the per-node caches read from
+    the table's log do not recompute it; a relabelled pod is a change (PodTopologySpread counts labels)."""
+    cache = Cache()
+    cache.add_node(make_node("n").capacity(cpu="4", memory="8Gi", pods=10).obj())
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    table = snapshot.table
+    for name, labels, logged in (("same", {"app": "a"}, False), ("relabelled", {"app": "b"}, True)):
+        assumed = cache.assume_pod(PodInfo(make_pod(name).uid(name).label("app", "a").obj()), "n")
+        cache.update_snapshot(snapshot)
+        since = table.change_position
+        bound = replace(assumed.pod, metadata=replace(assumed.pod.metadata, labels=labels))
+        confirmed = cache.add_pod(replace(bound, status=replace(bound.status, phase="Running")))
+        cache.update_snapshot(snapshot)
+        info = snapshot.by_name["n"]
+        assert info.pods[name] is confirmed and info.pods[name].pod.status.phase == "Running"
+        assert table.infos[info.slot] is info
+        assert (len(table.changed_slots(since)) == 1) is logged, name

@@ -61,6 +61,10 @@ class Cache:
         # Node names in the order they were last changed (a dict keeps insertion order; re-inserting moves a
         # name to the end), so an update walks back from the newest change to the snapshot's generation.
         self._recent: dict[str, None] = {}
+        # Node names whose pods were swapped for equivalent PodInfos (a confirmed bind), oldest first, with the
+        # generation of the last swap: a snapshot takes the new PodInfos without copying the node's aggregates
+        # or logging a change to the table's readers, which would recompute a node that did not change.
+        self._swapped: dict[str, int] = {}
         self._removed_at = 0  # generation of the last node removal
         self._order_changed_at = 0  # ... of the last change to the node tree (add, remove, zone change)
         self._images_changed_at = 0  # ... of the last change to the image spread
@@ -71,6 +75,11 @@ class Cache:
         info.generation = self._generation
         self._recent.pop(info.name, None)
         self._recent[info.name] = None
+
+    def _note_swap(self, info: NodeInfo) -> None:
+        self._generation += 1
+        self._swapped.pop(info.name, None)
+        self._swapped[info.name] = self._generation
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -122,6 +131,7 @@ class Cache:
             self._orphans[name] = dict(info.pods)
         self._slots.release(info.slot)
         self._recent.pop(name, None)
+        self._swapped.pop(name, None)
         self._generation += 1
         self._removed_at = self._order_changed_at = self._generation
         if info.image_sizes:
@@ -204,11 +214,15 @@ class Cache:
         rebound = state.pod_info.rebound(pod) if state is not None and state.assumed else None
         if rebound is not None and state is not None and state.node_name == pod.spec.node_name:
             # On the node it was assumed on, with the same requests, ports and terms: the node's aggregates stay
-            # as they are; only the PodInfo is swapped (and the node touched, so snapshots copy the new one).
+            # as they are; only the PodInfo is swapped. When what the per-node counts read of a pod is the same
+            # too, snapshots take the new PodInfo without the node counting as changed.
             info = self._nodes.get(state.node_name)
             if info is not None and info.replace_pod(rebound):
                 self._pods[uid] = _PodState(rebound, state.node_name, assumed=False)
-                self._touch(info)
+                if _counted_alike(state.pod_info.pod, pod):
+                    self._note_swap(info)
+                else:
+                    self._touch(info)
                 return rebound
         pod_info = rebound or PodInfo(pod)
         if state is not None:
@@ -273,6 +287,18 @@ class Cache:
             if not positions_stale and old is not None:
                 # Same node tree: the copy takes its predecessor's place in the ordered list.
                 snapshot.node_infos[int(snapshot.position_of_slot[old.slot])] = copy
+        for name, swapped_at in reversed(self._swapped.items()):
+            if swapped_at <= since:
+                break
+            info = self._nodes[name]
+            old = by_name.get(name)
+            if info.generation > since or old is None or old.slot != info.slot:
+                continue  # copied whole above
+            copy = old.with_pods_of(info)
+            by_name[name] = copy
+            table.replace_info(copy)
+            if not positions_stale:
+                snapshot.node_infos[int(snapshot.position_of_slot[old.slot])] = copy
         if positions_stale:
             snapshot.node_infos = [by_name[name] for name in self.node_order()]
             snapshot.set_order(snapshot.node_infos)
@@ -293,3 +319,11 @@ class Cache:
             self._own_snapshot = Snapshot()
         self.update_snapshot(self._own_snapshot)
         return self._own_snapshot
+
+
+def _counted_alike(assumed: Pod, bound: Pod) -> bool:
+    """Whether the per-node counts kept across cycles (PodTopologySpread's matching pods, InterPodAffinity's
+    terms) see ``bound`` as they saw ``assumed``: its labels and whether it is terminating, beyond the spec
+    fields :meth:`PodInfo.rebound` already holds equal."""
+    old, new = assumed.metadata, bound.metadata
+    return (old.labels is new.labels or old.labels == new.labels) and old.deletion_timestamp == new.deletion_timestamp
