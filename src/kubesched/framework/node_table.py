@@ -112,6 +112,9 @@ class NodeTable:
         # NodeResourcesFit's, InterPodAffinity's) reads the same stretch of the log each cycle, so its distinct
         # slots are gathered once for all of them.
         self._changed_memo: tuple[int, int, IntArray] = (0, 0, _NO_CHANGES)
+        # The slots whose node holds a pod with pod (anti-)affinity terms: while there is none, InterPodAffinity
+        # knows without reading the change log that no existing pod's terms can matter.
+        self._affinity_slots: set[int] = set()
         # Extended resources appear on few nodes; a column pair is created the first time one is seen.
         self.scalar_alloc: dict[str, IntArray] = {}
         self.scalar_req: dict[str, IntArray] = {}
@@ -132,6 +135,7 @@ class NodeTable:
         """Forget the node in ``slot`` (it was removed, or moved to another slot)."""
         self.live[slot] = False
         self._stamp(slot)
+        self._affinity_slots.discard(slot)
         self.infos[slot] = None
         self.info_column[slot] = None
         self.name_column[slot] = None
@@ -201,6 +205,11 @@ class NodeTable:
         """(allocatable, requested) columns of an extended resource; zeros if no node has it."""
         return self._scalar_columns(name)
 
+    @property
+    def has_pods_with_affinity(self) -> bool:
+        """Whether some node holds a pod with pod affinity or anti-affinity terms."""
+        return bool(self._affinity_slots)
+
     def replace_info(self, info: NodeInfo) -> None:
         """Put ``info`` in its slot in place of a NodeInfo with equal aggregates and equal per-pod facts (a
         snapshot copy after a confirmed bind): the columns hold, and no change is logged for the readers."""
@@ -224,6 +233,10 @@ class NodeTable:
         self.nonzero_cpu[slot] = info.non_zero_requested.milli_cpu
         self.nonzero_memory[slot] = info.non_zero_requested.memory
         self.pod_count[slot] = len(info.pods)
+        if info.pods_with_affinity:
+            self._affinity_slots.add(slot)
+        elif self._affinity_slots:
+            self._affinity_slots.discard(slot)
         for name, amount in req.scalar.items():
             self._scalar_columns(name)[1][slot] = amount
         if node_changed:

@@ -240,12 +240,15 @@ class AffinityCounter:
     def any_existing_terms(self, table: NodeTable) -> bool:
         """Whether some pod of ``table`` has any affinity term: when none has and the incoming pod has no
         preferred terms, PreScore has nothing to score."""
-        return bool(self._existing.refresh(table, self._pods_of))
+        # The table knows at once when no pod has terms (most clusters): then the change log is not read.
+        return table.has_pods_with_affinity and bool(self._existing.refresh(table, self._pods_of))
 
     def any_existing_anti_affinity(self, table: NodeTable) -> bool:
         """Whether some pod of ``table`` has a required anti-affinity term (which could reject the incoming
         pod): when none has and the pod has no required terms, PreFilter skips without counting anything."""
-        return any(kind == REQUIRED_ANTI_AFFINITY for kind, _, _ in self._existing.refresh(table, self._pods_of))
+        return table.has_pods_with_affinity and any(
+            kind == REQUIRED_ANTI_AFFINITY for kind, _, _ in self._existing.refresh(table, self._pods_of)
+        )
 
     def pre_filter_counts(
         self, snapshot: Snapshot, incoming: Pod, namespace_labels: Mapping[str, str], terms: PodTerms

@@ -135,8 +135,12 @@ def _check_cycle(fast: InterPodAffinity, reference: InterPodAffinity, cache: Cac
     snapshot = cache.snapshot()
     info = PodInfo(incoming)
     f_state, f_status, f_counts, f_score_state, f_score_status, f_scores = _states(fast, info, snapshot.node_infos)
-    # The index of existing pods' distinct terms is what the nodes hold now, updated from the changed ones.
-    assert fast._counter._existing.totals == _term_totals(fast, snapshot.node_infos)
+    # The index of existing pods' distinct terms is what the nodes hold now, updated from the changed ones (read
+    # only while some pod has terms: the table answers for a cluster without any, whatever the index last held).
+    terms_anywhere = _term_totals(fast, snapshot.node_infos)
+    assert snapshot.table.has_pods_with_affinity is bool(terms_anywhere)
+    if terms_anywhere:
+        assert fast._counter._existing.totals == terms_anywhere
     r_state, r_status, r_counts, r_score_state, r_score_status, r_scores = _states(
         reference, info, list(snapshot.node_infos)
     )
