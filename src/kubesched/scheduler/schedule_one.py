@@ -329,16 +329,17 @@ class ScheduleOne:
             self.backend.event(
                 assumed.pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {node}"
             )
-            log.debug(
-                "Successfully bound pod to node",
-                extra={
-                    "pod": assumed.key,
-                    "node": node,
-                    "profile": assumed.pod.spec.scheduler_name,
-                    "evaluatedNodes": attempt.result.evaluated_nodes if attempt.result is not None else 0,
-                    "feasibleNodes": attempt.result.feasible_nodes if attempt.result is not None else 0,
-                },
-            )
+            if log.isEnabledFor(logging.DEBUG):  # its extra fields are built for nothing otherwise (every pod)
+                log.debug(
+                    "Successfully bound pod to node",
+                    extra={
+                        "pod": assumed.key,
+                        "node": node,
+                        "profile": assumed.pod.spec.scheduler_name,
+                        "evaluatedNodes": attempt.result.evaluated_nodes if attempt.result is not None else 0,
+                        "feasibleNodes": attempt.result.feasible_nodes if attempt.result is not None else 0,
+                    },
+                )
             await fwk.run_post_bind(state, assumed, node)
             if self.observer is not None:
                 self.observer.on_attempt(self._record(attempt, SCHEDULED, bound_to=node, pod=assumed))

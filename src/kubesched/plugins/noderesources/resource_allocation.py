@@ -269,6 +269,9 @@ class Balanced(Strategy):
         return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
 
 
+_VECTOR_SCORES_KEPT = 4096
+
+
 class ResourceAllocationScorer:
     """Reads per-resource (allocatable, requested) for a pod and node(s) and applies a strategy."""
 
@@ -277,6 +280,9 @@ class ResourceAllocationScorer:
         self.strategy = strategy
         self.use_requested = use_requested
         self._scores = ColumnCache()
+        # A score depends on the node's (requested, allocatable) vectors alone, and a cluster has few distinct
+        # ones (nodes of a few machine types holding a few pod sizes): the per-slot path looks them up.
+        self._by_vectors: dict[tuple[int, ...], int] = {}
         # The default resources of both scorers: node_vectors reads them without its per-resource dispatch.
         self._cpu_then_memory = tuple(r.kind for r in self.resources) == (ResourceKind.CPU, ResourceKind.MEMORY)
 
@@ -371,9 +377,20 @@ class ResourceAllocationScorer:
             requested, allocatable = self.node_matrices(nodes, pod_requests)
             return self.strategy.score_matrix(requested, allocatable)
 
+        by_vectors = self._by_vectors
+
         def score_slot(slot: int) -> int:
             info = infos[slot]
-            return 0 if info is None else self.score_node(info, pod_requests)
+            if info is None:
+                return 0
+            requested, allocatable = self.node_vectors(info, pod_requests)
+            key = (*requested, *allocatable)
+            score = by_vectors.get(key)
+            if score is None:
+                if len(by_vectors) >= _VECTOR_SCORES_KEPT:
+                    by_vectors.clear()
+                score = by_vectors[key] = self.strategy.score_vectors(requested, allocatable)
+            return score
 
         return self._scores.read(batch, tuple(pod_requests), compute, score_slot)
 
