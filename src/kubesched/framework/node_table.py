@@ -168,7 +168,7 @@ class NodeTable:
             slots = np.array(sorted(set(entries)), dtype=np.int64)
         else:
             slots = np.unique(np.array(entries, dtype=np.int64))
-        slots.flags.writeable = False
+        slots.setflags(write=False)
         self._changed_memo = (since, position, slots)
         return slots
 
@@ -320,7 +320,7 @@ class NodeBatch:
         return cast(NodeInfo, self.table.infos[int(self.slots[index])])
 
     def __len__(self) -> int:
-        return int(self.slots.shape[0])
+        return len(self.slots)
 
     def lazy_infos(self) -> BatchInfos:
         """The batch's NodeInfos as a sequence made only when first read (most PreScore plugins never do)."""

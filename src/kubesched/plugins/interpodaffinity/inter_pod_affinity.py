@@ -247,7 +247,7 @@ class InterPodAffinity:
     def pod_terms(self, pod: Pod) -> PodTerms:
         """``pod``'s parsed terms, parsed once per pod while what the parse reads stays the same."""
         affinity = pod.spec.affinity
-        if not isinstance(affinity, Mapping) or (
+        if affinity is None or not isinstance(affinity, Mapping) or (
             affinity.get(POD_AFFINITY) is None and affinity.get(POD_ANTI_AFFINITY) is None
         ):
             # What parse_pod_terms answers at once for a pod without pod (anti-)affinity, most pods: not worth
