@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 from dataclasses import dataclass, field
 
 from kubesched.api.evolve import evolve, slot_copier
@@ -240,11 +241,9 @@ class PodInfo:
         meta = pod.metadata
         if meta.uid != self.uid or meta.name != self.name or meta.namespace != self.namespace:
             return None
-        old_spec, new_spec = self.pod.spec, pod.spec
-        for name in _DERIVED_FROM_SPEC:
-            old, new = getattr(old_spec, name), getattr(new_spec, name)
-            if old is not new and old != new:
-                return None
+        # Tuples compare item by item, identity first: unchanged fields cost no deep comparison.
+        if _derived_from_spec(self.pod.spec) != _derived_from_spec(pod.spec):
+            return None
         clone = _copy_pod_info(self)
         clone.pod = pod
         return clone
@@ -272,6 +271,7 @@ _DERIVED_FROM_SPEC = (
     "node_selector",
     "topology_spread_constraints",
 )
+_derived_from_spec = attrgetter(*_DERIVED_FROM_SPEC)
 
 
 @dataclass(slots=True)
