@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from operator import attrgetter
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from kubesched.api.evolve import evolve, slot_copier
 from kubesched.api.objects import Node, Pod, Taint, Toleration

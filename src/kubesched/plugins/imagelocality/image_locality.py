@@ -14,6 +14,7 @@ across cycles for a recurring (images, spread) and recomputed only where a node 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,6 +49,22 @@ def calculate_priority(sum_scores: int, num_containers: int) -> int:
     return trunc_div(MAX_NODE_SCORE * (clamped - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD)
 
 
+@dataclass(frozen=True, slots=True)
+class _PodImages:
+    """What the batch path needs of a pod's images against one state of the snapshot's image counts."""
+
+    counts: dict[str, int]  # the snapshot's image counts it was computed from (a new dict whenever they change)
+    total_nodes: int
+    images: list[str]
+    num_containers: int
+    spread: dict[str, float]
+    present: list[str]  # the images some node has
+    key: tuple[tuple[str, ...], tuple[float, ...]]
+
+
+_POD_IMAGES_KEPT = 256
+
+
 class ImageLocality:
     """Score: the larger and rarer the pod's images already on a node, the higher the node scores."""
 
@@ -55,6 +72,9 @@ class ImageLocality:
         del args
         self._handle = handle
         self._scores = ColumnCache()
+        # Per tuple of the pod's image names as written: replicas ask the same every cycle, and the answer
+        # holds while the snapshot's image counts and node count stay the same.
+        self._pod_images_memo: dict[tuple[str, ...], _PodImages] = {}
 
     @property
     def name(self) -> str:
@@ -84,10 +104,27 @@ class ImageLocality:
         images, num_containers = self._pod_images(pod)
         return self._score(images, num_containers, node_info.image_sizes, self._spread(images))
 
-    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
+    def _batch_facts(self, pod: PodInfo) -> _PodImages:
+        spec = pod.pod.spec
+        written = tuple(c.image for c in spec.init_containers) + tuple(c.image for c in spec.containers)
+        snapshot = self._handle.snapshot()
+        counts, total_nodes = snapshot.image_node_counts, len(snapshot)
+        memo = self._pod_images_memo
+        facts = memo.get(written)
+        if facts is not None and facts.counts is counts and facts.total_nodes == total_nodes:
+            return facts
         images, num_containers = self._pod_images(pod)
         spread = self._spread(images)
         present = [image for image in images if spread[image] > 0.0]
+        key = (tuple(images), tuple(spread[image] for image in images))
+        if len(memo) >= _POD_IMAGES_KEPT:
+            memo.clear()
+        facts = memo[written] = _PodImages(counts, total_nodes, images, num_containers, spread, present, key)
+        return facts
+
+    def score_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> IntArray:
+        facts = self._batch_facts(pod)
+        images, num_containers, spread, present = facts.images, facts.num_containers, facts.spread, facts.present
         if not present:  # no node has any of them: every node scores as one with none
             return uniform_scores(len(nodes), calculate_priority(0, num_containers))
         infos = nodes.table.infos
@@ -106,8 +143,7 @@ class ImageLocality:
             info = infos[slot]
             return 0 if info is None else self._score(images, num_containers, info.image_sizes, spread)
 
-        key = (tuple(images), tuple(spread[image] for image in images))
-        return self._scores.read(nodes, key, compute, score_slot)
+        return self._scores.read(nodes, facts.key, compute, score_slot)
 
 
 if TYPE_CHECKING:
