@@ -81,28 +81,36 @@ def fused_scores(plan: ScorePlan, state: CycleState, pod: PodInfo, batch: NodeBa
     rows = plan.rows
     if n == 0 or not rows:
         return None
-    matrix = np.empty((len(rows), n), dtype=np.int64)
-    per_plugin: dict[str, IntArray] = {}
-    raw: dict[str, IntArray] = {}
-    for index, row in enumerate(rows):
+    returned_rows: list[IntArray] = []
+    for row in rows:
         try:
             if row.batch is not None:
                 returned = np.asarray(row.batch.score_batch(state, pod, batch), dtype=np.int64)
             else:
                 score = row.plugin.score
                 returned = np.fromiter((score(state, pod, info) for info in batch.infos), dtype=np.int64, count=n)
-            if returned.shape != (n,):
-                return None
-            scores = matrix[index]
-            scores[:] = returned
-            if row.normalizer is not None:
-                status = row.normalizer.normalize_score(state, pod, scores)
-                if status is not None and status.code is not Code.SUCCESS:
-                    return None
         except Exception:
             return None
+        if returned.shape != (n,):
+            return None
+        returned_rows.append(returned)
+    # One copy of every row into the matrix (the plugins' own arrays are never written).
+    matrix = np.array(returned_rows, dtype=np.int64)
+    per_plugin: dict[str, IntArray] = {}
+    raw: dict[str, IntArray] = {}
+    for index, row in enumerate(rows):
+        scores = matrix[index]
+        if row.normalizer is not None:
+            try:
+                status = row.normalizer.normalize_score(state, pod, scores)
+            except Exception:
+                return None
+            if status is not None and status.code is not Code.SUCCESS:
+                return None
+            raw[row.name] = returned_rows[index]
+        else:
+            raw[row.name] = scores
         per_plugin[row.name] = scores
-        raw[row.name] = returned if row.normalizer is not None else scores
     if _highest(matrix.view(np.uint64), axis=None) > _HIGHEST:
         return None
     return FusedScores(per_plugin, plan.weights @ matrix, raw)
