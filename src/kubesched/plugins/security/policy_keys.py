@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from kubesched.api.objects import Node
+from kubesched.api.objects import Node, Pod
 from kubesched.framework.node_table import ClassColumn, NodeTable
-from kubesched.framework.policy import InputPath, InputPaths, digest, projection
+from kubesched.framework.policy import InputPath, InputPaths, digest, pod_projection, projection
 from kubesched.framework.types import NodeInfo
 from kubesched.plugins.helper.classes import NODE_POLICY_FACTS
 
@@ -47,6 +47,13 @@ class Keying:
         if self._pod_paths is None:
             return "whole:" + whole_digest()
         return "read:" + projection(pod_doc, self._pod_paths)
+
+    def key_of_pod(self, pod: Pod, whole_digest: Callable[[], str]) -> str:
+        """:meth:`pod_key` of ``pod_document(pod)``, read from the pod's manifest without building the document
+        (:func:`~kubesched.framework.policy.pod_projection`): the attempt needs the document only to evaluate."""
+        if self._pod_paths is None:
+            return "whole:" + whole_digest()
+        return "read:" + pod_projection(pod, self._pod_paths)
 
     def node_classes(self, table: NodeTable) -> tuple[str, ClassColumn]:
         """The class column whose classes are nodes the policy cannot tell apart, and its name: by the values

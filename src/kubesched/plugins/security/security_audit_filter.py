@@ -77,6 +77,8 @@ NOT_PREFETCHED = "the policy decision for this node was not fetched before Filte
 POLICY_CHANGING = "the policy revision kept changing during the evaluation"
 # Re-keyings of one attempt after the policy changed under it before it gives up (a reload every call).
 _MAX_REKEYS = 3
+_NO_IDS: IntArray = np.zeros(0, dtype=np.int64)
+_NO_IDS.flags.writeable = False
 
 
 def denial_status(decision: Decision) -> Status:
@@ -148,6 +150,7 @@ class AttemptPolicy:
     __slots__ = (
         "_batch",
         "_pod_digest",
+        "_pod_doc",
         "enforcement",
         "engine",
         "entry",
@@ -156,35 +159,44 @@ class AttemptPolicy:
         "facts",
         "facts_name",
         "plugin",
-        "pod_doc",
+        "pod",
         "rekeyed",
         "skipped",
         "snapshot",
         "time",
     )
 
-    def __init__(self, plugin: str, engine: str, enforcement: str, snapshot: Snapshot) -> None:
+    def __init__(self, plugin: str, engine: str, enforcement: str, snapshot: Snapshot, pod: PodInfo) -> None:
         self.plugin = plugin
         self.engine = engine
         self.enforcement = enforcement
         self.snapshot = snapshot
+        self.pod = pod
         # The node classes the attempt's decisions are per (nodes the policy cannot tell apart); see _key.
         self.facts_name = NODE_POLICY_FACTS.name
         self.facts: ClassColumn = snapshot.table.class_column(NODE_POLICY_FACTS.name, NODE_POLICY_FACTS.key_fn)
         self.rekeyed = 0  # times the policy revision changed under this attempt (see prefetch_filter)
         self._pod_digest: str | None = None
-        self.pod_doc: dict[str, Any] = {}
+        self._pod_doc: dict[str, Any] | None = None
         self.time = ""
         self.entry = NodeDecisions("")
         self.exempt = ""
         self.error = ""  # this attempt's engine failure (never written to the shared entry)
         self.skipped = False
         # The last batch prefetched and its class ids: Filter on the same batch reuses them.
-        self._batch: tuple[NodeBatch | None, IntArray] = (None, np.zeros(0, dtype=np.int64))
+        self._batch: tuple[NodeBatch | None, IntArray] = (None, _NO_IDS)
 
     def clone(self) -> AttemptPolicy:
         # Filter only reads it; nominated-pod passes of the same attempt share it.
         return self
+
+    @property
+    def pod_doc(self) -> dict[str, Any]:
+        """The pod as the policy sees it (:func:`~kubesched.framework.policy.pod_document`), made when first
+        asked: only an evaluation (or the audit's digest) needs it; keying the attempt reads the manifest."""
+        if self._pod_doc is None:
+            self._pod_doc = pod_document(self.pod.pod)
+        return self._pod_doc
 
     @property
     def pod_digest(self) -> str:
@@ -212,7 +224,7 @@ class AttemptPolicy:
 
     def use_classes(self, name: str, column: ClassColumn) -> None:
         self.facts_name, self.facts = name, column
-        self._batch = (None, np.zeros(0, dtype=np.int64))
+        self._batch = (None, _NO_IDS)
 
     def class_ids(self, nodes: NodeBatch) -> IntArray:
         batch, ids = self._batch
@@ -306,12 +318,11 @@ class SecurityAuditFilter:
 
     def _begin(self, pod: PodInfo) -> AttemptPolicy:
         snapshot = self.handle.snapshot()
-        attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot)
+        attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot, pod)
         reason = pod_exemption(self.args, self.handle, pod.pod)
         if reason:
             attempt.exempt = reason
             return attempt
-        attempt.pod_doc = pod_document(pod.pod)
         attempt.time = rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
         self._key(attempt, self.client.revision())
         return attempt
@@ -330,7 +341,7 @@ class SecurityAuditFilter:
             self.cache = DecisionCache(self.args.cache_size)
         keying = self._keying_for(revision)
         attempt.use_classes(*keying.node_classes(snapshot.table))
-        pod_part = keying.pod_key(attempt.pod_doc, lambda: attempt.pod_digest)
+        pod_part = keying.key_of_pod(attempt.pod.pod, lambda: attempt.pod_digest)
         # The node classes are part of the key: class ids of one column mean nothing in another.
         key = CacheKey(revision, f"{pod_part}/{attempt.facts_name}", attempt.time, OPERATION_SCHEDULE)
         entry = self.cache.get(key)
