@@ -79,6 +79,8 @@ POLICY_CHANGING = "the policy revision kept changing during the evaluation"
 _MAX_REKEYS = 3
 _NO_IDS: IntArray = np.zeros(0, dtype=np.int64)
 _NO_IDS.flags.writeable = False
+_NO_FLAGS: BoolArray = np.zeros(0, dtype=np.bool_)
+_NO_FLAGS.flags.writeable = False
 
 
 def denial_status(decision: Decision) -> Status:
@@ -92,16 +94,29 @@ class NodeDecisions:
     1-based index of its denial status in ``statuses``. Replicas share one instance through the cache.
     """
 
-    __slots__ = ("_index", "_interned", "decided", "decisions", "revision", "status_by_class", "statuses")
+    __slots__ = (
+        "_index",
+        "_interned",
+        "decided",
+        "decided_count",
+        "decisions",
+        "revision",
+        "status_by_class",
+        "statuses",
+    )
 
     def __init__(self, revision: str) -> None:
         self.revision = revision
         self.decisions: list[Decision] = []
-        self._index: IntArray = np.zeros(0, dtype=np.int64)  # class id -> 1 + index in decisions; 0 = undecided
-        self.decided: BoolArray = np.zeros(0, dtype=np.bool_)
-        self.status_by_class: IntArray = np.zeros(0, dtype=np.int64)
+        # Empty until the first record (an attempt that never evaluates makes none): _ensure replaces them.
+        self._index: IntArray = _NO_IDS  # class id -> 1 + index in decisions; 0 = undecided
+        self.decided: BoolArray = _NO_FLAGS
+        self.status_by_class: IntArray = _NO_IDS
         self.statuses: list[Status] = []
         self._interned: dict[Decision, tuple[int, int]] = {}
+        # How many classes are decided. Classes are decided once each, and only ids below the column's class count
+        # exist, so ``decided_count == classes`` means every class is: the steady state, checked without an array.
+        self.decided_count = 0
 
     def _ensure(self, size: int) -> None:
         if self._index.shape[0] >= size:
@@ -112,6 +127,10 @@ class NodeDecisions:
             new = np.zeros(grown, dtype=old.dtype)
             new[: old.shape[0]] = old
             setattr(self, name, new)
+
+    def all_decided(self, classes: int) -> bool:
+        """Whether every class of a column that has ``classes`` classes so far is decided."""
+        return self.decided_count >= classes
 
     def undecided(self, class_ids: IntArray, classes: int) -> BoolArray:
         """Which of ``class_ids`` (ids of a column that has ``classes`` classes so far) are not decided yet."""
@@ -134,6 +153,7 @@ class NodeDecisions:
             interned = self._interned[decision] = (len(self.decisions), status_id)
         self._index[class_id], self.status_by_class[class_id] = interned
         self.decided[class_id] = True
+        self.decided_count += 1
 
     def decision(self, class_id: int) -> Decision | None:
         if class_id >= self._index.shape[0] or not self.decided[class_id]:
@@ -235,6 +255,10 @@ class AttemptPolicy:
 
     def undecided(self, class_ids: IntArray) -> BoolArray:
         return self.entry.undecided(class_ids, len(self.facts.values))
+
+    def all_decided(self) -> bool:
+        """Whether the entry has decided every class of the attempt's column (then no batch has anything to ask)."""
+        return self.entry.all_decided(len(self.facts.values))
 
     def verdicts_for(self, targets: Sequence[str]) -> list[PolicyVerdict]:
         common: dict[str, Any] = {
@@ -354,7 +378,7 @@ class SecurityAuditFilter:
 
     async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         attempt = self._attempt(state, pod)
-        if attempt.exempt or attempt.error:
+        if attempt.exempt or attempt.error or attempt.all_decided():
             return None
         class_ids = attempt.class_ids(nodes)
         todo = attempt.undecided(class_ids)
@@ -527,15 +551,18 @@ class BatchedSecurityAuditFilter(SecurityAuditFilter):
             return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [failure])
         if attempt.skipped:
             return None
-        class_ids = attempt.class_ids(nodes)
         entry = attempt.entry
-        if attempt.undecided(class_ids).any():
-            error = Status(Code.ERROR, ENGINE_FAILED_PREFIX + NOT_PREFETCHED)
-            return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [error])
-        self._warn(state, pod, attempt, class_ids)
+        if not attempt.all_decided():
+            class_ids = attempt.class_ids(nodes)
+            if attempt.undecided(class_ids).any():
+                error = Status(Code.ERROR, ENGINE_FAILED_PREFIX + NOT_PREFETCHED)
+                return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [error])
+        if attempt.enforcement == ENFORCE_WARN:
+            self._warn(state, pod, attempt, attempt.class_ids(nodes))
+        # No denial to give (allowed everywhere, or a mode that never rejects): the nodes' classes are not needed.
         if not attempt.rejects() or not entry.statuses:
             return None
-        return BatchFilterResult(entry.status_by_class[class_ids], entry.statuses)
+        return BatchFilterResult(entry.status_by_class[attempt.class_ids(nodes)], entry.statuses)
 
 
 def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Handle) -> SecurityAuditFilter:
