@@ -32,7 +32,7 @@ class Keying:
     """How one revision's decisions are keyed: made once per revision (the paths do not change within one),
     so that an attempt pays only for projecting its pod."""
 
-    __slots__ = ("_node", "_pod_paths", "_replicas")
+    __slots__ = ("_entry_keys", "_node", "_pod_paths", "_replicas")
 
     def __init__(self, paths: InputPaths | None, target_kind: str, document: Callable[[Node], dict[str, Any]]) -> None:
         self._pod_paths = paths.below("pod") if paths is not None else None
@@ -45,6 +45,7 @@ class Keying:
             self._node = spec
         # Pod keys by the manifest around the pod's name (see _around_name): a ReplicaSet's pods differ only there.
         self._replicas: dict[tuple[str, bytes, bytes], str] = {}
+        self._entry_keys: dict[str, str] = {}
 
     def pod_key(self, pod_doc: Mapping[str, Any], whole_digest: Callable[[], str]) -> str:
         """The pod's part of the cache key: its values at the paths the policy reads under ``input.pod``, or
@@ -70,6 +71,18 @@ class Keying:
                 if len(self._replicas) >= _MAX_REPLICA_KEYS:
                     self._replicas.clear()
                 self._replicas[memo_key] = key
+        return key
+
+    def entry_key(self, pod: Pod, whole_digest: Callable[[], str]) -> str:
+        """The decision cache's pod part for ``pod``: :meth:`key_of_pod` and the name of the node class column
+        (class ids of one column mean nothing in another). Replicas get the same text object, so the cache key's
+        hash of a few hundred characters is computed once, not every attempt."""
+        part = self.key_of_pod(pod, whole_digest)
+        key = self._entry_keys.get(part)
+        if key is None:
+            if len(self._entry_keys) >= _MAX_REPLICA_KEYS:
+                self._entry_keys.clear()
+            key = self._entry_keys[part] = f"{part}/{self._node[0]}"
         return key
 
     def node_classes(self, table: NodeTable) -> tuple[str, ClassColumn]:

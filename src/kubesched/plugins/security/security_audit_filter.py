@@ -365,9 +365,10 @@ class SecurityAuditFilter:
             self.cache = DecisionCache(self.args.cache_size)
         keying = self._keying_for(revision)
         attempt.use_classes(*keying.node_classes(snapshot.table))
-        pod_part = keying.key_of_pod(attempt.pod.pod, lambda: attempt.pod_digest)
-        # The node classes are part of the key: class ids of one column mean nothing in another.
-        key = CacheKey(revision, f"{pod_part}/{attempt.facts_name}", attempt.time, OPERATION_SCHEDULE)
+        # The node classes are part of the key (entry_key): class ids of one column mean nothing in another.
+        key = CacheKey(
+            revision, keying.entry_key(attempt.pod.pod, lambda: attempt.pod_digest), attempt.time, OPERATION_SCHEDULE
+        )
         entry = self.cache.get(key)
         if entry is None:
             entry = NodeDecisions(revision)

@@ -64,7 +64,9 @@ def test_replica_keys_equal_the_keys_of_the_pod_documents(
         manifest = templates[index % len(templates)]
         replica = {**manifest, "metadata": {**manifest["metadata"], "name": name}}
         pod = Pod.from_dict(replica, "test")
-        assert keying.key_of_pod(pod, _whole) == keying.pod_key(pod_document(pod), _whole), (replica, paths)
+        reference = keying.pod_key(pod_document(pod), _whole)
+        assert keying.key_of_pod(pod, _whole) == reference, (replica, paths)
+        assert keying.entry_key(pod, _whole) == f"{reference}/{keying._node[0]}"
 
 
 def test_replicas_of_one_template_share_one_memo_entry() -> None:
