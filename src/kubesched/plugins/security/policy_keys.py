@@ -32,10 +32,13 @@ class Keying:
     """How one revision's decisions are keyed: made once per revision (the paths do not change within one),
     so that an attempt pays only for projecting its pod."""
 
-    __slots__ = ("_entry_keys", "_node", "_pod_paths", "_replicas")
+    __slots__ = ("_entry_keys", "_node", "_pod_paths", "_replicas", "reads_time")
 
     def __init__(self, paths: InputPaths | None, target_kind: str, document: Callable[[Node], dict[str, Any]]) -> None:
         self._pod_paths = paths.below("pod") if paths is not None else None
+        # A policy that never reads input.time decides alike in every time bucket: its decisions are not keyed by
+        # the bucket, so they are not all asked again each time the clock crosses into the next one.
+        self.reads_time = paths is None or paths.below("time") != ()
         below = paths.below(target_kind) if paths is not None else None
         self._node: tuple[str, Callable[[NodeInfo], Hashable]] = (NODE_POLICY_FACTS.name, NODE_POLICY_FACTS.key_fn)
         if below is not None:

@@ -6,19 +6,19 @@ off the event loop, the nodes of the batch not decided yet; Filter then only rea
 call over the ~10 % of nodes kube-scheduler examines. ``evaluationMode: per-node`` reproduces the seed's
 one-call-per-node pattern, as an option and as the benchmark baseline.
 
-What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy
-revision, pod key, time bucket, operation) and within an entry by node class. Both come from what the policy
-reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per revision): the pod key is
-the pod's values at the paths read under ``input.pod`` (pods that differ only in an annotation the policy
-never reads share their decisions), a node class is the nodes with equal values at the paths read under
-``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a part (remote
-OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the node by its
-*policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node update keeps
-the decision. An entry only ever grows: each per-class :class:`~kubesched.framework.policy.Decision` is
-immutable once recorded, so pods sharing the entry can never see another attempt's outcome change theirs.
-Everything about one attempt — exemption, an engine failure, what was skipped — lives in that attempt's own
-:class:`AttemptPolicy` in the CycleState, which is also the attempt's verdict source, sealed into plain
-verdicts when the cycle ends.
+What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy revision,
+pod key, time bucket if the policy reads ``input.time``, operation) and within an entry by node class. Both
+come from what the policy reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per
+revision): the pod key is the pod's values at the paths read under ``input.pod`` (pods that differ only in an
+annotation the policy never reads share their decisions), a node class is the nodes with equal values at the
+paths read under ``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a
+part (remote OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the
+node by its *policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node
+update keeps the decision. An entry only ever grows: each per-class
+:class:`~kubesched.framework.policy.Decision` is immutable once recorded, so pods sharing the entry can never
+see another attempt's outcome change theirs. Everything about one attempt — exemption, an engine failure, what
+was skipped — lives in that attempt's own :class:`AttemptPolicy` in the CycleState, which is also the
+attempt's verdict source, sealed into plain verdicts when the cycle ends.
 
 Statuses, as in the seed: a deny is Unschedulable ``Denied by security policy: <reason>``; an engine
 failure is Error ``OPA evaluation failed: <error>`` (retried with backoff) unless ``failurePolicy:
@@ -366,9 +366,9 @@ class SecurityAuditFilter:
         keying = self._keying_for(revision)
         attempt.use_classes(*keying.node_classes(snapshot.table))
         # The node classes are part of the key (entry_key): class ids of one column mean nothing in another.
-        key = CacheKey(
-            revision, keying.entry_key(attempt.pod.pod, lambda: attempt.pod_digest), attempt.time, OPERATION_SCHEDULE
-        )
+        pod_part = keying.entry_key(attempt.pod.pod, lambda: attempt.pod_digest)
+        bucket = attempt.time if keying.reads_time else ""  # see Keying.reads_time
+        key = CacheKey(revision, pod_part, bucket, OPERATION_SCHEDULE)
         entry = self.cache.get(key)
         if entry is None:
             entry = NodeDecisions(revision)

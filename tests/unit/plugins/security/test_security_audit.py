@@ -327,6 +327,45 @@ def test_a_node_class_that_appears_after_every_class_was_decided_is_asked_about(
     run_async(scenario())
 
 
+TIMED_POLICY = f"""{POOL_POLICY}
+allow if {{
+\tinput.node.metadata.labels.pool == "any"
+\tinput.time != ""
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "calls"),
+    [
+        pytest.param(POOL_POLICY, 1, id="never-reads-time-decisions-outlive-the-time-bucket"),
+        pytest.param(TIMED_POLICY, 2, id="reads-time-asked-again-in-the-next-bucket"),
+    ],
+)
+def test_decisions_are_kept_across_time_buckets_only_when_the_policy_never_reads_time(
+    run_async: Runner, tmp_path: Path, policy: str, calls: int
+) -> None:
+    async def scenario() -> None:
+        (tmp_path / "pools.rego").write_text(policy)
+        args: dict[str, Any] = {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}
+        cfg = config({"multiPoint": ["SecurityAuditFilter"]}, {"SecurityAuditFilter": args})
+        clock = VirtualClock()
+        cluster = SimulatedCluster(clock, [pool_node("na", "a"), pool_node("nb", "b")], [teammate("a0", "a")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        cluster.subscribe(scheduler.event_handlers)
+        await scheduler.run_until_idle(clock)
+        clock.advance(120)  # two 60-second buckets on
+        cluster.add_pod(teammate("a1", "a"))
+        await scheduler.run_until_idle(clock)
+        assert (records.last("a0").node, records.last("a1").node) == ("na", "na")
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == calls
+        await scheduler.close()
+
+    run_async(scenario())
+
+
 @pytest.mark.parametrize(
     ("namespace", "labels", "exempt"),
     [
