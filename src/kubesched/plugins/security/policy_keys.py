@@ -47,7 +47,8 @@ class Keying:
                 spec = _NODE_KEYS[(target_kind, below)] = _node_key(below, target_kind, document)
             self._node = spec
         # Pod keys by the manifest around the pod's name (see _around_name): a ReplicaSet's pods differ only there.
-        self._replicas: dict[tuple[str, bytes, bytes], str] = {}
+        # None: seen once, not proven yet; "": the proof failed (projected every time).
+        self._replicas: dict[tuple[str, bytes, bytes], str | None] = {}
         self._entry_keys: dict[str, str] = {}
 
     def pod_key(self, pod_doc: Mapping[str, Any], whole_digest: Callable[[], str]) -> str:
@@ -67,13 +68,16 @@ class Keying:
         if around is None:
             return "read:" + pod_projection(pod, paths)
         memo_key = (pod.metadata.namespace, *around)
-        key = self._replicas.get(memo_key)
-        if key is None:
-            key = "read:" + pod_projection(pod, paths)
-            if _name_is_between(pod, *around):
-                if len(self._replicas) >= _MAX_REPLICA_KEYS:
-                    self._replicas.clear()
-                self._replicas[memo_key] = key
+        known = self._replicas.get(memo_key, _UNSEEN)
+        if known and known is not _UNSEEN:
+            return known
+        key = "read:" + pod_projection(pod, paths)
+        if known is _UNSEEN or known is None:
+            # Proven (_name_is_between, a second decode) only when a second pod has the same surroundings: pods whose
+            # manifests differ elsewhere too (a uid, managedFields) never pay for it. "" marks a failed proof.
+            if known is _UNSEEN and len(self._replicas) >= _MAX_REPLICA_KEYS:
+                self._replicas.clear()
+            self._replicas[memo_key] = None if known is _UNSEEN else key if _name_is_between(pod, *around) else ""
         return key
 
     def entry_key(self, pod: Pod, whole_digest: Callable[[], str]) -> str:
@@ -112,6 +116,7 @@ def _node_key(
 # metadata.name, which no projection reads (pod_document leaves it out). Pods whose other instance fields (uid,
 # resourceVersion, managedFields) are in the manifest key on those too, so they miss and are projected as before.
 _MAX_REPLICA_KEYS = 1024
+_UNSEEN = "unseen"  # compared by identity: never a stored value
 _NAME_MEMBER = b'"name":'
 _STAND_IN = "\x00kubesched-stand-in\x00"
 
