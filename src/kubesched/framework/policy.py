@@ -210,6 +210,61 @@ def projection(document: Mapping[str, Any], paths: Sequence[InputPath]) -> str:
     return canonical([_at(document, path) for path in paths])
 
 
+def _walk(node: object, path: InputPath, depth: int) -> object:
+    """:func:`_at`, from ``node`` found at ``path[:depth]``, over decoded JSON (whose only mappings are dicts)."""
+    for part in path[depth:]:
+        found = (isinstance(part, str) and type(node) is dict and part in node) or (
+            isinstance(part, int) and type(node) is list and 0 <= part < len(node)
+        )
+        if not found:
+            return {"absent": depth, "on": _type_tag(node)}
+        node = node[part]  # type: ignore[index]
+        depth += 1
+    return {"value": node}
+
+
+_ABSENT_ON_OBJECT = ({"absent": 0, "on": "object"}, {"absent": 1, "on": "object"})
+
+
+def pod_projection(pod: Pod, paths: Sequence[InputPath]) -> str:
+    """``projection(pod_document(pod), paths)``, without building the document: each attempt keys its policy
+    decisions on this, and only an evaluation needs the whole document. The few places where the document is not
+    the manifest (``status``, ``spec.nodeName`` and the instance metadata left out, a default namespace) are
+    answered here as :func:`pod_document` makes them; everything else is read from the manifest as it is."""
+    raw = pod.raw
+    if type(raw) is not dict:
+        return projection(pod_document(pod), paths)  # not a manifest from_dict accepts: the reference answers
+    metadata = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    if type(metadata) is not dict or type(spec) is not dict:
+        return projection(pod_document(pod), paths)
+    values: list[object] = []
+    for path in paths:
+        if not path:  # the whole document (below() never gives this; the reference answers it)
+            return projection(pod_document(pod), paths)
+        head = path[0]
+        if head == "metadata" or head == "spec":
+            section, left_out = (metadata, _INSTANCE_METADATA) if head == "metadata" else (spec, _SPEC_INSTANCE)
+            if len(path) == 1:
+                document = {key: value for key, value in section.items() if key not in left_out}
+                if head == "metadata":
+                    document.setdefault("namespace", pod.metadata.namespace)
+                values.append({"value": document})
+                continue
+            part = path[1]
+            if isinstance(part, str) and part not in left_out and part in section:
+                values.append(_walk(section[part], path, 2))
+            elif head == "metadata" and part == "namespace":  # pod_document's default
+                values.append(_walk(pod.metadata.namespace, path, 2))
+            else:
+                values.append(_ABSENT_ON_OBJECT[1])
+        elif head == "status":  # left out of the document
+            values.append(_ABSENT_ON_OBJECT[0])
+        else:  # the other top-level fields are the manifest's
+            values.append(_walk(raw, path, 0))
+    return canonical(values)
+
+
 # ---- input documents ------------------------------------------------------------------------------
 
 # Per-instance metadata: left out of the policy input so that replicas of one template (a ReplicaSet's
@@ -217,6 +272,7 @@ def projection(document: Mapping[str, Any], paths: Sequence[InputPath]) -> str:
 _INSTANCE_METADATA = frozenset(
     {"name", "uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink"}
 )
+_SPEC_INSTANCE = frozenset({"nodeName"})
 
 
 def pod_document(pod: Pod) -> dict[str, Any]:

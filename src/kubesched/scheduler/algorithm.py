@@ -302,7 +302,9 @@ class ScheduleAlgorithm:
                 processed += cut
                 position += chunk
                 continue
-            passing = np.flatnonzero(status_ids == 0)
+            # A chunk with rejections (a policy that denies some nodes has one every cycle): ndarray.nonzero
+            # directly (np.flatnonzero is a Python wrapper around it), the failing positions without a comparison.
+            passing = (status_ids == 0).nonzero()[0]
             if len(passing) >= needed:
                 cut = int(passing[needed - 1]) + 1
                 passing = passing[:needed]
@@ -310,12 +312,14 @@ class ScheduleAlgorithm:
                 cut = chunk
             feasible.append(chunk_slots[passing])
             feasible_count += len(passing)
-            failing = np.flatnonzero(status_ids[:cut] != 0)
+            failing = status_ids[:cut].nonzero()[0]
             if len(failing):
                 statuses = outcome.statuses
                 failing_ids = status_ids[failing]
                 diagnosis.node_to_status.add_rejected(table.name_column[chunk_slots[failing]], failing_ids, statuses)
-                for status_id in np.flatnonzero(np.bincount(failing_ids)).tolist():
+                # The distinct status ids present; with one status (one plugin's one reason) that is the only one.
+                present = [1] if len(statuses) == 1 else np.bincount(failing_ids).nonzero()[0].tolist()
+                for status_id in present:
                     status = statuses[status_id - 1]
                     if status.code is Code.PENDING:
                         diagnosis.pending_plugins.add(status.plugin)

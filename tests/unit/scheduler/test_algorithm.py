@@ -269,3 +269,114 @@ def test_nominated_node_is_tried_first_and_rechecked_with_its_nominated_pods() -
     nominated = PodInfo(make_pod("p").req(cpu="1").nominated("n2").obj())
     result = asyncio.run(algorithm.schedule_pod(fwk, CycleState(), nominated, snapshot, frozenset({"n1"})))
     assert (result.node, result.evaluated_nodes, result.totals) == ("n2", 1, None)
+
+
+CODES: dict[str, tuple[np.ndarray[Any, Any], list[Status]]] = {}
+
+
+class FixedCodes:
+    """Batch Filter answering with the codes and statuses set in CODES for its name (the same array object every
+    time, as a plugin that keeps its answers may give it)."""
+
+    name = ""
+
+    def __init__(self, args: object, handle: Handle) -> None:
+        pass
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        codes, statuses = CODES[self.name]
+        code = int(codes[node_info.slot])
+        return statuses[code - 1] if code else None
+
+    def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        codes, statuses = CODES[self.name]
+        return BatchFilterResult(codes, statuses)
+
+
+class First(FixedCodes):
+    name = "First"
+
+
+class Second(FixedCodes):
+    name = "Second"
+
+
+def _fixed_codes_framework(handle: PluginHandle) -> Framework:
+    registry = merge(
+        in_tree_registry(),
+        {"First": PluginRegistration.of("First", First), "Second": PluginRegistration.of("Second", Second)},
+    )
+    document = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {
+                    "multiPoint": {"disabled": [{"name": "*"}]},
+                    "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+                    "filter": {"enabled": [{"name": "First"}, {"name": "Second"}]},
+                    "bind": {"enabled": [{"name": "DefaultBinder"}]},
+                },
+            }
+        ],
+    }
+    config = load_config_dict(document, "test", registry)
+    return Framework(config.profiles[0], registry, handle.context)
+
+
+NO = Status(Code.UNSCHEDULABLE, "no")
+NEVER = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "never")
+BROKEN = Status(Code.ERROR, "broken")
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        pytest.param(
+            ([1, 0, 0, 0], [NO]),
+            ([0, 1, 2, 0], [NEVER, NO]),
+            [NO.with_plugin("First"), NEVER.with_plugin("Second"), NO.with_plugin("Second"), None],
+            id="one-status-first-then-two",
+        ),
+        pytest.param(
+            ([0, 0, 0, 0], [BROKEN]),
+            ([0, 0, 1, 0], [NO]),
+            [None, None, NO.with_plugin("Second"), None],
+            id="an-unused-error-status-is-no-error",
+        ),
+        pytest.param(
+            ([0, 1, 0, 0], [BROKEN]),
+            ([0, 0, 0, 0], []),
+            'running "First" filter plugin: broken',
+            id="a-used-error-status-is-an-error",
+        ),
+        pytest.param(
+            ([0, 0, 0, 0], [NO]),
+            ([1, 0, 0, 1], [NO]),
+            [NO.with_plugin("Second"), None, None, NO.with_plugin("Second")],
+            id="one-status-unused-then-another",
+        ),
+    ],
+)
+def test_batch_filter_statuses_equal_the_per_node_path_and_leave_the_plugins_codes_alone(
+    first: tuple[list[int], list[Status]], second: tuple[list[int], list[Status]], expected: list[Status | None] | str
+) -> None:
+    cache, snapshot = make_cluster([make_node(f"n{i}").obj() for i in range(4)])
+    for name, (codes, statuses) in (("First", first), ("Second", second)):
+        by_slot = np.zeros(len(codes), dtype=np.int64)
+        by_slot[[info.slot for info in snapshot.node_infos]] = codes
+        CODES[name] = (by_slot, statuses)
+    kept = {name: codes.copy() for name, (codes, _) in CODES.items()}
+    fwk = _fixed_codes_framework(PluginHandle(cache))
+    pod = PodInfo(make_pod("p").obj())
+    batch = NodeBatch(snapshot.table, np.asarray([info.slot for info in snapshot.node_infos], dtype=np.int64))
+    outcome = fwk.run_filter_batch(CycleState(), pod, batch)
+    per_node = [fwk.run_filter(CycleState(), pod, info) for info in snapshot.node_infos]
+    if isinstance(expected, str):
+        assert outcome.error is not None and outcome.error.message == expected
+        assert per_node[1] is not None and per_node[1].message == expected
+    else:
+        assert outcome.error is None
+        assert [outcome.status_of(i) for i in range(len(batch))] == per_node == expected
+    assert all((CODES[name][0] == codes).all() for name, codes in kept.items()), "a plugin's codes were written"

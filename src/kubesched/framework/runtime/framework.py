@@ -660,6 +660,18 @@ class Framework(ContextHandle):
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
                 if result is None:
                     continue
+                if not statuses and len(result.statuses) == 1:
+                    # The first rejecting plugin, with one status (a policy's one denial reason, say): every node is
+                    # still feasible and the remap would be the identity, so the codes are the status ids (copied:
+                    # later plugins write into them). The status counts only if some node has it.
+                    if not result.codes.any():
+                        continue
+                    status = result.statuses[0]
+                    if status.code not in REJECTED_CODES:
+                        return _error_outcome(len(batch), f'running "{name}" filter plugin: {status.message}', name)
+                    statuses.append(self._attributed(status, name))
+                    status_ids = result.codes.astype(np.int64)
+                    continue
                 # Only statuses that reach a still-feasible node count (the per-node path never asks this
                 # plugin about nodes an earlier filter rejected), and only those are copied. While no node has
                 # been rejected, every node is still feasible: the result's codes are remapped whole.

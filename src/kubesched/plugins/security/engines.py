@@ -80,8 +80,13 @@ def is_break_glass(reason: str) -> bool:
 def pod_exemption(args: PolicyEngineArgs, handle: Handle, pod: Pod) -> str:
     """:func:`exemption`, with the namespace read through the Handle's lister; a break-glass use is reported as a
     Warning event on the pod (every use, so that it shows in ``kubectl describe`` and in the event stream)."""
-    namespace = handle.listers.namespaces.get(pod.metadata.namespace)
-    reason = exemption(args, pod, namespace.metadata.labels if namespace is not None else {})
+    # The namespace's labels matter only to a pod that asks for break-glass: every other attempt skips the lookup.
+    namespace_labels: Mapping[str, str] = {}
+    if args.break_glass_label and pod.metadata.labels.get(args.break_glass_label) == "true":
+        namespace = handle.listers.namespaces.get(pod.metadata.namespace)
+        if namespace is not None:
+            namespace_labels = namespace.metadata.labels
+    reason = exemption(args, pod, namespace_labels)
     if is_break_glass(reason):
         handle.event_recorder.event(
             pod, "Warning", BREAK_GLASS_EVENT_REASON, "Scheduling", f"security policy not evaluated: {reason}"

@@ -6,19 +6,19 @@ off the event loop, the nodes of the batch not decided yet; Filter then only rea
 call over the ~10 % of nodes kube-scheduler examines. ``evaluationMode: per-node`` reproduces the seed's
 one-call-per-node pattern, as an option and as the benchmark baseline.
 
-What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy
-revision, pod key, time bucket, operation) and within an entry by node class. Both come from what the policy
-reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per revision): the pod key is
-the pod's values at the paths read under ``input.pod`` (pods that differ only in an annotation the policy
-never reads share their decisions), a node class is the nodes with equal values at the paths read under
-``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a part (remote
-OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the node by its
-*policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node update keeps
-the decision. An entry only ever grows: each per-class :class:`~kubesched.framework.policy.Decision` is
-immutable once recorded, so pods sharing the entry can never see another attempt's outcome change theirs.
-Everything about one attempt — exemption, an engine failure, what was skipped — lives in that attempt's own
-:class:`AttemptPolicy` in the CycleState, which is also the attempt's verdict source, sealed into plain
-verdicts when the cycle ends.
+What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy revision,
+pod key, time bucket if the policy reads ``input.time``, operation) and within an entry by node class. Both
+come from what the policy reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per
+revision): the pod key is the pod's values at the paths read under ``input.pod`` (pods that differ only in an
+annotation the policy never reads share their decisions), a node class is the nodes with equal values at the
+paths read under ``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a
+part (remote OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the
+node by its *policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node
+update keeps the decision. An entry only ever grows: each per-class
+:class:`~kubesched.framework.policy.Decision` is immutable once recorded, so pods sharing the entry can never
+see another attempt's outcome change theirs. Everything about one attempt — exemption, an engine failure, what
+was skipped — lives in that attempt's own :class:`AttemptPolicy` in the CycleState, which is also the
+attempt's verdict source, sealed into plain verdicts when the cycle ends.
 
 Statuses, as in the seed: a deny is Unschedulable ``Denied by security policy: <reason>``; an engine
 failure is Error ``OPA evaluation failed: <error>`` (retried with backoff) unless ``failurePolicy:
@@ -77,6 +77,10 @@ NOT_PREFETCHED = "the policy decision for this node was not fetched before Filte
 POLICY_CHANGING = "the policy revision kept changing during the evaluation"
 # Re-keyings of one attempt after the policy changed under it before it gives up (a reload every call).
 _MAX_REKEYS = 3
+_NO_IDS: IntArray = np.zeros(0, dtype=np.int64)
+_NO_IDS.flags.writeable = False
+_NO_FLAGS: BoolArray = np.zeros(0, dtype=np.bool_)
+_NO_FLAGS.flags.writeable = False
 
 
 def denial_status(decision: Decision) -> Status:
@@ -90,16 +94,29 @@ class NodeDecisions:
     1-based index of its denial status in ``statuses``. Replicas share one instance through the cache.
     """
 
-    __slots__ = ("_index", "_interned", "decided", "decisions", "revision", "status_by_class", "statuses")
+    __slots__ = (
+        "_index",
+        "_interned",
+        "decided",
+        "decided_count",
+        "decisions",
+        "revision",
+        "status_by_class",
+        "statuses",
+    )
 
     def __init__(self, revision: str) -> None:
         self.revision = revision
         self.decisions: list[Decision] = []
-        self._index: IntArray = np.zeros(0, dtype=np.int64)  # class id -> 1 + index in decisions; 0 = undecided
-        self.decided: BoolArray = np.zeros(0, dtype=np.bool_)
-        self.status_by_class: IntArray = np.zeros(0, dtype=np.int64)
+        # Empty until the first record (an attempt that never evaluates makes none): _ensure replaces them.
+        self._index: IntArray = _NO_IDS  # class id -> 1 + index in decisions; 0 = undecided
+        self.decided: BoolArray = _NO_FLAGS
+        self.status_by_class: IntArray = _NO_IDS
         self.statuses: list[Status] = []
         self._interned: dict[Decision, tuple[int, int]] = {}
+        # How many classes are decided. Classes are decided once each, and only ids below the column's class count
+        # exist, so ``decided_count == classes`` means every class is: the steady state, checked without an array.
+        self.decided_count = 0
 
     def _ensure(self, size: int) -> None:
         if self._index.shape[0] >= size:
@@ -110,6 +127,10 @@ class NodeDecisions:
             new = np.zeros(grown, dtype=old.dtype)
             new[: old.shape[0]] = old
             setattr(self, name, new)
+
+    def all_decided(self, classes: int) -> bool:
+        """Whether every class of a column that has ``classes`` classes so far is decided."""
+        return self.decided_count >= classes
 
     def undecided(self, class_ids: IntArray, classes: int) -> BoolArray:
         """Which of ``class_ids`` (ids of a column that has ``classes`` classes so far) are not decided yet."""
@@ -132,6 +153,7 @@ class NodeDecisions:
             interned = self._interned[decision] = (len(self.decisions), status_id)
         self._index[class_id], self.status_by_class[class_id] = interned
         self.decided[class_id] = True
+        self.decided_count += 1
 
     def decision(self, class_id: int) -> Decision | None:
         if class_id >= self._index.shape[0] or not self.decided[class_id]:
@@ -148,6 +170,7 @@ class AttemptPolicy:
     __slots__ = (
         "_batch",
         "_pod_digest",
+        "_pod_doc",
         "enforcement",
         "engine",
         "entry",
@@ -156,35 +179,44 @@ class AttemptPolicy:
         "facts",
         "facts_name",
         "plugin",
-        "pod_doc",
+        "pod",
         "rekeyed",
         "skipped",
         "snapshot",
         "time",
     )
 
-    def __init__(self, plugin: str, engine: str, enforcement: str, snapshot: Snapshot) -> None:
+    def __init__(self, plugin: str, engine: str, enforcement: str, snapshot: Snapshot, pod: PodInfo) -> None:
         self.plugin = plugin
         self.engine = engine
         self.enforcement = enforcement
         self.snapshot = snapshot
+        self.pod = pod
         # The node classes the attempt's decisions are per (nodes the policy cannot tell apart); see _key.
         self.facts_name = NODE_POLICY_FACTS.name
         self.facts: ClassColumn = snapshot.table.class_column(NODE_POLICY_FACTS.name, NODE_POLICY_FACTS.key_fn)
         self.rekeyed = 0  # times the policy revision changed under this attempt (see prefetch_filter)
         self._pod_digest: str | None = None
-        self.pod_doc: dict[str, Any] = {}
+        self._pod_doc: dict[str, Any] | None = None
         self.time = ""
         self.entry = NodeDecisions("")
         self.exempt = ""
         self.error = ""  # this attempt's engine failure (never written to the shared entry)
         self.skipped = False
         # The last batch prefetched and its class ids: Filter on the same batch reuses them.
-        self._batch: tuple[NodeBatch | None, IntArray] = (None, np.zeros(0, dtype=np.int64))
+        self._batch: tuple[NodeBatch | None, IntArray] = (None, _NO_IDS)
 
     def clone(self) -> AttemptPolicy:
         # Filter only reads it; nominated-pod passes of the same attempt share it.
         return self
+
+    @property
+    def pod_doc(self) -> dict[str, Any]:
+        """The pod as the policy sees it (:func:`~kubesched.framework.policy.pod_document`), made when first
+        asked: only an evaluation (or the audit's digest) needs it; keying the attempt reads the manifest."""
+        if self._pod_doc is None:
+            self._pod_doc = pod_document(self.pod.pod)
+        return self._pod_doc
 
     @property
     def pod_digest(self) -> str:
@@ -212,7 +244,7 @@ class AttemptPolicy:
 
     def use_classes(self, name: str, column: ClassColumn) -> None:
         self.facts_name, self.facts = name, column
-        self._batch = (None, np.zeros(0, dtype=np.int64))
+        self._batch = (None, _NO_IDS)
 
     def class_ids(self, nodes: NodeBatch) -> IntArray:
         batch, ids = self._batch
@@ -223,6 +255,10 @@ class AttemptPolicy:
 
     def undecided(self, class_ids: IntArray) -> BoolArray:
         return self.entry.undecided(class_ids, len(self.facts.values))
+
+    def all_decided(self) -> bool:
+        """Whether the entry has decided every class of the attempt's column (then no batch has anything to ask)."""
+        return self.entry.all_decided(len(self.facts.values))
 
     def verdicts_for(self, targets: Sequence[str]) -> list[PolicyVerdict]:
         common: dict[str, Any] = {
@@ -306,12 +342,11 @@ class SecurityAuditFilter:
 
     def _begin(self, pod: PodInfo) -> AttemptPolicy:
         snapshot = self.handle.snapshot()
-        attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot)
+        attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot, pod)
         reason = pod_exemption(self.args, self.handle, pod.pod)
         if reason:
             attempt.exempt = reason
             return attempt
-        attempt.pod_doc = pod_document(pod.pod)
         attempt.time = rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
         self._key(attempt, self.client.revision())
         return attempt
@@ -330,9 +365,10 @@ class SecurityAuditFilter:
             self.cache = DecisionCache(self.args.cache_size)
         keying = self._keying_for(revision)
         attempt.use_classes(*keying.node_classes(snapshot.table))
-        pod_part = keying.pod_key(attempt.pod_doc, lambda: attempt.pod_digest)
-        # The node classes are part of the key: class ids of one column mean nothing in another.
-        key = CacheKey(revision, f"{pod_part}/{attempt.facts_name}", attempt.time, OPERATION_SCHEDULE)
+        # The node classes are part of the key (entry_key): class ids of one column mean nothing in another.
+        pod_part = keying.entry_key(attempt.pod.pod, lambda: attempt.pod_digest)
+        bucket = attempt.time if keying.reads_time else ""  # see Keying.reads_time
+        key = CacheKey(revision, pod_part, bucket, OPERATION_SCHEDULE)
         entry = self.cache.get(key)
         if entry is None:
             entry = NodeDecisions(revision)
@@ -343,7 +379,7 @@ class SecurityAuditFilter:
 
     async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         attempt = self._attempt(state, pod)
-        if attempt.exempt or attempt.error:
+        if attempt.exempt or attempt.error or attempt.all_decided():
             return None
         class_ids = attempt.class_ids(nodes)
         todo = attempt.undecided(class_ids)
@@ -516,15 +552,18 @@ class BatchedSecurityAuditFilter(SecurityAuditFilter):
             return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [failure])
         if attempt.skipped:
             return None
-        class_ids = attempt.class_ids(nodes)
         entry = attempt.entry
-        if attempt.undecided(class_ids).any():
-            error = Status(Code.ERROR, ENGINE_FAILED_PREFIX + NOT_PREFETCHED)
-            return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [error])
-        self._warn(state, pod, attempt, class_ids)
+        if not attempt.all_decided():
+            class_ids = attempt.class_ids(nodes)
+            if attempt.undecided(class_ids).any():
+                error = Status(Code.ERROR, ENGINE_FAILED_PREFIX + NOT_PREFETCHED)
+                return BatchFilterResult(np.ones(len(nodes), dtype=np.int64), [error])
+        if attempt.enforcement == ENFORCE_WARN:
+            self._warn(state, pod, attempt, attempt.class_ids(nodes))
+        # No denial to give (allowed everywhere, or a mode that never rejects): the nodes' classes are not needed.
         if not attempt.rejects() or not entry.statuses:
             return None
-        return BatchFilterResult(entry.status_by_class[class_ids], entry.statuses)
+        return BatchFilterResult(entry.status_by_class[attempt.class_ids(nodes)], entry.statuses)
 
 
 def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Handle) -> SecurityAuditFilter:

@@ -283,6 +283,89 @@ def test_a_node_class_is_decided_by_any_of_its_nodes(run_async: Runner, tmp_path
     run_async(scenario())
 
 
+def pool_node(name: str, pool: str) -> Any:
+    return make_node(name).label("pool", pool).capacity(cpu="4", pods=20).obj()
+
+
+@pytest.mark.parametrize("mode", ["batch", "per-node"])
+def test_a_node_class_that_appears_after_every_class_was_decided_is_asked_about(
+    run_async: Runner, tmp_path: Path, mode: str
+) -> None:
+    async def scenario() -> None:
+        # While the replicas' shared entry has decided every class, nothing is asked; a node of a new class makes
+        # the next replica ask again (a replica told "all decided" would take the new node's undecided 0 for an
+        # allow, and land where the policy says no).
+        (tmp_path / "pools.rego").write_text(POOL_POLICY)
+        args: dict[str, Any] = {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}
+        if mode == "per-node":
+            args["evaluationMode"] = "per-node"
+        cfg = config({"multiPoint": ["SecurityAuditFilter"]}, {"SecurityAuditFilter": args})
+        clock = VirtualClock()
+        first = [pool_node(name, pool) for name, pool in (("na", "a"), ("nb", "b"))]
+        cluster = SimulatedCluster(clock, first, [teammate("a0", "a"), teammate("a1", "a")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        cluster.subscribe(scheduler.event_handlers)
+        await scheduler.run_until_idle(clock)
+        assert (records.last("a0").node, records.last("a1").node) == ("na", "na")
+        cluster.delete_node("na")
+        cluster.add_node(pool_node("nc", "c"))
+        cluster.add_pod(teammate("a2", "a"))
+        await scheduler.run_until_idle(clock)
+        record = records.last("a2")
+        assert record.result == "Unschedulable"
+        denied = ("Denied by security policy: denied by policy, no reason given",)
+        assert {name: status.reasons for name, status in record.node_to_status.items()} == {"nb": denied, "nc": denied}
+        cluster.add_node(pool_node("nd", "a"))
+        await scheduler.run_until_idle(clock)
+        assert records.last("a2").node == "nd"
+        if mode == "batch":
+            audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+            assert audit.calls == 2, "pools a and b, then pool c, by the replicas together"
+        await scheduler.close()
+
+    run_async(scenario())
+
+
+TIMED_POLICY = f"""{POOL_POLICY}
+allow if {{
+\tinput.node.metadata.labels.pool == "any"
+\tinput.time != ""
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "calls"),
+    [
+        pytest.param(POOL_POLICY, 1, id="never-reads-time-decisions-outlive-the-time-bucket"),
+        pytest.param(TIMED_POLICY, 2, id="reads-time-asked-again-in-the-next-bucket"),
+    ],
+)
+def test_decisions_are_kept_across_time_buckets_only_when_the_policy_never_reads_time(
+    run_async: Runner, tmp_path: Path, policy: str, calls: int
+) -> None:
+    async def scenario() -> None:
+        (tmp_path / "pools.rego").write_text(policy)
+        args: dict[str, Any] = {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}
+        cfg = config({"multiPoint": ["SecurityAuditFilter"]}, {"SecurityAuditFilter": args})
+        clock = VirtualClock()
+        cluster = SimulatedCluster(clock, [pool_node("na", "a"), pool_node("nb", "b")], [teammate("a0", "a")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        cluster.subscribe(scheduler.event_handlers)
+        await scheduler.run_until_idle(clock)
+        clock.advance(120)  # two 60-second buckets on
+        cluster.add_pod(teammate("a1", "a"))
+        await scheduler.run_until_idle(clock)
+        assert (records.last("a0").node, records.last("a1").node) == ("na", "na")
+        audit: SecurityAuditFilter = plugin(scheduler, "SecurityAuditFilter")
+        assert audit.calls == calls
+        await scheduler.close()
+
+    run_async(scenario())
+
+
 @pytest.mark.parametrize(
     ("namespace", "labels", "exempt"),
     [
