@@ -373,29 +373,25 @@ class NodeInfo:
 
     def clone(self) -> NodeInfo:
         """A copy whose pod aggregates can be changed without touching the cache (nominated pods)."""
-        copy = NodeInfo.__new__(NodeInfo)
-        copy.name = self.name
-        copy.node = self.node
-        copy.slot = self.slot
-        copy.pods = self.pods.copy()
-        copy.pods_with_affinity = self.pods_with_affinity
+        copy = self._sharing(self.pods.copy())
         copy.requested = self.requested.copy()
         copy.non_zero_requested = self.non_zero_requested.copy()
         copy.used_ports = {ip: set(ports) for ip, ports in self.used_ports.items()}
-        copy.generation = self.generation
-        copy.allocatable = self.allocatable
-        copy.image_sizes = self.image_sizes
         return copy
 
     def with_pods_of(self, source: NodeInfo) -> NodeInfo:
         """This snapshot copy with ``source``'s pods, for a node whose PodInfos were swapped for equivalent ones
         (a confirmed bind) since the copy was made, so that its aggregates are still ``source``'s. The two copies
         share the aggregates: a snapshot's NodeInfo is never written (a caller that adds pods clones it)."""
+        return self._sharing(source.pods.copy())
+
+    def _sharing(self, pods: PodMap) -> NodeInfo:
+        """A NodeInfo with ``pods`` and every other field this one's, aggregates included (shared, not copied)."""
         copy = NodeInfo.__new__(NodeInfo)
         copy.name = self.name
         copy.node = self.node
         copy.slot = self.slot
-        copy.pods = source.pods.copy()
+        copy.pods = pods
         copy.pods_with_affinity = self.pods_with_affinity
         copy.requested = self.requested
         copy.non_zero_requested = self.non_zero_requested

@@ -5,8 +5,9 @@ cycles (``assume_pod`` before binding, ``finish_binding`` / ``forget_pod`` after
 expire, as in kube-scheduler since 1.25. Every mutation of a NodeInfo stamps it with the next value of a
 global generation counter; :meth:`Cache.update_snapshot` brings a :class:`Snapshot` up to date by copying
 only the NodeInfos stamped after the snapshot's generation (kube-scheduler's ``UpdateSnapshot``), so a
-cycle costs what changed, not the size of the cluster. The node order is kube-scheduler's
-zone-interleaved node tree, which drives the round-robin search.
+cycle costs what changed, not the size of the cluster. A confirmed bind that only swaps a PodInfo for an
+equivalent one is noted apart: the snapshot takes the new PodInfos without the node counting as changed. The
+node order is kube-scheduler's zone-interleaved node tree, which drives the round-robin search.
 """
 
 from __future__ import annotations
