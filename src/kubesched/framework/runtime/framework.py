@@ -256,6 +256,8 @@ class Framework(ContextHandle):
         self._batch_filter: dict[str, BatchFilterPlugin] = {
             name: plugin for name, plugin in self.filter_plugins if isinstance(plugin, BatchFilterPlugin)
         }
+        # Per set of plugins PreFilter skipped, the Filter plugins left, each with its batch form on the batch path.
+        self._filter_plans: dict[frozenset[str], tuple[tuple[str, FilterPlugin, BatchFilterPlugin | None], ...]] = {}
         self.prefetchers: list[tuple[str, FilterPrefetcher]] = [
             (name, plugin) for name, plugin in self.filter_plugins if isinstance(plugin, FilterPrefetcher)
         ]
@@ -645,10 +647,7 @@ class Framework(ContextHandle):
         status_ids = np.zeros(len(batch), dtype=np.int64)
         statuses: list[Status] = []
         metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
-        for name, plugin in self.filter_plugins:
-            if name in state.skip_filter_plugins:
-                continue
-            batch_plugin = self._batch_filter.get(name) if self.use_batch else None
+        for name, plugin, batch_plugin in self._filter_plan(state):
             if batch_plugin is not None:
                 try:
                     result = (
@@ -716,6 +715,21 @@ class Framework(ContextHandle):
                     status_id = interned[status] = len(statuses)
                 status_ids[index] = status_id
         return FilterOutcome(status_ids, statuses)
+
+    def _filter_plan(self, state: CycleState) -> tuple[tuple[str, FilterPlugin, BatchFilterPlugin | None], ...]:
+        skipped = state.skip_filter_plugins
+        key = frozenset(skipped)
+        plan = self._filter_plans.get(key)
+        if plan is None:
+            # Few distinct skip sets occur (one per pod shape and cluster state); bounded all the same.
+            if len(self._filter_plans) >= 64:
+                self._filter_plans.clear()
+            plan = self._filter_plans[key] = tuple(
+                (name, plugin, self._batch_filter.get(name) if self.use_batch else None)
+                for name, plugin in self.filter_plugins
+                if name not in skipped
+            )
+        return plan
 
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, filtered: NodeToStatus
