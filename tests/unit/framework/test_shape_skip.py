@@ -11,6 +11,8 @@ path of timed cycles), which must agree.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -24,7 +26,7 @@ from kubesched.config.loader import default_config, load_config_dict
 from kubesched.config.types import ProfileConfig
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.listers import ListerStores
-from kubesched.framework.runtime.framework import Framework, PreFilterOutcome
+from kubesched.framework.runtime.framework import Framework, PreFilterOutcome, _shape_plan
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo, PodShape
 from kubesched.plugins.registry import in_tree_registry
@@ -222,29 +224,29 @@ def test_a_plugins_shape_skip_is_what_its_own_call_does(pod: Pod, profile: str, 
             assert _contents(skipped) == _contents(called), (name, point)
 
 
+@contextmanager
+def _plans(fwk: Framework, info: PodInfo, *, every_plugin: bool) -> Iterator[None]:
+    """With ``every_plugin``, what a timed cycle runs for ``info``'s shape: every plugin called."""
+    kept = fwk._pre_filter_plans, fwk._pre_score_plans
+    if every_plugin:
+        fwk._pre_filter_plans = {info.shape: fwk._pre_filter_calls}
+        fwk._pre_score_plans = {info.shape: fwk._pre_score_calls}
+    try:
+        yield
+    finally:
+        fwk._pre_filter_plans, fwk._pre_score_plans = kept
+
+
 def _pre_filter(fwk: Framework, info: PodInfo, *, every_plugin: bool) -> tuple[PreFilterOutcome, CycleState]:
     state = CycleState()
-    plans = fwk._pre_filter_plans
-    if every_plugin:
-        # What a timed cycle runs: every plugin called.
-        fwk._pre_filter_plans = {info.shape: fwk._pre_filter_calls}
-    try:
-        outcome = fwk.run_pre_filter(state, info, fwk.snapshot().node_infos)
-    finally:
-        fwk._pre_filter_plans = plans
-    return outcome, state
+    with _plans(fwk, info, every_plugin=every_plugin):
+        return fwk.run_pre_filter(state, info, fwk.snapshot().node_infos), state
 
 
 def _pre_score(fwk: Framework, info: PodInfo, *, every_plugin: bool) -> tuple[Status | None, CycleState]:
     state = CycleState()
-    plans = fwk._pre_score_plans
-    if every_plugin:
-        fwk._pre_score_plans = {info.shape: fwk._pre_score_calls}
-    try:
-        status = fwk.run_pre_score(state, info, fwk.snapshot().node_infos)
-    finally:
-        fwk._pre_score_plans = plans
-    return status, state
+    with _plans(fwk, info, every_plugin=every_plugin):
+        return fwk.run_pre_score(state, info, fwk.snapshot().node_infos), state
 
 
 def _outcome(outcome: PreFilterOutcome) -> tuple[object, ...]:
@@ -282,7 +284,8 @@ def test_a_plain_pod_calls_no_plugin_that_skips_it() -> None:
     fwk = FRAMEWORKS[("default", False)]
     info = PodInfo(make_pod("plain").namespace("ns").container(cpu="100m", memory="500Mi").obj())
     assert info.shape == 0
-    called = [name for name, _, skip in fwk._pre_filter_plan(info.shape) if skip is None]
+    plan = _shape_plan(fwk._pre_filter_plans, fwk.pre_filter_plugins, "pre_filter_skip", info.shape)
+    called = [name for name, _, skip in plan if skip is None]
     assert called == ["NodeResourcesFit", "InterPodAffinity"]
     outcome, state = _pre_filter(fwk, info, every_plugin=False)
     assert outcome.status is None
@@ -297,7 +300,8 @@ def test_a_plain_pod_calls_no_plugin_that_skips_it() -> None:
         "DynamicResources",
         "NodeAffinity",
     }
-    scored = [name for name, _, skip in fwk._pre_score_plan(info.shape) if skip is None]
+    score_plan = _shape_plan(fwk._pre_score_plans, fwk.pre_score_plugins, "pre_score_skip", info.shape)
+    scored = [name for name, _, skip in score_plan if skip is None]
     assert "NodeAffinity" not in scored and "VolumeBinding" not in scored
 
 

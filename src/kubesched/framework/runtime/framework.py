@@ -389,24 +389,6 @@ class Framework(ContextHandle):
         self._attributions[key] = (status, attributed)  # the status kept: its id is not reused meanwhile
         return attributed
 
-    def _pre_filter_plan(self, shape: int) -> _ShapePlan[PreFilterPlugin]:
-        plan = self._pre_filter_plans.get(shape)
-        if plan is None:
-            plan = self._pre_filter_plans[shape] = tuple(
-                (name, plugin, _shape_skip(plugin, "pre_filter_skip", shape))
-                for name, plugin in self.pre_filter_plugins
-            )
-        return plan
-
-    def _pre_score_plan(self, shape: int) -> _ShapePlan[PreScorePlugin]:
-        plan = self._pre_score_plans.get(shape)
-        if plan is None:
-            plugins = self.pre_score_plugins
-            plan = self._pre_score_plans[shape] = tuple(
-                (name, plugin, _shape_skip(plugin, "pre_score_skip", shape)) for name, plugin in plugins
-            )
-        return plan
-
     def run_pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterOutcome:
         """Run every PreFilter; Unschedulable keeps running the rest, Unresolvable stops at once.
 
@@ -414,7 +396,11 @@ class Framework(ContextHandle):
         and its Filter skipped, in its place in the order, so the outcome and the state are the call's."""
         outcome = PreFilterOutcome()
         metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
-        plan = self._pre_filter_plan(pod.shape) if metrics is None else self._pre_filter_calls
+        plan = (
+            _shape_plan(self._pre_filter_plans, self.pre_filter_plugins, "pre_filter_skip", pod.shape)
+            if metrics is None
+            else self._pre_filter_calls
+        )
         for name, plugin, skip in plan:
             if skip is not None:
                 skip(state)
@@ -764,7 +750,11 @@ class Framework(ContextHandle):
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         """Run every PreScore (a plugin that skips every pod of this pod's shape as in :meth:`run_pre_filter`)."""
         metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
-        plan = self._pre_score_plan(pod.shape) if metrics is None else self._pre_score_calls
+        plan = (
+            _shape_plan(self._pre_score_plans, self.pre_score_plugins, "pre_score_skip", pod.shape)
+            if metrics is None
+            else self._pre_score_calls
+        )
         for name, plugin, skip in plan:
             if skip is not None:
                 skip(state)
@@ -987,6 +977,17 @@ class Framework(ContextHandle):
 PluginT = TypeVar("PluginT")
 _ShapePlan = tuple[tuple[str, PluginT, SkipWrites | None], ...]
 """One point's plugins in order, each with the writes of the Skip it returns for the shape (None: call it)."""
+
+
+def _shape_plan(
+    plans: dict[int, _ShapePlan[PluginT]], plugins: Sequence[tuple[str, PluginT]], method: str, shape: int
+) -> _ShapePlan[PluginT]:
+    """The plugins of one extension point for pods of ``shape``, each with the writes of its Skip when its
+    ``method`` (``pre_filter_skip`` / ``pre_score_skip``) proves one; made once per shape and kept in ``plans``."""
+    plan = plans.get(shape)
+    if plan is None:
+        plan = plans[shape] = tuple((name, plugin, _shape_skip(plugin, method, shape)) for name, plugin in plugins)
+    return plan
 
 
 def _shape_skip(plugin: object, method: str, shape: int) -> SkipWrites | None:
