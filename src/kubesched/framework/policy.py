@@ -27,7 +27,7 @@ import datetime
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -157,6 +157,12 @@ class InputPaths:
     """
 
     paths: tuple[InputPath, ...] | None
+    #: Paths of ``paths`` the policy reads only to look their value up in its base data (see :class:`DataLookup`).
+    lookups: tuple[DataLookup, ...] = ()
+
+    def lookups_below(self, root: str) -> dict[InputPath, DataLookup]:
+        """The data lookups by their path under ``input.<root>`` (relative)."""
+        return {lookup.path[1:]: lookup for lookup in self.lookups if lookup.path[:1] == (root,)}
 
     def below(self, root: str) -> tuple[InputPath, ...] | None:
         """The paths under ``input.<root>``, relative and prefix-free; None when ``input.<root>`` may be read
@@ -171,6 +177,40 @@ class InputPaths:
             if not any(path[: len(prefix)] == prefix for prefix in kept):
                 kept.append(path)
         return tuple(kept)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DataLookup:
+    """An input path the policy reads only as the key of a lookup in its base data (``data.compliance.nodes[
+    input.node.metadata.name]``) and in type checks (``is_string``): inputs whose values there are strings with
+    equal records at every ``data_paths`` look alike to it (a node's name matters only through its record).
+
+    ``classes`` maps each key of those data to a class number, equal for keys whose records are equal at every
+    data path (0, not in the map: a key with no record anywhere); ``fingerprint`` digests it, so equal
+    fingerprints of one path mean equal classes. Made per revision by
+    :func:`kubesched.policy.input_paths.input_paths` from the AST and the revision's data.
+    """
+
+    path: InputPath
+    data_paths: tuple[InputPath, ...]
+    classes: Mapping[str, int]
+    fingerprint: str
+
+    def class_of(self, looked_up: Hashable) -> Hashable:
+        """What the policy can tell of a value :func:`lookup_key` gave: a string's record class; anything else
+        (never a node's name, but a policy may look up any path) as it is."""
+        if type(looked_up) is tuple and looked_up[0] == "key":
+            return ("class", self.classes.get(looked_up[1], 0))
+        return looked_up
+
+    def _identity(self) -> tuple[InputPath, tuple[InputPath, ...], str]:
+        return self.path, self.data_paths, self.fingerprint
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DataLookup) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
 
 def _path_order(path: InputPath) -> tuple[tuple[int, str], ...]:
@@ -202,6 +242,15 @@ def _at(document: object, path: InputPath) -> object:
         else:
             return {"absent": depth, "on": _type_tag(node)}
     return {"value": node}
+
+
+def lookup_key(document: Mapping[str, Any], path: InputPath) -> Hashable:
+    """The value at a :class:`DataLookup`'s path, hashable: ``("key", text)`` for a string (a key the data may
+    hold), else ``("other", <canonical JSON of what is there>)``, kept as it is by :meth:`DataLookup.class_of`."""
+    found = _at(document, path)
+    if type(found) is dict and "value" in found and type(found["value"]) is str:
+        return ("key", found["value"])
+    return ("other", canonical(found))
 
 
 def projection(document: Mapping[str, Any], paths: Sequence[InputPath]) -> str:

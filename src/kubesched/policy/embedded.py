@@ -216,7 +216,7 @@ class EmbeddedRegoEngine:
         undefined = undefined_path_error(self._decision_path, ast_json, sources.data)
         if undefined:
             raise PolicyError(undefined)
-        paths = input_paths(ast_json)  # of the user's modules only: the generated ones are added below
+        paths = input_paths(ast_json, sources.data)  # of the user's modules only: the generated ones come below
         generated = {
             "kubesched-single.rego": (f"package {SINGLE_PACKAGE}\n\nimport rego.v1\n\ndecision := {self._reference}\n"),
             "kubesched-batch-node.rego": batch_module(self._decision_path, "node"),

@@ -21,11 +21,13 @@ of the whole ``metadata`` subtree, which is correct, only coarser.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubesched.framework.policy import InputPath, InputPaths, PathPart
+from kubesched.api.packed import canonical
+from kubesched.framework.policy import DataLookup, InputPath, InputPaths, PathPart
 from kubesched.policy.defined_paths import rule_head as _rule_head
 
 #: kubesched's generated modules read ``input.nodes``/``input.clusters`` and re-bind ``input`` for each target:
@@ -74,8 +76,16 @@ def _chain(expr: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[Mapping[str
     return node, steps
 
 
+def _is_var(expr: object, name: str) -> bool:
+    return isinstance(expr, Mapping) and "Var" in expr and expr["Var"].get("value") == name
+
+
 def _is_input(expr: object) -> bool:
-    return isinstance(expr, Mapping) and "Var" in expr and expr["Var"].get("value") == "input"
+    return _is_var(expr, "input")
+
+
+def _is_reference(expr: object) -> bool:
+    return isinstance(expr, Mapping) and len(expr) == 1 and any(kind in expr for kind in _REF_KINDS)
 
 
 def _constant_part(index: Mapping[str, Any]) -> PathPart | None:
@@ -104,10 +114,19 @@ def _constant_key_path(expr: Mapping[str, Any]) -> InputPath | None:
     return None
 
 
+# How a reference to an input path is used (``_Collector.uses``): the key of a lookup in the data at a constant
+# path, the argument of a type check, or anything else.
+_Use = tuple[str, InputPath]
+_OTHER: _Use = ("other", ())
+_TYPE_CHECK: _Use = ("type", ())
+
+
 class _Collector:
-    def __init__(self, object_get_is_builtin: bool) -> None:
+    def __init__(self, object_get_is_builtin: bool, is_string_is_builtin: bool) -> None:
         self.paths: set[InputPath] = set()
+        self.uses: dict[InputPath, set[_Use]] = {}
         self._object_get = object_get_is_builtin
+        self._is_string = is_string_is_builtin
         self.input_vars = 0  # references to input accounted for (checked against _input_vars)
 
     def visit(self, node: object) -> None:
@@ -125,12 +144,16 @@ class _Collector:
         if any(kind in node for kind in _REF_KINDS) and len(node) == 1:
             self._reference(node)
             return
-        if "Call" in node and len(node) == 1 and self._object_get_call(node["Call"]):
+        if (
+            "Call" in node
+            and len(node) == 1
+            and (self._object_get_call(node["Call"]) or self._type_check(node["Call"]))
+        ):
             return
         for value in node.values():
             self.visit(value)
 
-    def _reference(self, expr: Mapping[str, Any]) -> None:
+    def _reference(self, expr: Mapping[str, Any], use: _Use = _OTHER) -> None:
         root, steps = _chain(expr)
         if _is_input(root):
             self.input_vars += 1
@@ -146,11 +169,44 @@ class _Collector:
             if not path:
                 raise _Unbounded  # input itself, or input[k]
             self.paths.add(tuple(path))
+            self.uses.setdefault(tuple(path), set()).add(use if constant else _OTHER)
+        elif _is_var(root, "data"):
+            self._data_reference(steps)
+            return
         elif "Var" not in root:
             self.visit(root)  # f(x).y, [..][0], {..}.k: the root expression may read input
         for step in steps:
             if "index" in step:
                 self.visit(step["index"])
+
+    def _data_reference(self, steps: list[Mapping[str, Any]]) -> None:
+        """``data.a.b[<input ref>]...``: an input reference indexing the data after a constant path is a lookup
+        there; every other index is visited as any expression."""
+        prefix: list[str] = []
+        constant = True
+        for step in steps:
+            if "field" in step:
+                prefix.append(str(step["field"][1]))
+                continue
+            index = step["index"]
+            if "String" in index:
+                prefix.append(str(index["String"]["value"]))
+                continue
+            if constant and _is_reference(index) and _is_input(_chain(index)[0]):
+                self._reference(index, ("lookup", tuple(prefix)))
+            else:
+                self.visit(index)
+            constant = False  # past a variable index the reference reads a record, not a data path
+
+    def _type_check(self, call: Mapping[str, Any]) -> bool:
+        """``is_string(<input ref>)``: only the type of the value matters; False for any other call."""
+        fcn, params = call.get("fcn"), call.get("params") or []
+        if not self._is_string or not _is_var(fcn, "is_string") or len(params) != 1 or not _is_reference(params[0]):
+            return False
+        if not _is_input(_chain(params[0])[0]):
+            return False
+        self._reference(params[0], _TYPE_CHECK)
+        return True
 
     def _object_get_call(self, call: Mapping[str, Any]) -> bool:
         """``object.get(<input ref>, <constant key>, default)``: record the ref + key and visit the default;
@@ -183,6 +239,7 @@ class _Collector:
             return False
         self.input_vars += 1
         self.paths.add((*parts, *key_path))
+        self.uses.setdefault((*parts, *key_path), set()).add(_OTHER)
         self.visit(default)
         return True
 
@@ -206,28 +263,28 @@ def _with_targets(node: object) -> Iterator[Mapping[str, Any]]:
             yield from _with_targets(value)
 
 
-def _defines_object(modules: list[tuple[str, Mapping[str, Any]]]) -> bool:
-    """Whether ``object.get`` could mean something else than the builtin: an import or a rule named
-    ``object``, or ``with object… as …``; then ``object.get`` calls get no special treatment."""
+def _shadowed(modules: list[tuple[str, Mapping[str, Any]]], name: str) -> bool:
+    """Whether the builtin ``name`` (``object``, ``is_string``) could mean something else: an import or a rule of
+    that name, or ``with name… as …``; then its calls get no special treatment."""
     for source, ast in modules:
         for imported in ast.get("imports") or ():
             alias = imported.get("as")
             if alias is not None:
                 # The AST gives the alias as a span of the source only.
-                name = source[alias.get("start", 0) : alias.get("end", 0)] if isinstance(alias, Mapping) else ""
-                if name in ("", "object"):
+                text = source[alias.get("start", 0) : alias.get("end", 0)] if isinstance(alias, Mapping) else ""
+                if text in ("", name):
                     return True
             else:
                 _, steps = _chain(imported["refr"])
-                if steps and "field" in steps[-1] and steps[-1]["field"][1] == "object":
+                if steps and "field" in steps[-1] and steps[-1]["field"][1] == name:
                     return True
         for rule in ast.get("rules") or ():
             head = _rule_head(rule)
-            if head and head[0] == "object":
+            if head and head[0] == name:
                 return True
         for target in _with_targets(ast.get("rules") or []):
             root, _ = _chain(target)
-            if "Var" in root and root["Var"].get("value") == "object":
+            if _is_var(root, name):
                 return True
     return False
 
@@ -242,10 +299,73 @@ def _input_vars(node: object) -> int:
     return own + sum(_input_vars(value) for value in node.values())
 
 
-def input_paths(ast_json: str) -> InputPaths:
-    """The ``input`` paths the modules in ``ast_json`` read (kubesched's generated modules left out)."""
+def _base_data_paths(modules: list[tuple[str, Mapping[str, Any]]], wanted: set[InputPath]) -> set[InputPath]:
+    """Those of ``wanted`` (paths under ``data``) that hold only base data: no rule defines anything at, above or
+    below them (kubesched's generated packages included), and no ``with data… as …`` replaces data anywhere."""
+    defined: list[tuple[str, ...]] = list(GENERATED_PACKAGES)
+    for _, ast in modules:
+        if any(_is_var(_chain(target)[0], "data") for target in _with_targets(ast.get("rules") or [])):
+            return set()
+        package = _package(ast)
+        defined.extend((*package, *_rule_head(rule)) for rule in ast.get("rules") or ())
+    return {
+        path
+        for path in wanted
+        if path and not any(path[: len(rule)] == rule[: len(path)] for rule in defined)  # one a prefix of the other
+    }
+
+
+def _lookup_paths(
+    collector: _Collector, modules: list[tuple[str, Mapping[str, Any]]]
+) -> dict[InputPath, tuple[InputPath, ...]]:
+    """The input paths used only as keys into base data (and in type checks), with the data paths they index.
+    A path read any other way, or with a prefix or an extension read too, is no lookup: its value counts."""
+    candidates: dict[InputPath, set[InputPath]] = {}
+    for path, uses in collector.uses.items():
+        data_paths = {where for kind, where in uses if kind == "lookup"}
+        if not data_paths or any(kind == "other" for kind, _ in uses):
+            continue
+        if any(other != path and other[: len(path)] == path[: len(other)] for other in collector.paths):
+            continue
+        candidates[path] = data_paths
+    base = _base_data_paths(modules, {where for data_paths in candidates.values() for where in data_paths})
+    return {path: tuple(sorted(data_paths)) for path, data_paths in candidates.items() if data_paths <= base}
+
+
+def _record_classes(data: Mapping[str, Any], data_paths: tuple[InputPath, ...]) -> dict[str, int]:
+    """Each key of the objects at ``data_paths`` → a class number, equal for keys whose records are equal at every
+    one of them (from 1; a key found in none of them has class 0 and is left out)."""
+    tables: list[Mapping[str, Any]] = []
+    for where in data_paths:
+        node: Any = data
+        for part in where:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        tables.append(node if isinstance(node, Mapping) else {})
+    keys = sorted({key for table in tables for key in table if isinstance(key, str)})
+    signatures: dict[str, int] = {}
+    classes: dict[str, int] = {}
+    for key in keys:
+        signature = canonical([[table[key]] if key in table else [] for table in tables])
+        classes[key] = signatures.setdefault(signature, len(signatures) + 1)
+    return classes
+
+
+def _lookups(paths: dict[InputPath, tuple[InputPath, ...]], data: Mapping[str, Any]) -> tuple[DataLookup, ...]:
+    found = []
+    for path, data_paths in sorted(paths.items(), key=lambda item: json.dumps(item[0])):
+        classes = _record_classes(data, data_paths)
+        fingerprint = hashlib.sha256(canonical(classes).encode()).hexdigest()[:16]
+        found.append(DataLookup(path, data_paths, classes, fingerprint))
+    return tuple(found)
+
+
+def input_paths(ast_json: str, data: Mapping[str, Any] | None = None) -> InputPaths:
+    """The ``input`` paths the modules in ``ast_json`` read (kubesched's generated modules left out); with the
+    revision's ``data``, also the paths it reads only to look records up there (:class:`DataLookup`)."""
     modules = list(_modules(ast_json))
-    collector = _Collector(object_get_is_builtin=not _defines_object(modules))
+    collector = _Collector(
+        object_get_is_builtin=not _shadowed(modules, "object"), is_string_is_builtin=not _shadowed(modules, "is_string")
+    )
     try:
         for _, ast in modules:
             collector.visit(ast.get("imports") or [])
@@ -257,4 +377,5 @@ def input_paths(ast_json: str) -> InputPaths:
     ):
         # An AST shape the collector does not know held a reference to input: it cannot tell what is read.
         return InputPaths(None)
-    return InputPaths(tuple(sorted(collector.paths, key=lambda path: json.dumps(path))))
+    lookups = _lookups(_lookup_paths(collector, modules), data) if data is not None else ()
+    return InputPaths(tuple(sorted(collector.paths, key=lambda path: json.dumps(path))), lookups)

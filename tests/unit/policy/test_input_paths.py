@@ -4,6 +4,7 @@ projection that keys decisions on those paths."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import regorus
@@ -26,11 +27,11 @@ PLACEMENT_PATHS: tuple[InputPath, ...] = (
 )
 
 
-def analysed(*modules: str) -> InputPaths:
+def analysed(*modules: str, data: dict[str, Any] | None = None) -> InputPaths:
     engine = regorus.Engine()
     for index, text in enumerate(modules):
         engine.add_policy(f"m{index}.rego", text)
-    return input_paths(engine.get_ast_as_json())
+    return input_paths(engine.get_ast_as_json(), data)
 
 
 def rule(body: str, *, header: str = "") -> str:
@@ -170,3 +171,86 @@ def test_paths_below_a_root_are_prefix_free() -> None:
 def test_projection(left: dict[str, object], right: dict[str, object], equal: bool) -> None:
     paths: tuple[InputPath, ...] = (("a", "b"), ("l", 0, "b"))
     assert (projection(left, paths) == projection(right, paths)) is equal
+
+
+# ---- paths read only to look a record up in the data ---------------------------------------------------------
+
+RECORDS = {
+    "compliance": {
+        "nodes": {"n1": {"level": "pci"}, "n2": {"level": "standard"}, "n3": {"level": "pci"}, "n4": {"level": "x"}}
+    },
+    "owners": {"n1": "team-a", "n2": "team-a", "n3": "team-b"},
+}
+NAME: InputPath = ("node", "metadata", "name")
+
+
+def test_the_placement_policy_reads_the_node_name_only_to_find_its_compliance_record() -> None:
+    paths = analysed(BENCH_POLICY.read_text(), data=RECORDS)
+    (lookup,) = paths.lookups
+    assert (lookup.path, lookup.data_paths) == (NAME, (("compliance", "nodes"),))
+    assert lookup.classes["n1"] == lookup.classes["n3"] != lookup.classes["n2"] != lookup.classes["n4"]
+    assert lookup.class_of(("key", "n1")) == lookup.class_of(("key", "n3")) == ("class", lookup.classes["n1"])
+    assert lookup.class_of(("key", "unknown")) == lookup.class_of(("key", "n5")) == ("class", 0)
+    assert paths.lookups_below("node") == {("metadata", "name"): lookup}
+    assert analysed(BENCH_POLICY.read_text()).lookups == (), "without the data, no record classes"
+
+
+def test_records_at_several_data_paths_class_a_key_together() -> None:
+    body = "data.compliance.nodes[input.node.metadata.name].level == data.owners[input.node.metadata.name]"
+    (lookup,) = analysed(rule(body), data=RECORDS).lookups
+    assert lookup.data_paths == (("compliance", "nodes"), ("owners",))
+    assert len({lookup.classes[name] for name in ("n1", "n2", "n3", "n4")}) == 4  # n1, n3: same level, not owner
+
+
+def test_a_record_class_fingerprint_follows_the_data() -> None:
+    first = analysed(BENCH_POLICY.read_text(), data=RECORDS).lookups[0]
+    again = analysed(BENCH_POLICY.read_text(), data=RECORDS).lookups[0]
+    changed = {**RECORDS, "compliance": {"nodes": {**RECORDS["compliance"]["nodes"], "n2": {"level": "pci"}}}}
+    other = analysed(BENCH_POLICY.read_text(), data=changed).lookups[0]
+    assert first == again and first.fingerprint == again.fingerprint
+    assert other != first and other.classes["n2"] == other.classes["n1"]
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param(
+            rule('sprintf("%s", [input.node.metadata.name]) != ""\n\tdata.compliance.nodes[input.node.metadata.name]'),
+            id="formatted",
+        ),
+        pytest.param(
+            rule('input.node.metadata.name == "n1"\n\tdata.compliance.nodes[input.node.metadata.name]'), id="compared"
+        ),
+        pytest.param(
+            rule(
+                'object.get(input.node.metadata, "name", "") != ""\n\tdata.compliance.nodes[input.node.metadata.name]'
+            ),
+            id="object-get",
+        ),
+        pytest.param(
+            rule(
+                "input.node.metadata.x\n\tdata.compliance.nodes[input.node.metadata.name]\n\tinput.node.metadata == {}"
+            ),
+            id="parent-read-whole",
+        ),
+        pytest.param(rule("some k\n\tdata.compliance[k][input.node.metadata.name]"), id="after-a-variable-index"),
+        pytest.param(
+            rule("data.t.nodes[input.node.metadata.name]") + '\nnodes[k] := k if some k in ["n1"]\n',
+            id="rule-defined-data",
+        ),
+        pytest.param(rule("data.t[input.node.metadata.name]"), id="data-holding-rules"),
+        pytest.param(rule("data[input.node.metadata.name]"), id="data-root"),
+        pytest.param(
+            rule("data.compliance.nodes[input.node.metadata.name] with data.compliance.nodes as {}"), id="with-data"
+        ),
+        pytest.param(
+            rule("is_string(input.node.metadata.name)\n\tdata.compliance.nodes[input.node.metadata.name]")
+            + "\nis_string(x) := true\n",
+            id="is-string-shadowed",
+        ),
+    ],
+)
+def test_a_name_used_any_other_way_is_keyed_by_its_value(policy: str) -> None:
+    paths = analysed(policy, data=RECORDS)
+    assert NAME in (paths.paths or (NAME,))
+    assert paths.lookups == ()

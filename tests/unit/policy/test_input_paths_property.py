@@ -15,14 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.api.objects import Node
+from kubesched.framework.node_table import NodeTable
 from kubesched.framework.policy import (
     Decision,
     decision_input,
     digest,
     pod_document,
-    projection,
     target_document,
 )
+from kubesched.framework.types import NodeInfo
 from kubesched.plugins.security.policy_keys import Keying
 from kubesched.policy.embedded import EmbeddedRegoEngine
 from kubesched.testing.builders import make_node, make_pod
@@ -54,6 +55,21 @@ deny contains msg if {
 }
 allow if count(deny) == 0
 """,
+    # The node's name only as a key into the data (records shared by several names), beside a label.
+    "lookup": """package t
+import rego.v1
+default allow := false
+record := data.inventory.nodes[input.node.metadata.name]
+allow if {
+\tis_string(input.node.metadata.name)
+\trecord.tier == object.get(input.pod.metadata.labels, "team", "")
+}
+allow if {
+\tnot record
+\tinput.node.metadata.labels.pool == "general"
+}
+deny contains sprintf("tier %s", [data.audit[input.node.metadata.name]]) if input.pod.metadata.namespace == "prod"
+""",
     # Unbounded: the whole input is looked at.
     "walk": """package t
 import rego.v1
@@ -68,7 +84,11 @@ any_evil if {
 """,
 }
 
-POLICIES = ["placement", "residency", "indexed", "dynamic", "walk"]
+POLICIES = ["placement", "residency", "indexed", "dynamic", "lookup", "walk"]
+LOOKUP_DATA = {
+    "inventory": {"nodes": {"node-a": {"tier": "a"}, "node-b": {"tier": "a"}, "node-c": {"tier": "b"}}},
+    "audit": {"node-a": "x", "node-b": "x", "node-c": "x"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +106,12 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tupl
             "cluster",
         ),
     }
+    (folder / "data" / "lookup").mkdir(parents=True)
+    (folder / "data" / "lookup" / "data.json").write_text(json.dumps(LOOKUP_DATA))
     for name, text in SYNTHETIC.items():
         (folder / f"{name}.rego").write_text(text)
-        built[name] = (EmbeddedRegoEngine([str(folder / f"{name}.rego")], decision_path="t"), "node")
+        data = [str(folder / "data" / name)] if (folder / "data" / name).exists() else []
+        built[name] = (EmbeddedRegoEngine([str(folder / f"{name}.rego")], data, decision_path="t"), "node")
     yield built
 
 
@@ -145,19 +168,23 @@ def test_decisions_by_the_projected_key_equal_decisions_without_a_cache(
 ) -> None:
     engine, kind = engines[policy]
     paths = engine.input_paths
-    node_paths = paths.below(kind)
     to_document = target_document(kind)
     keying = Keying(paths, kind, to_document)
-    cache: dict[tuple[str, str], tuple[bool, tuple[str, ...]]] = {}
-    for pod_doc, node in pairs:
+    # The nodes' classes as SecurityAuditFilter finds them: a table's class column, its classes grouped by data record
+    # where the policy only looks the name up (the "lookup" policy; the placement policy's records all differ).
+    table = NodeTable()
+    for slot, (_, node) in enumerate(pairs):
+        table.sync(NodeInfo(node, slot), node_changed=True)
+    classes = keying.node_classes(table)
+    cache: dict[tuple[str, int], tuple[bool, tuple[str, ...]]] = {}
+    for slot, (pod_doc, node) in enumerate(pairs):
+        class_id = int(classes.column.ids[slot])
+        node_key = class_id if classes.groups is None else int(classes.groups[class_id])
         # A twin that differs only where no policy here distinguishes, by construction of the vocabulary... or
         # not: either way its decision must equal the engine's.
         for doc in (pod_doc, {**pod_doc, "metadata": {**pod_doc["metadata"], "annotations": {"extra": "x"}}}):
             node_doc = to_document(node)
             whole = functools.partial(digest, {"pod": doc, "operation": "schedule", "time": TIME})
-            node_key = (
-                projection(node_doc, node_paths) if node_paths is not None else json.dumps(node_doc, sort_keys=True)
-            )
             key = (keying.pod_key(doc, whole), node_key)
             fresh = _answer(
                 engine.decide(decision_input(doc, node_doc, target_kind=kind, operation="schedule", time=TIME))

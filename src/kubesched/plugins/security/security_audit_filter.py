@@ -67,7 +67,7 @@ from kubesched.plugins.security.args import (
 )
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
 from kubesched.plugins.security.engines import engine_client, pod_exemption
-from kubesched.plugins.security.policy_keys import Keying
+from kubesched.plugins.security.policy_keys import Keying, NodeClasses
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
 _WARNED_KEY = "kubesched.io/security-audit-warned"
@@ -171,6 +171,8 @@ class AttemptPolicy:
         "_batch",
         "_pod_digest",
         "_pod_doc",
+        "class_count",
+        "column_name",
         "enforcement",
         "engine",
         "entry",
@@ -178,6 +180,7 @@ class AttemptPolicy:
         "exempt",
         "facts",
         "facts_name",
+        "groups",
         "plugin",
         "pod",
         "rekeyed",
@@ -192,9 +195,12 @@ class AttemptPolicy:
         self.enforcement = enforcement
         self.snapshot = snapshot
         self.pod = pod
-        # The node classes the attempt's decisions are per (nodes the policy cannot tell apart); see _key.
-        self.facts_name = NODE_POLICY_FACTS.name
+        # The node classes the attempt's decisions are per (nodes the policy cannot tell apart; see _key): a class
+        # column, or groups of its classes (NodeClasses). facts_name tells classings apart.
+        self.facts_name = self.column_name = NODE_POLICY_FACTS.name
         self.facts: ClassColumn = snapshot.table.class_column(NODE_POLICY_FACTS.name, NODE_POLICY_FACTS.key_fn)
+        self.groups: IntArray | None = None
+        self.class_count = len(self.facts.values)
         self.rekeyed = 0  # times the policy revision changed under this attempt (see prefetch_filter)
         self._pod_digest: str | None = None
         self._pod_doc: dict[str, Any] | None = None
@@ -242,23 +248,29 @@ class AttemptPolicy:
             return Status(Code.ERROR, ENGINE_FAILED_PREFIX + self.error)
         return None
 
-    def use_classes(self, name: str, column: ClassColumn) -> None:
-        self.facts_name, self.facts = name, column
+    def use_classes(self, classes: NodeClasses) -> None:
+        self.facts_name, self.column_name, self.facts, self.groups, self.class_count = classes
         self._batch = (None, _NO_IDS)
 
     def class_ids(self, nodes: NodeBatch) -> IntArray:
         batch, ids = self._batch
         if batch is not nodes:
             ids = self.facts.ids[nodes.slots]
+            if self.groups is not None:
+                ids = self.groups[ids]
             self._batch = (nodes, ids)
         return ids
 
+    def class_of(self, slot: int) -> int:
+        class_id = int(self.facts.ids[slot])
+        return class_id if self.groups is None else int(self.groups[class_id])
+
     def undecided(self, class_ids: IntArray) -> BoolArray:
-        return self.entry.undecided(class_ids, len(self.facts.values))
+        return self.entry.undecided(class_ids, self.class_count)
 
     def all_decided(self) -> bool:
-        """Whether the entry has decided every class of the attempt's column (then no batch has anything to ask)."""
-        return self.entry.all_decided(len(self.facts.values))
+        """Whether the entry has decided every class of the attempt's classing (then no batch has anything to ask)."""
+        return self.entry.all_decided(self.class_count)
 
     def verdicts_for(self, targets: Sequence[str]) -> list[PolicyVerdict]:
         common: dict[str, Any] = {
@@ -287,7 +299,7 @@ class AttemptPolicy:
             info = self.snapshot.get(target)
             if info is None:
                 continue
-            decision = self.entry.decision(int(self.facts.ids[info.slot]))
+            decision = self.entry.decision(self.class_of(info.slot))
             if decision is None:
                 continue
             found.append(
@@ -364,7 +376,7 @@ class SecurityAuditFilter:
             self._docs = (snapshot.table, {})
             self.cache = DecisionCache(self.args.cache_size)
         keying = self._keying_for(revision)
-        attempt.use_classes(*keying.node_classes(snapshot.table))
+        attempt.use_classes(keying.node_classes(snapshot.table))
         # The node classes are part of the key (entry_key): class ids of one column mean nothing in another.
         pod_part = keying.entry_key(attempt.pod.pod, lambda: attempt.pod_digest)
         bucket = attempt.time if keying.reads_time else ""  # see Keying.reads_time
@@ -389,7 +401,8 @@ class SecurityAuditFilter:
         wanted, first = np.unique(class_ids[todo], return_index=True)
         slots = nodes.slots[todo][first]
         infos: list[NodeInfo] = NodeBatch(attempt.snapshot.table, slots).infos
-        documents = self._node_documents(attempt.snapshot.table, attempt.facts_name, wanted.tolist(), infos)
+        column_ids = attempt.facts.ids[slots].tolist()
+        documents = self._node_documents(attempt.snapshot.table, attempt.column_name, column_ids, infos)
         try:
             if self.args.evaluation_mode == MODE_PER_NODE:
                 answers = await self._decide_one_by_one(attempt, documents)
@@ -440,8 +453,7 @@ class SecurityAuditFilter:
     def _classes_changed(self, attempt: AttemptPolicy, revision: str) -> bool:
         if self.args.evaluation_mode == MODE_PER_NODE or attempt.facts_name == NODE_POLICY_FACTS.name:
             return False  # per node, or classes of whole policy facts: right for any policy
-        name, _ = self._keying_for(revision).node_classes(attempt.snapshot.table)
-        return name != attempt.facts_name
+        return self._keying_for(revision).node_classes(attempt.snapshot.table).name != attempt.facts_name
 
     async def _decide_one_by_one(self, attempt: AttemptPolicy, documents: list[dict[str, Any]]) -> dict[str, Decision]:
         """The seed's pattern: one engine call per (pod, node), in order."""
@@ -462,8 +474,8 @@ class SecurityAuditFilter:
     def _node_documents(
         self, table: NodeTable, column: str, class_ids: list[int], infos: list[NodeInfo]
     ) -> list[dict[str, Any]]:
-        """Node documents are built once per class, then reused by every pod. (A class's document is its first
-        node's: with read-path classes, other nodes of the class differ only where the policy does not look.)"""
+        """Node documents are built once per class of ``column``, then reused by every pod. (A class's document is its
+        first node's: with read-path classes, other nodes of the class differ only where the policy does not look.)"""
         if self._docs[0] is not table:
             self._docs = (table, {})
         docs = self._docs[1]
@@ -473,6 +485,10 @@ class SecurityAuditFilter:
             if doc is None:
                 doc = docs[(column, class_id)] = self._document(info.node)
             result.append(doc)
+        if len({doc["metadata"]["name"] for doc in result}) < len(result):
+            # Answers come back by name: a class's first node may share its name with another class's node here
+            # (deleted and added again with other facts), so these are asked about as they are now.
+            return [self._document(info.node) for info in infos]
         return result
 
     # ---- extension points ----------------------------------------------------------------------
@@ -492,7 +508,7 @@ class SecurityAuditFilter:
         failure = attempt.failure()
         if failure is not None:
             return failure
-        class_id = int(attempt.facts.ids[node_info.slot])
+        class_id = attempt.class_of(node_info.slot)
         decision = attempt.entry.decision(class_id)
         if decision is None:
             if attempt.skipped:

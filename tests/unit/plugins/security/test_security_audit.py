@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -283,8 +284,78 @@ def test_a_node_class_is_decided_by_any_of_its_nodes(run_async: Runner, tmp_path
     run_async(scenario())
 
 
+def test_nodes_with_equal_compliance_records_share_one_evaluation(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # The example policy reads a node's name only to find its record in data.compliance.nodes: nodes with equal
+        # records are one class (standard, pci, no record), asked about once per pod key, and each node still gets
+        # its own record's answer.
+        data = json.loads((POLICIES / "data.json").read_text())
+        levels = {"n0": "standard", "n1": "standard", "n2": "standard", "n3": "pci"}
+        data["compliance"]["nodes"] = {name: {"level": level} for name, level in levels.items()}
+        (tmp_path / "data.json").write_text(json.dumps(data))
+        cfg = config(
+            {"multiPoint": ["SecurityAuditFilter"]},
+            {"SecurityAuditFilter": {"policies": [str(POLICIES)], "data": [str(tmp_path / "data.json")]}},
+        )
+        node_objs = [make_node(f"n{i}").capacity(cpu="4", pods=20).obj() for i in range(5)]  # n4: no record
+        pods = [pod("web"), make_pod("db").namespace("prod").req(cpu="3").obj()]
+        scheduler, _, records = await run(cfg, pods, node_objs)
+        assert records.last("web").node in ("n0", "n1", "n2", "n3")
+        assert records.last("db").node == "n3"
+        scheduler2, _, records2 = await run(
+            cfg, [*pods, make_pod("db2").namespace("prod").req(cpu="3").obj()], node_objs
+        )
+        standard = ("Denied by security policy: namespace prod requires pci nodes, the node is standard",)
+        reasons = {name: status.reasons for name, status in records2.last("db2").node_to_status.items()}
+        assert reasons == {
+            "n0": standard,
+            "n1": standard,
+            "n2": standard,
+            "n3": ("Insufficient cpu",),
+            "n4": ("Denied by security policy: no compliance record for the node",),
+        }
+        for ran in (scheduler, scheduler2):
+            audit: SecurityAuditFilter = plugin(ran, "SecurityAuditFilter")
+            assert audit.calls == 2, "one evaluation per pod key (default, prod), not per node"
+            assert sorted(int(entry.decided.sum()) for entry in audit.cache._entries.values()) == [3, 3]
+
+    run_async(scenario())
+
+
 def pool_node(name: str, pool: str) -> Any:
     return make_node(name).label("pool", pool).capacity(cpu="4", pods=20).obj()
+
+
+def test_a_class_whose_first_node_came_back_in_another_class_is_asked_about_as_it_is_now(
+    run_async: Runner, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        # Pool a's class was first seen on n1; n1 comes back in pool b, and n2 is pool a now. A new pod key asks about
+        # both classes at once, and answers come back by node name: two documents named n1 would give both classes
+        # one answer.
+        (tmp_path / "pools.rego").write_text(POOL_POLICY)
+        cfg = config(
+            {"multiPoint": ["SecurityAuditFilter"]},
+            {"SecurityAuditFilter": {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}},
+        )
+        clock = VirtualClock()
+        cluster = SimulatedCluster(clock, [pool_node("n1", "a")], [teammate("a0", "a")])
+        records = Records()
+        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+        scheduler.max_attempts = 3
+        cluster.subscribe(scheduler.event_handlers)
+        await scheduler.run_until_idle(clock)
+        assert records.last("a0").node == "n1"
+        cluster.delete_node("n1")
+        cluster.add_node(pool_node("n2", "a"))
+        cluster.add_node(pool_node("n1", "b"))
+        cluster.add_pod(teammate("b0", "b"))
+        cluster.add_pod(teammate("a1", "a"))
+        await scheduler.run_until_idle(clock)
+        assert (records.last("b0").node, records.last("a1").node) == ("n1", "n2")
+        await scheduler.close()
+
+    run_async(scenario())
 
 
 @pytest.mark.parametrize("mode", ["batch", "per-node"])
@@ -437,8 +508,10 @@ def test_break_glass_is_honoured_only_where_an_administrator_allowed_it(
 
 @pytest.mark.parametrize(
     ("action", "events"),
-    [pytest.param("warn", ["PolicyViolation"], id="warn-schedules-with-event"),
-     pytest.param("dryrun", [], id="dryrun-schedules-silently")],
+    [
+        pytest.param("warn", ["PolicyViolation"], id="warn-schedules-with-event"),
+        pytest.param("dryrun", [], id="dryrun-schedules-silently"),
+    ],
 )
 def test_warn_and_dryrun_never_reject(run_async: Runner, action: str, events: list[str]) -> None:
     async def scenario() -> None:
@@ -463,17 +536,25 @@ def broken_policy(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("failure_policy", "result"),
-    [pytest.param("Fail", "Error", id="fail-closed-error-and-retry"),
-     pytest.param("Ignore", "Scheduled", id="ignore-schedules-and-records-skip")],
+    [
+        pytest.param("Fail", "Error", id="fail-closed-error-and-retry"),
+        pytest.param("Ignore", "Scheduled", id="ignore-schedules-and-records-skip"),
+    ],
 )
-def test_engine_failure_follows_failure_policy(run_async: Runner, tmp_path: Path, failure_policy: str,
-                                               result: str) -> None:
+def test_engine_failure_follows_failure_policy(
+    run_async: Runner, tmp_path: Path, failure_policy: str, result: str
+) -> None:
     async def scenario() -> None:
         policies = broken_policy(tmp_path)
         cfg = config(
             {"multiPoint": ["SecurityAuditFilter"]},
-            {"SecurityAuditFilter": {"policies": [str(policies)], "data": [str(policies / "data.json")],
-                                     "failurePolicy": failure_policy}},
+            {
+                "SecurityAuditFilter": {
+                    "policies": [str(policies)],
+                    "data": [str(policies / "data.json")],
+                    "failurePolicy": failure_policy,
+                }
+            },
         )
         _, _, records = await run(cfg, [pod("web")])
         record = records.last("web")
@@ -522,9 +603,13 @@ def permit_config(tmp_path: Path, tickets: dict[str, str], timeout: float = 120)
     (tmp_path / "approval.rego").write_text(PERMIT_POLICY)
     data = tmp_path / "tickets.json"
     data.write_text('{"tickets": ' + str(tickets).replace("'", '"') + "}")
-    args = {"policies": [str(tmp_path / "approval.rego")], "data": [str(data)],
-            "decisionPath": "kubernetes/approval/decision", "permitTimeoutSeconds": timeout,
-            "recheckIntervalSeconds": 5}
+    args = {
+        "policies": [str(tmp_path / "approval.rego")],
+        "data": [str(data)],
+        "decisionPath": "kubernetes/approval/decision",
+        "permitTimeoutSeconds": timeout,
+        "recheckIntervalSeconds": 5,
+    }
     return config({"multiPoint": ["SecurityAuditPermit"]}, {"SecurityAuditPermit": args}), data
 
 
@@ -594,10 +679,23 @@ def test_args_validation_lists_every_error() -> None:
     document = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
-        "profiles": [{"schedulerName": "s", "plugins": {"multiPoint": {"enabled": [{"name": "SecurityAuditFilter"}]}},
-                      "pluginConfig": [{"name": "SecurityAuditFilter", "args": {
-                          "opaEndpoint": "ftp://x", "timeoutSeconds": 0, "failurePolicy": "Maybe",
-                          "enforcementAction": "block"}}]}],
+        "profiles": [
+            {
+                "schedulerName": "s",
+                "plugins": {"multiPoint": {"enabled": [{"name": "SecurityAuditFilter"}]}},
+                "pluginConfig": [
+                    {
+                        "name": "SecurityAuditFilter",
+                        "args": {
+                            "opaEndpoint": "ftp://x",
+                            "timeoutSeconds": 0,
+                            "failurePolicy": "Maybe",
+                            "enforcementAction": "block",
+                        },
+                    }
+                ],
+            }
+        ],
     }
     with pytest.raises(ValidationFailed) as exc:
         load_config_dict(document, "t.yaml", in_tree_registry())
