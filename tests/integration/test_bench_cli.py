@@ -5,11 +5,13 @@ progress line appears on a terminal only. Workloads here are tiny: a few nodes, 
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -298,3 +300,59 @@ def test_simulate_shows_progress_on_a_terminal_only(
     # Erased before anything else goes to stderr (here: the warning about a pod no profile schedules).
     assert shown.partition("warning:")[0].endswith("\r")
     assert capsys.readouterr().out == quiet_out  # the report itself is unchanged
+
+
+# ---- rounds and ratios to another workload of the run ---------------------------------------------------
+
+
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_repeats_run_in_rounds_and_a_relative_workload_gets_the_median_of_its_per_round_ratios(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str
+) -> None:
+    from kubesched.bench import runner
+
+    write(tmp_path, "a.yaml", tiny("Base"))
+    write(tmp_path, "b.yaml", tiny("Judged", relativeTo="Base"))
+    # Per round: Base 100, 200, 100 pods/s; Judged 50, 150, 80. Ratios per round 0.5, 0.75, 0.8: median 0.75, where
+    # the ratio of the medians (80 / 100) would say 0.8.
+    throughput = {"Base": [100.0, 200.0, 100.0], "Judged": [50.0, 150.0, 80.0]}
+    calls: list[str] = []
+
+    def fake_run(workload: Any, *, use_batch: bool, on_progress: Any) -> runner.BenchResult:
+        run = sum(1 for name in calls if name == workload.name)
+        calls.append(workload.name)
+        value = throughput[workload.name][run]
+        return runner.BenchResult(
+            workload.name, 3, 5, 5, 5 / value, value, 0.1, 0.2, "batch", cpu_us_per_pod=1e6 / value
+        )
+
+    monkeypatch.setattr(runner, "run_workload", fake_run)
+    out = io.StringIO()
+    args = build_parser().parse_args(["bench", "--workload-dir", str(tmp_path), "--repeat", "3", "--output", output])
+    assert bench_main(args, out, io.StringIO()) == 0
+    assert calls == ["Base", "Judged"] * 3
+    if output == "table":
+        assert "Judged / Base  pods/s 0.75 (rounds: 0.50 0.75 0.80)  CPU per pod 0.75" in out.getvalue()
+    else:
+        (ratio,) = json.loads(out.getvalue())["relative"]
+        assert ratio == {
+            "workload": "Judged",
+            "relative_to": "Base",
+            "throughput_ratio": 0.75,
+            "throughput_ratio_per_round": [0.5, 0.75, 0.8],
+            "cpu_per_pod_ratio": 0.75,
+        }
+
+
+def test_a_relative_workload_without_its_peer_in_the_run_gets_no_ratio(tmp_path: Path) -> None:
+    write(tmp_path, "b.yaml", tiny("Judged", relativeTo="Base"))
+    out = io.StringIO()
+    args = build_parser().parse_args(["bench", "--workload-dir", str(tmp_path)])
+    assert bench_main(args, out, io.StringIO()) == 0
+    assert "relative to" not in out.getvalue()
+
+
+@pytest.mark.parametrize("value", ["Judged", "", 3])
+def test_relative_to_must_name_another_workload(value: object) -> None:
+    with pytest.raises(WorkloadError, match="relativeTo: must name another workload"):
+        parse_workload(tiny("Judged", relativeTo=value), "judged.yaml")

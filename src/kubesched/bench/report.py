@@ -5,7 +5,8 @@ moment each workload finishes (flushed, so ``| tee`` shows it too). Column width
 front, from the headers and the names of the workloads about to run, not from the numbers. JSON stays a
 single document written at the end, the one thing a program reading it can parse. Each row carries CPU time
 per measured pod and the process's peak RSS beside throughput and latency, and a hub workload's p99 from queue pop
-to the member's bind (``-`` for the others). With ``--compare`` the table
+to the member's bind (``-`` for the others). Workloads judged against another (``relativeTo``) get their ratios
+after the table (:mod:`kubesched.bench.relative`; ``relative`` in JSON). With ``--compare`` the table
 ends with the ratios to the baseline (:mod:`kubesched.bench.compare`), and the JSON document has them as
 ``comparison``. Failures (a workload
 file that cannot be read, a workload that cannot run) are one line each on stderr as they happen, and are
@@ -18,6 +19,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Protocol, TextIO
+
+from kubesched.bench.relative import RelativeRatio
+from kubesched.bench.relative import lines as relative_lines
 
 if TYPE_CHECKING:
     from kubesched.bench.compare import Comparison
@@ -62,7 +66,12 @@ class Report(Protocol):
     def failure(self, failure: Failure) -> None: ...
 
     def finish(
-        self, machine: str, params: Mapping[str, int], repeat: int, comparison: Comparison | None = None
+        self,
+        machine: str,
+        params: Mapping[str, int],
+        repeat: int,
+        comparison: Comparison | None = None,
+        relative: Sequence[RelativeRatio] = (),
     ) -> None: ...
 
 
@@ -115,10 +124,16 @@ class TableReport:
         self.err.flush()
 
     def finish(
-        self, machine: str, params: Mapping[str, int], repeat: int, comparison: Comparison | None = None
+        self,
+        machine: str,
+        params: Mapping[str, int],
+        repeat: int,
+        comparison: Comparison | None = None,
+        relative: Sequence[RelativeRatio] = (),
     ) -> None:
         overrides = f"; params overridden: {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
         self.out.write(f"machine: {machine}; medians of {repeat} run(s){overrides}\n")
+        self.out.write("".join(line + "\n" for line in relative_lines(relative)))
         if comparison is not None:
             self.out.write("".join(line + "\n" for line in comparison.lines()))
         self.out.flush()
@@ -150,13 +165,19 @@ class JsonReport:
         self.err.flush()
 
     def finish(
-        self, machine: str, params: Mapping[str, int], repeat: int, comparison: Comparison | None = None
+        self,
+        machine: str,
+        params: Mapping[str, int],
+        repeat: int,
+        comparison: Comparison | None = None,
+        relative: Sequence[RelativeRatio] = (),
     ) -> None:
         document: dict[str, object] = {
             "machine": machine,
             "params": dict(params),
             "results": [{**asdict(r), "check": r.check} for r in self.results],
             "failures": [{"file": f.source, "error": f.message} for f in self.failures],
+            "relative": [ratio.as_json() for ratio in relative],
         }
         if comparison is not None:
             document["comparison"] = comparison.as_json()

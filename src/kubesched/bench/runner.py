@@ -5,8 +5,9 @@ its pods are queued first, then the scheduler drains them); latency is the wall 
 scheduling attempt (the serial scheduling cycle, which bounds throughput). Medians over ``--repeat``
 runs. A benchmark, not a test: nothing here asserts a speed.
 
-``main`` runs every selected workload in turn and reports each as it finishes (a table row, flushed; JSON is
-one document at the end). A workload that cannot be read or run is one error line naming its file, and the
+``main`` runs every selected workload in turn, ``--repeat`` rounds of them, and reports each as its last run
+finishes (a table row, flushed; JSON is one document at the end), then the ratios of workloads judged against
+another of the run (``relativeTo``, :mod:`kubesched.bench.relative`). A workload that cannot be read or run is one error line naming its file, and the
 others still run; the exit code is 1 when any failed or any placement check did. ``--compare BASELINE.json``
 reads the baseline before anything runs (a bad file: one line, exit code 2) and ends the report with the
 ratios (:mod:`kubesched.bench.compare`). A ``multiCluster`` workload runs a hub over
@@ -45,6 +46,7 @@ from kubesched.api.objects import Node, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.checks import check_placements
 from kubesched.bench.compare import BaselineError, compare, load_baseline
+from kubesched.bench.relative import relative_ratios
 from kubesched.bench.report import Failure, JsonReport, Report, TableReport
 from kubesched.bench.workload import (
     HOSTNAME_LABEL,
@@ -678,28 +680,36 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         results: list[BenchResult] = []
         for failure in selection.failures:
             report.failure(failure)
-        for workload in selection.workloads:
-            try:
-                runs = [
-                    run_workload(
+        # Round by round, every workload once per round: workloads judged against one another (relativeTo) see
+        # the same machine, which drifts more between consecutive runs of one workload than within a round.
+        runs: dict[str, list[BenchResult]] = {}
+        running = list(selection.workloads)
+        for run in range(args.repeat):
+            for workload in list(running):
+                try:
+                    result = run_workload(
                         workload,
                         use_batch=not args.reference,
                         on_progress=_progress_line(progress, workload.name, run, args.repeat),
                     )
-                    for run in range(args.repeat)
-                ]
-            except KubeschedError as exc:
-                progress.clear()
-                report.failure(_failure(exc, workload.source))
-                failed += 1
-                continue
-            progress.clear()
-            result = median_result(runs)
-            results.append(result)
-            report.result(result)
-            failed += bool(result.violations)
+                except KubeschedError as exc:
+                    progress.clear()
+                    report.failure(_failure(exc, workload.source))
+                    failed += 1
+                    running.remove(workload)
+                    runs.pop(workload.name, None)
+                    continue
+                runs.setdefault(workload.name, []).append(result)
+                if run == args.repeat - 1:
+                    progress.clear()
+                    median = median_result(runs[workload.name])
+                    results.append(median)
+                    report.result(median)
+                    failed += bool(median.violations)
         comparison = compare(baseline, results) if baseline is not None else None
-        report.finish(machine_description(), params, args.repeat, comparison)
+        report.finish(
+            machine_description(), params, args.repeat, comparison, relative_ratios(selection.workloads, runs)
+        )
     return 1 if failed else 0
 
 

@@ -26,6 +26,10 @@ A workload names its node and pod templates (ordinary manifests with ``metadata.
   every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
   cannot fit).
 
+``relativeTo: <workload name>`` names the workload this one is judged against (SecurityAuditChurn against
+SchedulingBasic): when both run, the report adds the ratio of their pods/s, the median over the rounds of the run
+(with ``--repeat`` the runner runs every selected workload once per round, so both see the same machine).
+
 ``multiCluster {clusters, nodesPerCluster, nodeCapacity?, regions?, transport?, agentProcess?, refreshSeconds?}``
 makes the workload a hub's (:mod:`kubesched.bench.multicluster`): ``clusters`` in-memory member clusters of
 ``nodesPerCluster`` nodes each (``nodeCapacity``: quantities, default 8 CPU, 32Gi, 110 pods), cluster *i* in
@@ -71,6 +75,7 @@ WORKLOAD_FIELDS = frozenset(
         "config",
         "opaServer",
         "multiCluster",
+        "relativeTo",
     }
 )
 OP_FIELDS: Mapping[str, frozenset[str]] = {
@@ -197,6 +202,9 @@ class Workload:
     config: str | None = None
     opa_server: OpaServerSpec | None = None
     multi_cluster: MultiClusterSpec | None = None
+    # The workload this one is judged against (SecurityAuditChurn: SchedulingBasic): the runner reports the ratio
+    # of their pods/s within each round of one run, so machine drift between runs cancels out.
+    relative_to: str | None = None
 
 
 def _count(value: object, params: Mapping[str, Any], where: str) -> int:
@@ -414,6 +422,9 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
     description = document.get("description", "")
     if not isinstance(description, str):
         raise WorkloadError(f"{source}: description: must be a string, got {description!r}")
+    relative_to = document.get("relativeTo")
+    if relative_to is not None and (not isinstance(relative_to, str) or not relative_to or relative_to == name):
+        raise WorkloadError(f"{source}: relativeTo: must name another workload, got {relative_to!r}")
     config = document.get("config")
     if config is not None and (not isinstance(config, str) or not config):
         raise WorkloadError(f"{source}: config: must be the path of a KubeSchedulerConfiguration file, got {config!r}")
@@ -436,6 +447,7 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         config=str(here / config) if config is not None else None,
         opa_server=opa_server,
         multi_cluster=multi_cluster,
+        relative_to=relative_to,
     )
 
 
