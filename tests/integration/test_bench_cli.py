@@ -306,22 +306,23 @@ def test_simulate_shows_progress_on_a_terminal_only(
 
 
 @pytest.mark.parametrize("output", ["table", "json"])
-def test_repeats_run_in_rounds_and_a_relative_workload_gets_the_median_of_its_per_round_ratios(
+def test_a_relative_workload_runs_right_after_its_peer_and_gets_the_median_of_those_ratios(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str
 ) -> None:
     from kubesched.bench import runner
 
     write(tmp_path, "a.yaml", tiny("Base"))
-    write(tmp_path, "b.yaml", tiny("Judged", relativeTo="Base"))
-    # Per round: Base 100, 200, 100 pods/s; Judged 50, 150, 80. Ratios per round 0.5, 0.75, 0.8: median 0.75, where
-    # the ratio of the medians (80 / 100) would say 0.8.
-    throughput = {"Base": [100.0, 200.0, 100.0], "Judged": [50.0, 150.0, 80.0]}
+    write(tmp_path, "b.yaml", tiny("Other"))
+    write(tmp_path, "c.yaml", tiny("Judged", relativeTo="Base"))
+    # Each round: Base, Other, Base again (Judged is measured next to a run of Base), Judged. Base's runs give
+    # 100, 90 | 200, 190 | 100, 95 pods/s and Judged's 50 | 150 | 80: the ratios to the run just before are 0.56,
+    # 0.79, 0.84 (median 0.79), where Base's median (100, from its round runs) would say 0.8.
+    throughput = {"Base": [100.0, 90.0, 200.0, 190.0, 100.0, 95.0], "Other": [1.0] * 3, "Judged": [50.0, 150.0, 80.0]}
     calls: list[str] = []
 
     def fake_run(workload: Any, *, use_batch: bool, on_progress: Any) -> runner.BenchResult:
-        run = sum(1 for name in calls if name == workload.name)
+        value = throughput[workload.name][sum(1 for name in calls if name == workload.name)]
         calls.append(workload.name)
-        value = throughput[workload.name][run]
         return runner.BenchResult(
             workload.name, 3, 5, 5, 5 / value, value, 0.1, 0.2, "batch", cpu_us_per_pod=1e6 / value
         )
@@ -330,18 +331,17 @@ def test_repeats_run_in_rounds_and_a_relative_workload_gets_the_median_of_its_pe
     out = io.StringIO()
     args = build_parser().parse_args(["bench", "--workload-dir", str(tmp_path), "--repeat", "3", "--output", output])
     assert bench_main(args, out, io.StringIO()) == 0
-    assert calls == ["Base", "Judged"] * 3
+    assert calls == ["Base", "Other", "Base", "Judged"] * 3
     if output == "table":
-        assert "Judged / Base  pods/s 0.75 (rounds: 0.50 0.75 0.80)  CPU per pod 0.75" in out.getvalue()
+        assert "Base  " in out.getvalue() and " 100.0 " in out.getvalue()  # the median of Base's round runs
+        assert "Judged / Base  pods/s 0.79 (rounds: 0.56 0.79 0.84)  CPU per pod 0.79" in out.getvalue()
     else:
-        (ratio,) = json.loads(out.getvalue())["relative"]
-        assert ratio == {
-            "workload": "Judged",
-            "relative_to": "Base",
-            "throughput_ratio": 0.75,
-            "throughput_ratio_per_round": [0.5, 0.75, 0.8],
-            "cpu_per_pod_ratio": 0.75,
-        }
+        document = json.loads(out.getvalue())
+        assert [r["throughput"] for r in document["results"]] == [100.0, 1.0, 80.0]
+        (ratio,) = document["relative"]
+        assert ratio["workload"] == "Judged" and ratio["relative_to"] == "Base"
+        assert [round(r, 4) for r in ratio["throughput_ratio_per_round"]] == [0.5556, 0.7895, 0.8421]
+        assert ratio["throughput_ratio"] == ratio["cpu_per_pod_ratio"] == pytest.approx(150 / 190)
 
 
 def test_a_relative_workload_without_its_peer_in_the_run_gets_no_ratio(tmp_path: Path) -> None:

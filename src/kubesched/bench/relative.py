@@ -2,22 +2,22 @@
 
 The targets of the hot path are ratios (SecurityAuditChurn at least 0.7 of SchedulingBasic's pods/s), and the
 machines we measure on drift by a fifth within minutes, so a ratio of two medians taken minutes apart says more
-about the drift than about the code. With ``--repeat`` the runner runs every selected workload once per round;
-a ratio here is taken within each round (both workloads on nearly the same machine) and the median of those is
-reported, beside the same for CPU time per pod. Called by :func:`kubesched.bench.runner.main` after the run; the
+about the drift than about the code. The runner runs every selected workload once per round, each judged one right
+after a run of the workload it names (an extra run of that one when needed); a ratio here is taken from such a pair
+(both on nearly the same machine), one a round, and the median of those is reported, beside the same for CPU time
+per pod. Called by :func:`kubesched.bench.runner.main` after the run; the
 reports (:mod:`kubesched.bench.report`) print the lines or the JSON.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubesched.bench.runner import BenchResult
-    from kubesched.bench.workload import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,32 +41,23 @@ class RelativeRatio:
         }
 
 
-def relative_ratios(workloads: Sequence[Workload], runs: Mapping[str, Sequence[BenchResult]]) -> list[RelativeRatio]:
-    """The ratio of every workload with a ``relativeTo`` that ran, as often as the workload it names."""
-    found: list[RelativeRatio] = []
-    for workload in workloads:
-        mine, theirs = runs.get(workload.name, ()), runs.get(workload.relative_to or "", ())
-        if not mine or len(mine) != len(theirs):
-            continue
-        rounds = tuple(
-            own.throughput / other.throughput if other.throughput > 0 else 0.0
-            for own, other in zip(mine, theirs, strict=True)
-        )
-        cpu = [
-            other.cpu_us_per_pod / own.cpu_us_per_pod
-            for own, other in zip(mine, theirs, strict=True)
-            if own.cpu_us_per_pod > 0 and other.cpu_us_per_pod > 0
-        ]
-        found.append(
-            RelativeRatio(
-                workload.name,
-                str(workload.relative_to),
-                rounds,
-                statistics.median(rounds),
-                statistics.median(cpu) if len(cpu) == len(rounds) else None,
-            )
-        )
-    return found
+def relative_ratio(
+    workload: str, relative_to: str, adjacent: Sequence[tuple[BenchResult, BenchResult]]
+) -> RelativeRatio:
+    """The ratio of ``workload`` to ``relative_to`` from runs of the two next to each other, one pair a round."""
+    rounds = tuple(own.throughput / other.throughput if other.throughput > 0 else 0.0 for own, other in adjacent)
+    cpu = [
+        other.cpu_us_per_pod / own.cpu_us_per_pod
+        for own, other in adjacent
+        if own.cpu_us_per_pod > 0 and other.cpu_us_per_pod > 0
+    ]
+    return RelativeRatio(
+        workload,
+        relative_to,
+        rounds,
+        statistics.median(rounds),
+        statistics.median(cpu) if len(cpu) == len(rounds) else None,
+    )
 
 
 def lines(ratios: Sequence[RelativeRatio]) -> list[str]:
@@ -74,7 +65,7 @@ def lines(ratios: Sequence[RelativeRatio]) -> list[str]:
     if not ratios:
         return []
     width = max(len(f"{r.workload} / {r.relative_to}") for r in ratios)
-    out = ["relative to another workload of the same rounds (median of the per-round ratios):"]
+    out = ["relative to the workload run just before (median of one ratio a round):"]
     for r in ratios:
         per_round = " ".join(f"{value:.2f}" for value in r.rounds)
         cpu = f"  CPU per pod {r.cpu_ratio:.2f}" if r.cpu_ratio is not None else ""

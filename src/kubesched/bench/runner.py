@@ -7,8 +7,9 @@ runs. A benchmark, not a test: nothing here asserts a speed.
 
 ``main`` runs every selected workload in turn, ``--repeat`` rounds of them, and reports each as its last run
 finishes (a table row, flushed; JSON is one document at the end), then the ratios of workloads judged against
-another of the run (``relativeTo``, :mod:`kubesched.bench.relative`). A workload that cannot be read or run is one error line naming its file, and the
-others still run; the exit code is 1 when any failed or any placement check did. ``--compare BASELINE.json``
+another of the run (``relativeTo``, :mod:`kubesched.bench.relative`): each runs right after a run of the other.
+A workload that cannot be read or run is one error line naming its file, and the others still run; the exit code
+is 1 when any failed or any placement check did. ``--compare BASELINE.json``
 reads the baseline before anything runs (a bad file: one line, exit code 2) and ends the report with the
 ratios (:mod:`kubesched.bench.compare`). A ``multiCluster`` workload runs a hub over
 member clusters and their agents instead (:mod:`kubesched.bench.multicluster`), and adds the latency from queue pop
@@ -46,7 +47,7 @@ from kubesched.api.objects import Node, Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.checks import check_placements
 from kubesched.bench.compare import BaselineError, compare, load_baseline
-from kubesched.bench.relative import relative_ratios
+from kubesched.bench.relative import relative_ratio
 from kubesched.bench.report import Failure, JsonReport, Report, TableReport
 from kubesched.bench.workload import (
     HOSTNAME_LABEL,
@@ -680,25 +681,44 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
         results: list[BenchResult] = []
         for failure in selection.failures:
             report.failure(failure)
-        # Round by round, every workload once per round: workloads judged against one another (relativeTo) see
-        # the same machine, which drifts more between consecutive runs of one workload than within a round.
+        # Round by round, every workload once per round; a workload judged against another (relativeTo) right after
+        # a run of that other one (an extra run when the one before was not it): the machine drifts by a fifth within
+        # minutes, so only runs next to each other compare.
         runs: dict[str, list[BenchResult]] = {}
+        pairs: dict[str, list[tuple[BenchResult, BenchResult]]] = {}
         running = list(selection.workloads)
+        by_name = {workload.name: workload for workload in running}
+
+        def run_once(workload: Workload, run: int) -> BenchResult | None:
+            nonlocal failed
+            if workload not in running:
+                return None
+            try:
+                return run_workload(
+                    workload,
+                    use_batch=not args.reference,
+                    on_progress=_progress_line(progress, workload.name, run, args.repeat),
+                )
+            except KubeschedError as exc:
+                progress.clear()
+                report.failure(_failure(exc, workload.source))
+                failed += 1
+                running.remove(workload)
+                runs.pop(workload.name, None)
+                return None
+
         for run in range(args.repeat):
+            previous: BenchResult | None = None
             for workload in list(running):
-                try:
-                    result = run_workload(
-                        workload,
-                        use_batch=not args.reference,
-                        on_progress=_progress_line(progress, workload.name, run, args.repeat),
-                    )
-                except KubeschedError as exc:
-                    progress.clear()
-                    report.failure(_failure(exc, workload.source))
-                    failed += 1
-                    running.remove(workload)
-                    runs.pop(workload.name, None)
+                other = by_name.get(workload.relative_to or "")
+                if other is not None and other in running and (previous is None or previous.workload != other.name):
+                    previous = run_once(other, run)
+                result = run_once(workload, run)
+                if result is None:
                     continue
+                if other is not None and previous is not None and previous.workload == other.name:
+                    pairs.setdefault(workload.name, []).append((result, previous))
+                previous = result
                 runs.setdefault(workload.name, []).append(result)
                 if run == args.repeat - 1:
                     progress.clear()
@@ -707,9 +727,12 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
                     report.result(median)
                     failed += bool(median.violations)
         comparison = compare(baseline, results) if baseline is not None else None
-        report.finish(
-            machine_description(), params, args.repeat, comparison, relative_ratios(selection.workloads, runs)
-        )
+        relative = [
+            relative_ratio(name, by_name[name].relative_to or "", adjacent)
+            for name, adjacent in pairs.items()
+            if name in runs and len(adjacent) == len(runs[name])
+        ]
+        report.finish(machine_description(), params, args.repeat, comparison, relative)
     return 1 if failed else 0
 
 

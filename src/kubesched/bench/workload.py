@@ -27,8 +27,8 @@ A workload names its node and pod templates (ordinary manifests with ``metadata.
   cannot fit).
 
 ``relativeTo: <workload name>`` names the workload this one is judged against (SecurityAuditChurn against
-SchedulingBasic): when both run, the report adds the ratio of their pods/s, the median over the rounds of the run
-(with ``--repeat`` the runner runs every selected workload once per round, so both see the same machine).
+SchedulingBasic): when both are selected, each round runs this one right after a run of the other, and the report
+adds the median of their pods/s ratios (:mod:`kubesched.bench.relative`).
 
 ``multiCluster {clusters, nodesPerCluster, nodeCapacity?, regions?, transport?, agentProcess?, refreshSeconds?}``
 makes the workload a hub's (:mod:`kubesched.bench.multicluster`): ``clusters`` in-memory member clusters of
