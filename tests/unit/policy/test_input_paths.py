@@ -175,7 +175,7 @@ def test_projection(left: dict[str, object], right: dict[str, object], equal: bo
 
 # ---- paths read only to look a record up in the data ---------------------------------------------------------
 
-RECORDS = {
+RECORDS: dict[str, Any] = {
     "compliance": {
         "nodes": {"n1": {"level": "pci"}, "n2": {"level": "standard"}, "n3": {"level": "pci"}, "n4": {"level": "x"}}
     },
