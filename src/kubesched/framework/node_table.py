@@ -46,15 +46,18 @@ MAX_IMAGE_COLUMNS = 128
 
 
 class ClassColumn:
-    """Interned per-node class ids: ``ids[slot]`` indexes ``values`` (the keys, first-seen order)."""
+    """Interned per-node class ids: ``ids[slot]`` indexes ``values`` (the keys, first-seen order). ``version`` counts
+    the changes of ``ids`` (a slot given another class; the array itself is replaced when the table grows), so a
+    reader can keep something derived from them until it moves."""
 
-    __slots__ = ("_index", "ids", "key_fn", "values")
+    __slots__ = ("_index", "ids", "key_fn", "values", "version")
 
     def __init__(self, key_fn: ClassKey, capacity: int) -> None:
         self.key_fn = key_fn
         self.ids: IntArray = np.zeros(capacity, dtype=np.int64)
         self.values: list[Hashable] = []
         self._index: dict[Hashable, int] = {}
+        self.version = 0
 
     def assign(self, slot: int, node_info: NodeInfo) -> None:
         key = self.key_fn(node_info)
@@ -63,7 +66,9 @@ class ClassColumn:
             class_id = len(self.values)
             self._index[key] = class_id
             self.values.append(key)
-        self.ids[slot] = class_id
+        if self.ids[slot] != class_id:
+            self.ids[slot] = class_id
+            self.version += 1
 
     def id_of(self, key: Hashable) -> int | None:
         """The id of ``key``, None if no node has had it: a plugin can compare ids instead of keys."""

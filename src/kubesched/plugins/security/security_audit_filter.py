@@ -95,6 +95,7 @@ class NodeDecisions:
     """
 
     __slots__ = (
+        "_by_slot",
         "_index",
         "_interned",
         "decided",
@@ -117,6 +118,8 @@ class NodeDecisions:
         # How many classes are decided. Classes are decided once each, and only ids below the column's class count
         # exist, so ``decided_count == classes`` means every class is: the steady state, checked without an array.
         self.decided_count = 0
+        # status_by_class per table slot, and what it was made from (see status_by_slot).
+        self._by_slot: tuple[tuple[IntArray, int, IntArray | None, int] | None, IntArray] = (None, _NO_IDS)
 
     def _ensure(self, size: int) -> None:
         if self._index.shape[0] >= size:
@@ -154,6 +157,22 @@ class NodeDecisions:
         self._index[class_id], self.status_by_class[class_id] = interned
         self.decided[class_id] = True
         self.decided_count += 1
+
+    def status_by_slot(self, column: ClassColumn, groups: IntArray | None, classes: int) -> IntArray:
+        """``status_by_class`` of every table slot's class (a column's, through ``groups`` when given), kept until the
+        column's ids, the grouping or the decisions change: a Filter batch then gathers its codes by slot at once."""
+        made_from, by_slot = self._by_slot
+        if (
+            made_from is None
+            or made_from[0] is not column.ids
+            or made_from[1] != column.version
+            or made_from[2] is not groups
+            or made_from[3] != self.decided_count
+        ):
+            self._ensure(classes)
+            by_slot = self.status_by_class[column.ids if groups is None else groups[column.ids]]
+            self._by_slot = ((column.ids, column.version, groups, self.decided_count), by_slot)
+        return by_slot
 
     def decision(self, class_id: int) -> Decision | None:
         if class_id >= self._index.shape[0] or not self.decided[class_id]:
@@ -579,7 +598,8 @@ class BatchedSecurityAuditFilter(SecurityAuditFilter):
         # No denial to give (allowed everywhere, or a mode that never rejects): the nodes' classes are not needed.
         if not attempt.rejects() or not entry.statuses:
             return None
-        return BatchFilterResult(entry.status_by_class[attempt.class_ids(nodes)], entry.statuses)
+        codes = entry.status_by_slot(attempt.facts, attempt.groups, attempt.class_count)[nodes.slots]
+        return BatchFilterResult(codes, entry.statuses)
 
 
 def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Handle) -> SecurityAuditFilter:

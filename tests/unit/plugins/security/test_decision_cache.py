@@ -1,12 +1,18 @@
-"""The decision cache never answers for another policy revision, pod input, time bucket or operation."""
+"""The decision cache never answers for another policy revision, pod input, time bucket or operation; a decided
+entry's statuses by table slot follow the nodes' classes and the decisions."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubesched.framework.policy import digest
+from kubesched.framework.node_table import ClassColumn
+from kubesched.framework.policy import Decision, digest
+from kubesched.framework.types import NodeInfo
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
+from kubesched.plugins.security.security_audit_filter import NodeDecisions
+from kubesched.testing.builders import make_node
 
 keys = st.builds(
     CacheKey,
@@ -48,3 +54,36 @@ def test_new_revision_drops_old_entries() -> None:
 def test_digest_is_order_independent_and_content_sensitive() -> None:
     assert digest({"a": 1, "b": [1, 2]}) == digest({"b": [1, 2], "a": 1})
     assert digest({"a": 1}) != digest({"a": 2})
+
+
+# ---- a decided entry's statuses by table slot -------------------------------------------------------------
+
+
+def _node_info(name: str, pool: str, slot: int) -> NodeInfo:
+    return NodeInfo(make_node(name).label("pool", pool).obj(), slot)
+
+
+def test_statuses_by_slot_follow_the_nodes_classes_and_the_decisions() -> None:
+    column = ClassColumn(lambda info: info.node.metadata.labels["pool"], 4)
+    for slot, pool in enumerate("aabc"):
+        column.assign(slot, _node_info(f"n{slot}", pool, slot))
+    entry = NodeDecisions("r1")
+    denied = Decision(allowed=False, reasons=("no",))
+    entry.record(0, Decision(allowed=True))
+    entry.record(1, denied)
+    assert entry.status_by_slot(column, None, 3).tolist() == [0, 0, 1, 0]  # class 2 (pool c) not decided: 0
+    entry.record(2, denied)
+    assert entry.status_by_slot(column, None, 3).tolist() == [0, 0, 1, 1], "a new decision counts"
+    version = column.version
+    column.assign(0, _node_info("n0", "b", 0))  # relabelled into a denied class
+    column.assign(1, _node_info("n1", "a", 1))  # a status-only update: same class, nothing moves
+    assert column.version == version + 1
+    assert entry.status_by_slot(column, None, 3).tolist() == [1, 0, 1, 1], "a node in another class counts"
+    # Grouped: pools a and c one group (allowed), pool b another (denied).
+    grouped = NodeDecisions("r1")
+    grouped.record(0, Decision(allowed=True))
+    grouped.record(1, denied)
+    groups = np.asarray([0, 1, 0], dtype=np.int64)
+    assert grouped.status_by_slot(column, groups, 2).tolist() == [1, 0, 1, 0]
+    regrouped = np.asarray([0, 0, 1], dtype=np.int64)  # another revision's grouping of the same column
+    assert grouped.status_by_slot(column, regrouped, 2).tolist() == [0, 0, 0, 1]
