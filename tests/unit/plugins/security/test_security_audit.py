@@ -224,6 +224,32 @@ def teammate(name: str, team: str) -> Pod:
     return make_pod(name).label("team", team).label("app", name).annotation("note", name).req(cpu="100m").obj()
 
 
+def pool_node(name: str, pool: str) -> Any:
+    return make_node(name).label("pool", pool).capacity(cpu="4", pods=20).obj()
+
+
+def pool_config(tmp_path: Path, policy: str = POOL_POLICY, **extra: Any) -> Any:
+    """SecurityAuditFilter alone with ``policy`` (the pool policy by default) written to ``tmp_path``."""
+    (tmp_path / "pools.rego").write_text(policy)
+    args: dict[str, Any] = {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow", **extra}
+    return config({"multiPoint": ["SecurityAuditFilter"]}, {"SecurityAuditFilter": args})
+
+
+async def started(
+    cfg: Any, node_objs: list[Any], pods: list[Pod]
+) -> tuple[Scheduler, SimulatedCluster, Records, VirtualClock]:
+    """A scheduler over a simulated cluster of ``node_objs`` and ``pods``, run until idle and left running (the
+    caller changes the cluster, runs it again, and closes it)."""
+    clock = VirtualClock()
+    cluster = SimulatedCluster(clock, node_objs, pods)
+    records = Records()
+    scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
+    scheduler.max_attempts = 3
+    cluster.subscribe(scheduler.event_handlers)
+    await scheduler.run_until_idle(clock)
+    return scheduler, cluster, records, clock
+
+
 @pytest.mark.parametrize(
     ("policy", "calls", "classes"),
     [
@@ -235,11 +261,7 @@ def test_pods_and_nodes_the_policy_cannot_tell_apart_share_evaluations(
     run_async: Runner, tmp_path: Path, policy: str, calls: int, classes: int
 ) -> None:
     async def scenario() -> None:
-        (tmp_path / "pools.rego").write_text(policy)
-        cfg = config(
-            {"multiPoint": ["SecurityAuditFilter"]},
-            {"SecurityAuditFilter": {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}},
-        )
+        cfg = pool_config(tmp_path, policy)
         pods = [teammate(f"a{i}", "a") for i in range(4)] + [teammate("b0", "b")]
         scheduler, cluster, records = await run(cfg, pods, pool_nodes())
         pools = {name: node.metadata.labels["pool"] for name, node in cluster.nodes.items()}
@@ -257,19 +279,8 @@ def test_a_node_class_is_decided_by_any_of_its_nodes(run_async: Runner, tmp_path
     async def scenario() -> None:
         # The nodes whose documents stood for their pools in the first evaluation are gone by the second: other
         # nodes of the same pools stand for them, and their answers are theirs.
-        (tmp_path / "pools.rego").write_text(POOL_POLICY)
-        cfg = config(
-            {"multiPoint": ["SecurityAuditFilter"]},
-            {"SecurityAuditFilter": {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}},
-        )
-        clock = VirtualClock()
-        pools = "abcabc"
-        first = [make_node(f"n{i}").label("pool", p).capacity(cpu="4", pods=20).obj() for i, p in enumerate(pools)]
-        cluster = SimulatedCluster(clock, first, [teammate("a0", "a")])
-        records = Records()
-        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
-        cluster.subscribe(scheduler.event_handlers)
-        await scheduler.run_until_idle(clock)
+        first = [pool_node(f"n{i}", pool) for i, pool in enumerate("abcabc")]
+        scheduler, cluster, records, clock = await started(pool_config(tmp_path), first, [teammate("a0", "a")])
         assert records.last("a0").node in ("n0", "n3")
         for name in ("n0", "n1", "n2"):
             cluster.delete_node(name)
@@ -322,10 +333,6 @@ def test_nodes_with_equal_compliance_records_share_one_evaluation(run_async: Run
     run_async(scenario())
 
 
-def pool_node(name: str, pool: str) -> Any:
-    return make_node(name).label("pool", pool).capacity(cpu="4", pods=20).obj()
-
-
 def test_a_class_whose_first_node_came_back_in_another_class_is_asked_about_as_it_is_now(
     run_async: Runner, tmp_path: Path
 ) -> None:
@@ -333,18 +340,9 @@ def test_a_class_whose_first_node_came_back_in_another_class_is_asked_about_as_i
         # Pool a's class was first seen on n1; n1 comes back in pool b, and n2 is pool a now. A new pod key asks about
         # both classes at once, and answers come back by node name: two documents named n1 would give both classes
         # one answer.
-        (tmp_path / "pools.rego").write_text(POOL_POLICY)
-        cfg = config(
-            {"multiPoint": ["SecurityAuditFilter"]},
-            {"SecurityAuditFilter": {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}},
+        scheduler, cluster, records, clock = await started(
+            pool_config(tmp_path), [pool_node("n1", "a")], [teammate("a0", "a")]
         )
-        clock = VirtualClock()
-        cluster = SimulatedCluster(clock, [pool_node("n1", "a")], [teammate("a0", "a")])
-        records = Records()
-        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
-        scheduler.max_attempts = 3
-        cluster.subscribe(scheduler.event_handlers)
-        await scheduler.run_until_idle(clock)
         assert records.last("a0").node == "n1"
         cluster.delete_node("n1")
         cluster.add_node(pool_node("n2", "a"))
@@ -366,18 +364,9 @@ def test_a_node_class_that_appears_after_every_class_was_decided_is_asked_about(
         # While the replicas' shared entry has decided every class, nothing is asked; a node of a new class makes
         # the next replica ask again (a replica told "all decided" would take the new node's undecided 0 for an
         # allow, and land where the policy says no).
-        (tmp_path / "pools.rego").write_text(POOL_POLICY)
-        args: dict[str, Any] = {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}
-        if mode == "per-node":
-            args["evaluationMode"] = "per-node"
-        cfg = config({"multiPoint": ["SecurityAuditFilter"]}, {"SecurityAuditFilter": args})
-        clock = VirtualClock()
-        first = [pool_node(name, pool) for name, pool in (("na", "a"), ("nb", "b"))]
-        cluster = SimulatedCluster(clock, first, [teammate("a0", "a"), teammate("a1", "a")])
-        records = Records()
-        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
-        cluster.subscribe(scheduler.event_handlers)
-        await scheduler.run_until_idle(clock)
+        cfg = pool_config(tmp_path, **({"evaluationMode": "per-node"} if mode == "per-node" else {}))
+        first = [pool_node("na", "a"), pool_node("nb", "b")]
+        scheduler, cluster, records, clock = await started(cfg, first, [teammate("a0", "a"), teammate("a1", "a")])
         assert (records.last("a0").node, records.last("a1").node) == ("na", "na")
         cluster.delete_node("na")
         cluster.add_node(pool_node("nc", "c"))
@@ -417,15 +406,8 @@ def test_decisions_are_kept_across_time_buckets_only_when_the_policy_never_reads
     run_async: Runner, tmp_path: Path, policy: str, calls: int
 ) -> None:
     async def scenario() -> None:
-        (tmp_path / "pools.rego").write_text(policy)
-        args: dict[str, Any] = {"policies": [str(tmp_path / "pools.rego")], "decisionPath": "pools/allow"}
-        cfg = config({"multiPoint": ["SecurityAuditFilter"]}, {"SecurityAuditFilter": args})
-        clock = VirtualClock()
-        cluster = SimulatedCluster(clock, [pool_node("na", "a"), pool_node("nb", "b")], [teammate("a0", "a")])
-        records = Records()
-        scheduler = Scheduler(cfg, in_tree_registry(), cluster, clock=clock, seed=0, observer=records)
-        cluster.subscribe(scheduler.event_handlers)
-        await scheduler.run_until_idle(clock)
+        first = [pool_node("na", "a"), pool_node("nb", "b")]
+        scheduler, cluster, records, clock = await started(pool_config(tmp_path, policy), first, [teammate("a0", "a")])
         clock.advance(120)  # two 60-second buckets on
         cluster.add_pod(teammate("a1", "a"))
         await scheduler.run_until_idle(clock)
