@@ -24,6 +24,7 @@ scheduling cycle awaits it between Filter batches, never inside Filter or Score.
 from __future__ import annotations
 
 import datetime
+import enum
 import functools
 import hashlib
 import json
@@ -141,7 +142,16 @@ def policy_client(handle: Handle, spec: PolicyEngineSpec) -> PolicyClient:
 
 # ---- what a policy reads of its input --------------------------------------------------------------
 
-PathPart = str | int
+class Step(enum.Enum):
+    """The parts of a read path that are no key: ``EACH`` every element of the collection there, one at a time
+    (``some c in input.pod.spec.containers; c.image`` reads ``("pod", "spec", "containers", EACH, "image")``), and
+    ``COUNT`` only its size (``count(input.pod.spec.containers)``; always last)."""
+
+    EACH = "each"
+    COUNT = "count"
+
+
+PathPart = str | int | Step
 InputPath = tuple[PathPart, ...]
 
 
@@ -214,7 +224,10 @@ class DataLookup:
 
 
 def _path_order(path: InputPath) -> tuple[tuple[int, str], ...]:
-    return tuple((0, part) if isinstance(part, str) else (1, f"{part:020d}") for part in path)
+    return tuple(
+        (0, part) if isinstance(part, str) else (2, part.value) if isinstance(part, Step) else (1, f"{part:020d}")
+        for part in path
+    )
 
 
 _TYPE_TAGS = ((bool, "boolean"), (str, "string"), (int, "number"), (float, "number"), (list, "array"))
@@ -232,16 +245,7 @@ def _at(document: object, path: InputPath) -> object:
     """The value at ``path``, or where and on what the lookup stopped: two documents with equal answers for
     every read path are equal to the policy (a lookup that stops on a string is undefined whatever the
     string; on a mapping without the key, whatever the other keys)."""
-    node = document
-    for depth, part in enumerate(path):
-        found = (isinstance(part, str) and isinstance(node, Mapping) and part in node) or (
-            isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node)
-        )
-        if found:
-            node = node[part]  # type: ignore[index]
-        else:
-            return {"absent": depth, "on": _type_tag(node)}
-    return {"value": node}
+    return _walk(document, path, 0)
 
 
 def lookup_key(document: Mapping[str, Any], path: InputPath) -> Hashable:
@@ -260,10 +264,22 @@ def projection(document: Mapping[str, Any], paths: Sequence[InputPath]) -> str:
 
 
 def _walk(node: object, path: InputPath, depth: int) -> object:
-    """:func:`_at`, from ``node`` found at ``path[:depth]``, over decoded JSON (whose only mappings are dicts)."""
+    """:func:`_at`, from ``node`` found at ``path[:depth]``. At ``EACH`` the answer is the rest of the path's answer
+    for every element in order (a mapping's by sorted key), which keeps the collection's size and order; at
+    ``COUNT`` the size and type of an array, object or string."""
     for part in path[depth:]:
-        found = (isinstance(part, str) and type(node) is dict and part in node) or (
-            isinstance(part, int) and type(node) is list and 0 <= part < len(node)
+        if isinstance(part, Step):
+            if part is Step.COUNT and isinstance(node, list | Mapping | str):
+                # With the type: an array and an object of one size count alike, but array.concat takes only one.
+                return {"count": len(node), "on": _type_tag(node)}
+            if part is Step.EACH and isinstance(node, list):
+                return {"each": [_walk(item, path, depth + 1) for item in node]}
+            if part is Step.EACH and isinstance(node, Mapping):
+                return {"each": {key: _walk(node[key], path, depth + 1) for key in sorted(node)}}
+            return {"absent": depth, "on": _type_tag(node)}
+        # type(...) is dict first: decoded JSON has no other mappings, and the ABC check costs more than the walk.
+        found = (isinstance(part, str) and (type(node) is dict or isinstance(node, Mapping)) and part in node) or (
+            isinstance(part, int) and isinstance(node, list) and 0 <= part < len(node)
         )
         if not found:
             return {"absent": depth, "on": _type_tag(node)}
@@ -289,7 +305,9 @@ def pod_projection(pod: Pod, paths: Sequence[InputPath]) -> str:
         return projection(pod_document(pod), paths)
     values: list[object] = []
     for path in paths:
-        if not path:  # the whole document (below() never gives this; the reference answers it)
+        if not path or any(isinstance(part, Step) for part in path[:2]):
+            # The whole document (below() never gives this), or every field of the pod or of a section, whose
+            # left-out instance fields the reference knows: the reference answers.
             return projection(pod_document(pod), paths)
         head = path[0]
         if head == "metadata" or head == "spec":

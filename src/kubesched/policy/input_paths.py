@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubesched.api.packed import canonical
-from kubesched.framework.policy import DataLookup, InputPath, InputPaths, PathPart
+from kubesched.framework.policy import DataLookup, InputPath, InputPaths, PathPart, Step
 from kubesched.policy.defined_paths import rule_head as _rule_head
 
 #: kubesched's generated modules read ``input.nodes``/``input.clusters`` and re-bind ``input`` for each target:
@@ -122,12 +122,33 @@ _TYPE_CHECK: _Use = ("type", ())
 
 
 class _Collector:
-    def __init__(self, object_get_is_builtin: bool, is_string_is_builtin: bool) -> None:
+    def __init__(self, builtins: frozenset[str]) -> None:
         self.paths: set[InputPath] = set()
         self.uses: dict[InputPath, set[_Use]] = {}
-        self._object_get = object_get_is_builtin
-        self._is_string = is_string_is_builtin
+        self._builtins = builtins  # the builtins nothing shadows: only their calls are read specially
+        self._object_get = "object" in builtins
+        self._is_string = "is_string" in builtins
         self.input_vars = 0  # references to input accounted for (checked against _input_vars)
+        # The rule being visited's iteration variables whose elements are read only by constant paths (see begin_rule):
+        # variable -> the input paths of the collections it runs over, and the SomeIn that binds it.
+        self.iterated: dict[str, tuple[list[InputPath], Mapping[str, Any]]] = {}
+
+    def begin_rule(self, rule: object) -> None:
+        """Find the rule's ``some x in <collection>`` whose ``x`` is used only as ``x.a.b`` (never whole, never bound
+        again) over collections of input paths; ``x.a.b`` then reads ``<collection>[EACH].a.b``, not the collection."""
+        self.iterated = {}
+        binders: dict[str, list[Mapping[str, Any]]] = {}
+        for some_in in _some_ins(rule):
+            value = some_in.get("value")
+            if isinstance(value, Mapping) and "Var" in value and len(value) == 1:
+                binders.setdefault(str(value["Var"].get("value")), []).append(some_in)
+        whole = _used_whole(rule)
+        for name, binding in binders.items():  # in the order the rule binds them: nested collections resolve
+            if len(binding) != 1 or name in whole or name in ("_", "input", "data"):
+                continue
+            sources = self._collection(binding[0].get("collection"))
+            if sources is not None:
+                self.iterated[name] = (sources[0], binding[0])
 
     def visit(self, node: object) -> None:
         if isinstance(node, list):
@@ -147,8 +168,10 @@ class _Collector:
         if (
             "Call" in node
             and len(node) == 1
-            and (self._object_get_call(node["Call"]) or self._type_check(node["Call"]))
+            and (self._object_get_call(node["Call"]) or self._type_check(node["Call"]) or self._count(node["Call"]))
         ):
+            return
+        if "SomeIn" in node and len(node) == 1 and self._iteration(node["SomeIn"]):
             return
         for value in node.values():
             self.visit(value)
@@ -173,11 +196,105 @@ class _Collector:
         elif _is_var(root, "data"):
             self._data_reference(steps)
             return
+        elif "Var" in root and str(root["Var"].get("value")) in self.iterated:
+            self._element_reference(self.iterated[str(root["Var"]["value"])][0], steps)
+            return
         elif "Var" not in root:
             self.visit(root)  # f(x).y, [..][0], {..}.k: the root expression may read input
         for step in steps:
             if "index" in step:
                 self.visit(step["index"])
+
+    def _element_reference(self, collections: list[InputPath], steps: list[Mapping[str, Any]]) -> None:
+        """``x.a.b`` for an iteration variable ``x`` over ``collections``: reads ``<collection>[EACH].a.b`` of each
+        (up to the first variable step, whose index expression is visited as any expression)."""
+        parts: list[PathPart] = []
+        constant = True
+        for step in steps:
+            part = str(step["field"][1]) if "field" in step else _constant_part(step["index"])
+            if part is None:
+                constant = False
+                self.visit(step["index"])
+            elif constant:
+                parts.append(part)
+        for collection in collections:
+            path = (*collection, Step.EACH, *parts)
+            self.paths.add(path)
+            self.uses.setdefault(path, set()).add(_OTHER)
+
+    def _collection(self, expr: object) -> tuple[list[InputPath], list[object], int] | None:
+        """What an iteration runs over, when it is made only of input paths: a constant input reference, an
+        iteration variable's constant path, ``object.get(<input reference>, <constant key>, default)`` and
+        ``array.concat`` of those. (The paths, the defaults to visit, the input references in it.) None: anything
+        else, whose reads are then the expression's, visited as any."""
+        if _is_reference(expr):
+            assert isinstance(expr, Mapping)
+            root, steps = _chain(expr)
+            parts = [str(step["field"][1]) if "field" in step else _constant_part(step["index"]) for step in steps]
+            if any(part is None for part in parts):
+                return None
+            constant = [part for part in parts if part is not None]
+            if _is_input(root) and constant:
+                return [tuple(constant)], [], 1
+            if "Var" in root and str(root["Var"].get("value")) in self.iterated:
+                return [(*c, Step.EACH, *constant) for c in self.iterated[str(root["Var"]["value"])][0]], [], 0
+            return None
+        if not (isinstance(expr, Mapping) and "Call" in expr and len(expr) == 1):
+            return None
+        call = expr["Call"]
+        fcn, params = call.get("fcn"), call.get("params") or []
+        if not isinstance(fcn, Mapping):
+            return None
+        root, steps = _chain(fcn)
+        name = (str(root["Var"].get("value")) if "Var" in root else "", [s.get("field", [None, ""])[1] for s in steps])
+        if name == ("object", ["get"]) and self._object_get and len(params) == 3:
+            target, key, default = params
+            key_path = _constant_key_path(key) if isinstance(key, Mapping) else None
+            inner = self._collection(target)
+            if key_path is None or inner is None or inner[2] != 1 or len(inner[0]) != 1 or inner[1]:
+                return None
+            return [(*inner[0][0], *key_path)], [default], 1
+        if name == ("array", ["concat"]) and "array" in self._builtins and len(params) == 2:
+            left, right = self._collection(params[0]), self._collection(params[1])
+            if left is None or right is None:
+                return None
+            return left[0] + right[0], left[1] + right[1], left[2] + right[2]
+        return None
+
+    def _iteration(self, some_in: Mapping[str, Any]) -> bool:
+        """``some x in <collection>`` binding an iteration variable of :meth:`begin_rule`: its collections are read
+        for their size only (how many times the body runs); ``x.a.b`` reads the rest. False for any other."""
+        value = some_in.get("value")
+        name = str(value["Var"].get("value")) if isinstance(value, Mapping) and "Var" in value else ""
+        found = self.iterated.get(name)
+        if found is None or found[1] is not some_in:
+            return False
+        sources = self._collection(some_in.get("collection"))
+        assert sources is not None  # begin_rule resolved it
+        paths, defaults, input_refs = sources
+        for collection in paths:
+            path = (*collection, Step.COUNT)
+            self.paths.add(path)
+            self.uses.setdefault(path, set()).add(_OTHER)
+        self.input_vars += input_refs
+        self.visit(defaults)
+        self.visit(some_in.get("key"))
+        return True
+
+    def _count(self, call: Mapping[str, Any]) -> bool:
+        """``count(<constant input reference>)``: only the size is read; False for any other call."""
+        fcn, params = call.get("fcn"), call.get("params") or []
+        if "count" not in self._builtins or not _is_var(fcn, "count") or len(params) != 1:
+            return False
+        sources = self._collection(params[0]) if _is_reference(params[0]) else None
+        if sources is None or sources[2] != 1:
+            return False
+        for collection in sources[0]:
+            path = (*collection, Step.COUNT)
+            self.paths.add(path)
+            self.uses.setdefault(path, set()).add(_OTHER)
+        self.input_vars += 1
+        return True
 
     def _data_reference(self, steps: list[Mapping[str, Any]]) -> None:
         """``data.a.b[<input ref>]...``: an input reference indexing the data after a constant path is a lookup
@@ -242,6 +359,53 @@ class _Collector:
         self.uses.setdefault((*parts, *key_path), set()).add(_OTHER)
         self.visit(default)
         return True
+
+
+def _some_ins(node: object) -> Iterator[Mapping[str, Any]]:
+    """Every ``some … in …`` under ``node``, in the order written."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _some_ins(item)
+    elif isinstance(node, Mapping):
+        if "SomeIn" in node and isinstance(node["SomeIn"], Mapping):
+            yield node["SomeIn"]
+        for value in node.values():
+            yield from _some_ins(value)
+
+
+def _used_whole(node: object) -> set[str]:
+    """The variables used under ``node`` other than as the root of a reference with a step (``x.a``, ``x[k]``) or
+    as the element variable of a ``some … in …``: bound again, compared, passed whole, indexed into something."""
+    found: set[str] = set()
+
+    def walk(item: object) -> None:
+        if isinstance(item, list):
+            for element in item:
+                walk(element)
+            return
+        if not isinstance(item, Mapping):
+            return
+        if len(item) == 1 and ("RefDot" in item or "RefBrack" in item):
+            root, steps = _chain(item)
+            if "Var" not in root:
+                walk(root)
+            for step in steps:
+                if "index" in step:
+                    walk(step["index"])
+            return
+        if "Var" in item and isinstance(item["Var"], Mapping):
+            found.add(str(item["Var"].get("value")))
+            return
+        if "SomeIn" in item and isinstance(item["SomeIn"], Mapping):
+            some_in = item["SomeIn"]
+            walk(some_in.get("key"))
+            walk(some_in.get("collection"))
+            return
+        for value in item.values():
+            walk(value)
+
+    walk(node)
+    return found
 
 
 def _modules(ast_json: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -364,12 +528,15 @@ def input_paths(ast_json: str, data: Mapping[str, Any] | None = None) -> InputPa
     revision's ``data``, also the paths it reads only to look records up there (:class:`DataLookup`)."""
     modules = list(_modules(ast_json))
     collector = _Collector(
-        object_get_is_builtin=not _shadowed(modules, "object"), is_string_is_builtin=not _shadowed(modules, "is_string")
+        frozenset(name for name in ("object", "is_string", "count", "array") if not _shadowed(modules, name))
     )
     try:
         for _, ast in modules:
             collector.visit(ast.get("imports") or [])
-            collector.visit(ast.get("rules") or [])
+            for rule in ast.get("rules") or []:
+                collector.begin_rule(rule)
+                collector.visit(rule)
+            collector.iterated = {}
     except _Unbounded:
         return InputPaths(None)
     if collector.input_vars != sum(
@@ -378,4 +545,4 @@ def input_paths(ast_json: str, data: Mapping[str, Any] | None = None) -> InputPa
         # An AST shape the collector does not know held a reference to input: it cannot tell what is read.
         return InputPaths(None)
     lookups = _lookups(_lookup_paths(collector, modules), data) if data is not None else ()
-    return InputPaths(tuple(sorted(collector.paths, key=lambda path: json.dumps(path))), lookups)
+    return InputPaths(tuple(sorted(collector.paths, key=lambda path: json.dumps(path, default=str))), lookups)

@@ -70,6 +70,25 @@ allow if {
 }
 deny contains sprintf("tier %s", [data.audit[input.node.metadata.name]]) if input.pod.metadata.namespace == "prod"
 """,
+    # Containers by iteration: every port of every container, the index, the count; and a container used whole.
+    "iterate": """package t
+import rego.v1
+default allow := false
+allow if {
+\tcount(input.pod.spec.containers) < 3
+\tnot bad_port
+}
+bad_port if {
+\tsome i, c in input.pod.spec.containers
+\tsome p in c.ports
+\tp.containerPort == 22
+\ti >= 0
+}
+allow if {
+\tsome c in input.pod.spec.containers
+\tc == {"name": "c0", "image": "nginx:1"}
+}
+""",
     # Unbounded: the whole input is looked at.
     "walk": """package t
 import rego.v1
@@ -84,7 +103,7 @@ any_evil if {
 """,
 }
 
-POLICIES = ["placement", "residency", "indexed", "dynamic", "lookup", "walk"]
+POLICIES = ["placement", "residency", "indexed", "dynamic", "lookup", "iterate", "walk"]
 LOOKUP_DATA = {
     "inventory": {"nodes": {"node-a": {"tier": "a"}, "node-b": {"tier": "a"}, "node-c": {"tier": "b"}}},
     "audit": {"node-a": "x", "node-b": "x", "node-c": "x"},
@@ -131,7 +150,14 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
         builder.container(image=draw(st.sampled_from(["nginx:1", "evil.io/x", "registry.k8s.io/pause:3.10"])))
     if draw(st.booleans()):
         builder.init_container(image=draw(st.sampled_from(["busybox", "evil"])))
-    return pod_document(builder.obj())
+    document = pod_document(builder.obj())
+    # What real pods' containers differ in besides images: the service account token's per-pod volume mount, ports.
+    for container in document["spec"].get("containers", []):
+        if draw(st.booleans()):
+            container["volumeMounts"] = [{"name": f"kube-api-access-{draw(st.sampled_from(['x1', 'y2']))}"}]
+        if draw(st.booleans()):
+            container["ports"] = [{"containerPort": draw(st.sampled_from([22, 80]))}]
+    return document
 
 
 @st.composite

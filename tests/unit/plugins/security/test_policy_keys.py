@@ -5,14 +5,19 @@ names with quotes and backslashes), with fields in any order."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.api.objects import Pod
-from kubesched.framework.policy import InputPaths, node_document, pod_document
+from kubesched.framework.policy import InputPaths, Step, decision_input, node_document, pod_document
 from kubesched.plugins.security.policy_keys import Keying
+from kubesched.policy.embedded import EmbeddedRegoEngine
+from kubesched.testing.builders import make_node, make_pod
+
+EXAMPLE_POLICIES = Path(__file__).resolve().parents[4] / "examples" / "policies"
 
 NAMES = st.sampled_from(["p", "q", "web-1", "web-2", 'a"b', "a\\", "é", "x\\u0022", "name", "a b"])
 PATH_CHOICES = [
@@ -22,6 +27,10 @@ PATH_CHOICES = [
     ("pod", "metadata", "namespace"),
     ("pod", "spec", "containers"),
     ("pod", "spec", "containers", 0, "name"),
+    ("pod", "spec", "containers", Step.EACH, "image"),
+    ("pod", "spec", "containers", Step.COUNT),
+    ("pod", "metadata", "labels", Step.EACH),
+    ("pod", "metadata", Step.EACH),
     ("pod", "x"),
 ]
 
@@ -56,7 +65,7 @@ def manifests(draw: st.DrawFn) -> dict[str, Any]:
     paths=st.lists(st.sampled_from(PATH_CHOICES), min_size=1, max_size=3, unique=True),
 )
 def test_replica_keys_equal_the_keys_of_the_pod_documents(
-    templates: list[dict[str, Any]], picks: list[tuple[int, str]], paths: list[tuple[str | int, ...]]
+    templates: list[dict[str, Any]], picks: list[tuple[int, str]], paths: list[tuple[str | int | Step, ...]]
 ) -> None:
     keying = Keying(InputPaths(tuple(paths)), "node", node_document)
     for index, name in picks:
@@ -66,3 +75,38 @@ def test_replica_keys_equal_the_keys_of_the_pod_documents(
         reference = keying.pod_key(pod_document(pod), _whole)
         assert keying.key_of_pod(pod, _whole) == reference, (replica, paths)
         assert keying.entry_key(pod, _whole) == f"{reference}/{keying._node[0]}"
+
+
+def _placement_pod(*containers: tuple[str, str]) -> Pod:
+    """A pod whose containers are (image, the name of its per-pod service account token mount), as real pods have."""
+    raw = make_pod("p").namespace("default").raw()
+    raw["spec"]["containers"] = [
+        {"name": f"c{i}", "image": image, "volumeMounts": [{"name": mount, "mountPath": "/var/run/secrets"}]}
+        for i, (image, mount) in enumerate(containers)
+    ]
+    return Pod.from_dict(raw, "test")
+
+
+def test_pods_that_differ_only_in_their_token_mounts_share_a_key_under_the_example_policy() -> None:
+    # The example policy iterates the containers and reads only each one's image: replicas whose containers mount
+    # their own kube-api-access-<random> volume are one key; another image, in any position, or another number of
+    # containers is another key, and the engine's answers agree.
+    engine = EmbeddedRegoEngine([str(EXAMPLE_POLICIES)], [str(EXAMPLE_POLICIES / "data.json")])
+    keying = Keying(engine.input_paths, "node", node_document)
+    replicas = [_placement_pod(("nginx:1", f"kube-api-access-{s}"), ("busybox", f"kube-api-access-{s}")) for s in "ab"]
+    others = [
+        _placement_pod(("nginx:1", "kube-api-access-a"), ("evil.io/x", "kube-api-access-a")),
+        _placement_pod(("evil.io/x", "kube-api-access-a"), ("busybox", "kube-api-access-a")),
+        _placement_pod(("nginx:1", "kube-api-access-a")),
+    ]
+    keys = [keying.key_of_pod(pod, _whole) for pod in (*replicas, *others)]
+    assert keys[0] == keys[1]
+    assert len(set(keys)) == 4
+    node = node_document(make_node("node-b").obj())
+    allowed = [
+        engine.decide(
+            decision_input(pod_document(pod), node, target_kind="node", operation="schedule", time="")
+        ).allowed
+        for pod in (*replicas, *others)
+    ]
+    assert allowed == [True, True, False, False, True]
