@@ -356,3 +356,20 @@ def test_a_relative_workload_without_its_peer_in_the_run_gets_no_ratio(tmp_path:
 def test_relative_to_must_name_another_workload(value: object) -> None:
     with pytest.raises(WorkloadError, match="relativeTo: must name another workload"):
         parse_workload(tiny("Judged", relativeTo=value), "judged.yaml")
+
+
+def test_unique_token_mounts_give_every_pod_its_own_token_volume_in_every_container(tmp_path: Path) -> None:
+    from kubesched.bench.runner import _PodFactory
+
+    document = with_op("Tokens", 2, uniqueTokenMounts=True)
+    workload = parse_workload(document, str(write(tmp_path, "t.yaml", document)))
+    op = workload.ops[2]
+    factory = _PodFactory(workload)
+    pods = [factory.make(op, 2, i).raw for i in range(3)]
+    volumes = [[volume["name"] for volume in pod["spec"]["volumes"]] for pod in pods]
+    assert volumes == [["kube-api-access-00000"], ["kube-api-access-00001"], ["kube-api-access-00002"]]
+    for pod, (volume,) in zip(pods, volumes, strict=True):
+        assert pod["spec"]["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"]["path"] == "token"
+        assert [m["name"] for c in pod["spec"]["containers"] for m in c["volumeMounts"]] == [volume] * len(
+            pod["spec"]["containers"]
+        )

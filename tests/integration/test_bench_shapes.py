@@ -20,7 +20,8 @@ from kubesched.bench.runner import main as bench_main
 from kubesched.bench.workload import ImageSpec, WorkloadError, load_workload, parse_workload
 from kubesched.cli.main import build_parser
 from kubesched.cli.main import main as cli_main
-from kubesched.framework.policy import pod_document
+from kubesched.framework.policy import Step, pod_document
+from kubesched.policy.embedded import EmbeddedRegoEngine
 
 WORKLOADS = Path(kubesched.bench.__file__).parent / "workloads"
 ZONE = "topology.kubernetes.io/zone"
@@ -312,10 +313,19 @@ def test_distinct_pods_differ_only_where_the_policy_does_not_look() -> None:
     for p in measured:
         doc = pod_document(p)
         doc["metadata"]["annotations"] = {k: v for k, v in doc["metadata"]["annotations"].items() if k != BENCH_INDEX}
+        del doc["spec"]["volumes"]  # the pod's own token volume, mounted in its container
+        for container in doc["spec"]["containers"]:
+            del container["volumeMounts"]
         stripped.add(json.dumps(doc, sort_keys=True))
-    assert len(stripped) == 1  # ... only in the annotation
+    assert len(stripped) == 1  # ... only in the annotation and the token mount
     policy = (WORKLOADS / "security" / "placement.rego").read_text()
-    assert "annotations" not in policy  # which the policy never reads
+    assert "annotations" not in policy and "volume" not in policy  # which the policy never reads
+    # ... and which its analysis knows it never reads: of the containers, only each one's image and their number.
+    engine = EmbeddedRegoEngine([str(WORKLOADS / "security" / "placement.rego")])
+    assert [path for path in engine.input_paths.below("pod") or () if path[:2] == ("spec", "containers")] == [
+        ("spec", "containers", Step.COUNT),
+        ("spec", "containers", Step.EACH, "image"),
+    ]
     # Equal decisions: the same placements as SecurityAudit, whose replicas share theirs.
     _, audit = run_small("security-audit.yaml", **TINY)
     assert _placements(cluster) == _placements(audit)

@@ -139,7 +139,20 @@ class _PodFactory:
             raw["metadata"].setdefault("labels", {})[BENCH_INDEX] = str(i)
         if op.unique_annotations:
             raw["metadata"]["annotations"] = {**(raw["metadata"].get("annotations") or {}), BENCH_INDEX: str(i)}
+        if op.unique_token_mounts:
+            _mount_own_token(raw, f"kube-api-access-{i:05x}")
         return Pod.from_dict(raw, f"{self._workload.source}: ops[{op_index}] pod {i}")
+
+
+def _mount_own_token(raw: dict[str, Any], volume: str) -> None:
+    """What the ServiceAccount admission plugin adds to a pod: its own projected token volume, in every container."""
+    spec = raw.setdefault("spec", {})
+    sources = [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]
+    spec["volumes"] = [*(spec.get("volumes") or []), {"name": volume, "projected": {"sources": sources}}]
+    mount = {"name": volume, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group) or []:
+            container["volumeMounts"] = [*(container.get("volumeMounts") or []), dict(mount)]
 
 
 def _make_node(workload: Workload, op: Op, op_index: int, index: int, i: int) -> Node:

@@ -13,11 +13,13 @@ A workload names its node and pod templates (ordinary manifests with ``metadata.
   sizes and each node's choice are drawn from ``seed`` (default 0), so runs agree and nodes differ.
   ``taints: [{key, value?, effect, every}]`` taints nodes 0, ``every``, 2 x ``every``, ... of the op.
 - ``createPods {count, namespace, collectMetrics, podTemplate? | podTemplates?, expectUnschedulable?,
-  uniqueLabels?, uniqueAnnotations?, nodeHeartbeatEveryPods?}``: all of the op's pods are queued, then the
-  scheduler drains them; ``expectUnschedulable`` marks pods that must stay pending. ``podTemplates:
+  uniqueLabels?, uniqueAnnotations?, uniqueTokenMounts?, nodeHeartbeatEveryPods?}``: all of the op's pods are
+  queued, then the scheduler drains them; ``expectUnschedulable`` marks pods that must stay pending. ``podTemplates:
   [{template, weight?}]`` makes pods from several templates in weighted round robin (weights 2 and 1: pods
   0 and 1 from the first, pod 2 from the second, ...). ``uniqueLabels`` / ``uniqueAnnotations`` give every pod
-  its own ``kubesched.io/bench-index`` label / annotation. ``nodeHeartbeatEveryPods: N``: while the op is
+  its own ``kubesched.io/bench-index`` label / annotation; ``uniqueTokenMounts`` gives it what the ServiceAccount
+  admission plugin gives a real pod: a projected ``kube-api-access-<n>`` volume of its own, mounted in every
+  container, so replicas' containers differ. ``nodeHeartbeatEveryPods: N``: while the op is
   drained, every N-th binding is followed by a kubelet-style status update of the next node in turn (its
   Ready condition's ``lastHeartbeatTime`` and its ``resourceVersion`` change, nothing else), made through the
   simulated cluster's ``update_node``, so the scheduler sees a NodeUpdate event.
@@ -92,6 +94,7 @@ OP_FIELDS: Mapping[str, frozenset[str]] = {
             "podTemplates",
             "uniqueLabels",
             "uniqueAnnotations",
+            "uniqueTokenMounts",
             "expectUnschedulable",
             "nodeHeartbeatEveryPods",
         }
@@ -136,6 +139,8 @@ class Op:
     # createPods: the round-robin cycle of templates (podTemplates, weights expanded); empty: ``template`` only
     templates: tuple[Mapping[str, Any], ...] = ()
     unique_annotations: bool = False  # a per-pod annotation: pods differ, in a field policies do not read
+    # every container mounts the pod's own kube-api-access-<n> token volume, as the ServiceAccount admission adds it
+    unique_token_mounts: bool = False
     heartbeat_every: int = 0  # createPods: a node status update after every N bindings; 0: none
     images: ImageSpec | None = None  # createNodes
     taints: tuple[TaintSpec, ...] = ()  # createNodes
@@ -406,6 +411,7 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
                 interval_seconds=interval,
                 templates=cycle,
                 unique_annotations=_flag(raw, "uniqueAnnotations", where),
+                unique_token_mounts=_flag(raw, "uniqueTokenMounts", where),
                 heartbeat_every=_heartbeat(raw, params, where),
                 images=_images(raw.get("images"), params, f"{where}.images"),
                 taints=_taints(raw.get("taints"), params, f"{where}.taints"),
