@@ -227,8 +227,7 @@ class _Collector:
         iteration variable's constant path, ``object.get(<input reference>, <constant key>, default)`` and
         ``array.concat`` of those. (The paths, the defaults to visit, the input references in it.) None: anything
         else, whose reads are then the expression's, visited as any."""
-        if _is_reference(expr):
-            assert isinstance(expr, Mapping)
+        if isinstance(expr, Mapping) and _is_reference(expr):
             root, steps = _chain(expr)
             parts = [str(step["field"][1]) if "field" in step else _constant_part(step["index"]) for step in steps]
             if any(part is None for part in parts):
@@ -270,7 +269,8 @@ class _Collector:
         if found is None or found[1] is not some_in:
             return False
         sources = self._collection(some_in.get("collection"))
-        assert sources is not None  # begin_rule resolved it
+        if sources is None:  # begin_rule resolved it with no more iteration variables than there are now
+            return False
         paths, defaults, input_refs = sources
         for collection in paths:
             path = (*collection, Step.COUNT)
