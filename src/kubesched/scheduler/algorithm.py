@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -120,12 +120,19 @@ class ScheduleResult:
     raw_scores: dict[str, IntArray] = field(default_factory=dict)
 
 
+TieBreaker = Callable[[PodInfo, Sequence[str]], str | None]
+"""Chooses the node for a pod among the nodes sharing the highest total (in the order they were scored); None,
+or a name not among them, leaves the choice to the random source. The differential tests
+(``tests/differential``) replay kube-scheduler's own random choices with it."""
+
+
 class ScheduleAlgorithm:
     """Stateful across cycles only through the round-robin start index and the random source."""
 
-    def __init__(self, global_percentage: int, rng: random.Random) -> None:
+    def __init__(self, global_percentage: int, rng: random.Random, tie_breaker: TieBreaker | None = None) -> None:
         self.global_percentage = global_percentage
         self.rng = rng
+        self.tie_breaker = tie_breaker
         self.next_start_node_index = 0
 
     async def schedule_pod(
@@ -155,7 +162,7 @@ class ScheduleAlgorithm:
         totals = outcome.totals
         if not fwk.score_plugins:
             totals = np.ones(len(feasible), dtype=np.int64)
-        chosen = self._select_host(totals)
+        chosen = self._select_host(totals, pod, feasible)
         return ScheduleResult(
             node=feasible.info(chosen).name,
             evaluated_nodes=evaluated,
@@ -167,13 +174,19 @@ class ScheduleAlgorithm:
             raw_scores=outcome.raw,
         )
 
-    def _select_host(self, totals: IntArray) -> int:
-        """Index of a highest total; ties broken uniformly at random (kube-scheduler's reservoir)."""
+    def _select_host(self, totals: IntArray, pod: PodInfo, feasible: NodeBatch) -> int:
+        """Index of a highest total; ties broken uniformly at random (kube-scheduler's reservoir), or by the
+        tie breaker when there is one."""
         # The ufunc reduction and ndarray.nonzero directly: ndarray.max and np.flatnonzero wrap them in Python.
         best = _highest(totals)
         tied = (totals == best).nonzero()[0]
         if len(tied) == 1:
             return int(tied[0])
+        if self.tie_breaker is not None:
+            names = [feasible.info(int(index)).name for index in tied]
+            choice = self.tie_breaker(pod, names)
+            if choice in names:
+                return int(tied[names.index(choice)])
         return int(tied[self.rng.randrange(len(tied))])
 
     async def _find_nodes_that_fit(

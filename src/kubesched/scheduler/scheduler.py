@@ -40,7 +40,7 @@ from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
 from kubesched.policy.clients import policy_services
 from kubesched.scheduler.admission import BindingAdmission
-from kubesched.scheduler.algorithm import ScheduleAlgorithm
+from kubesched.scheduler.algorithm import ScheduleAlgorithm, TieBreaker
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.diagnosis import TARGET_NODES
 from kubesched.scheduler.event_handlers import EventHandlers
@@ -72,9 +72,11 @@ class Scheduler:
         services: Services | None = None,
         metrics: SchedulerMetrics | None = None,
         targets: str = TARGET_NODES,
+        tie_breaker: TieBreaker | None = None,
     ) -> None:
         """``targets``: :data:`~kubesched.scheduler.diagnosis.TARGET_CLUSTERS` when the backend's nodes are
-        member clusters (the messages then say "0/3 clusters are available")."""
+        member clusters (the messages then say "0/3 clusters are available"); ``tie_breaker``: chooses among
+        equally-scored nodes instead of the seeded random source (:data:`~kubesched.scheduler.algorithm.TieBreaker`)."""
         self.config = config
         self.metrics = metrics
         if metrics is not None:
@@ -131,7 +133,7 @@ class Scheduler:
             frameworks=self.frameworks,
             backend=backend,
             clock=clock,
-            algorithm=ScheduleAlgorithm(config.percentage_of_nodes_to_score, random.Random(seed)),
+            algorithm=ScheduleAlgorithm(config.percentage_of_nodes_to_score, random.Random(seed), tie_breaker),
             pending=self.pending,
             waiting_pods=self.waiting_pods,
             observer=observer,

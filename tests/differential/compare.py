@@ -1,0 +1,141 @@
+"""Pod by pod: kubesched's ``simulate`` entries against kube-oracle's (kube-scheduler v1.35's own code).
+
+Used by the golden harness (``tests/integration/test_golden_oracle.py``, on committed oracle outputs) and by the
+differential runner (:mod:`.runner`, on fresh ones). For every pod the oracle reports, kubesched must report the
+same result and the same FailedScheduling message, character for character, and no pod the oracle does not;
+where the oracle needed at most one attempt, the same number of attempts.
+
+Nodes are compared where the oracle's choice is unambiguous. kube-scheduler breaks equal scores at random, so a
+choice is a tie when the oracle chose different nodes over several runs (``seen``) or when kubesched's own totals
+tie among nodes that include the oracle's. Where the two then choose differently, the clusters they go on to
+schedule differ, so nodes of later pods are not compared (results and messages still are). The differential
+runner avoids that by having kubesched replay the oracle's choice among its tied nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+RESULT = "result"
+MESSAGE = "message"
+NODE = "node"
+ATTEMPTS = "attempts"
+MISSING = "missing"
+EXTRA = "extra"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One difference: the pod ("namespace/name", empty for the run as a whole), its kind and the words."""
+
+    key: str
+    kind: str
+    text: str
+
+
+@dataclass
+class Comparison:
+    """What one run's comparison found; ``problems`` empty means kubesched agrees. ``identical`` pods had the
+    same result, message and node (or no node); ``nodes_tied`` pods were placed where a tie allowed."""
+
+    pods: int = 0
+    identical: int = 0
+    nodes_exact: int = 0
+    nodes_tied: int = 0
+    nodes_unchecked: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def texts(self) -> list[str]:
+        return [problem.text for problem in self.problems]
+
+    def mismatched_pods(self) -> list[str]:
+        """The pods with at least one problem, in the order found (the run's own problems left out)."""
+        return list(dict.fromkeys(problem.key for problem in self.problems if problem.key))
+
+
+def key_of(pod: Mapping[str, Any]) -> str:
+    return f"{pod['namespace']}/{pod['name']}"
+
+
+def tied_best(pod: Mapping[str, Any]) -> set[str]:
+    """The nodes sharing kubesched's highest total (empty when it did not score: one feasible node)."""
+    totals: Mapping[str, int] = pod.get("totals") or {}
+    if not totals:
+        return set()
+    best = max(totals.values())
+    return {node for node, total in totals.items() if total == best}
+
+
+def as_oracle_reports(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Our entry as kube-oracle words it. kube-oracle reports a pod held at PreEnqueue as Unschedulable with the
+    PreEnqueue plugin's message; kubesched reports a gated pod as its PodScheduled condition reads (the API
+    server's SchedulingGated) and keeps that message under ``preEnqueue``, which is what is compared."""
+    if pod["result"] != "SchedulingGated":
+        return pod
+    return {**pod, "result": "Unschedulable", "message": ", ".join(pod["preEnqueue"]["reasons"])}
+
+
+def compare_pods(
+    oracle_pods: Sequence[Mapping[str, Any]],
+    ours: Sequence[Mapping[str, Any]],
+    seen: Mapping[str, Sequence[str]] | None = None,
+) -> Comparison:
+    """``oracle_pods``: kube-oracle's ``pods``; ``ours``: kubesched's JSON entries (``record_to_json``);
+    ``seen``: the nodes the oracle chose for each pod over several runs, when known."""
+    by_key = {key_of(pod): pod for pod in ours}
+    found = Comparison(pods=len(oracle_pods))
+    extra = sorted(set(by_key) - {key_of(pod) for pod in oracle_pods})
+    for key in extra:
+        found.problems.append(Problem(key, EXTRA, f"kubesched reports a pod the oracle does not: {key}"))
+    diverged = False
+    # Walked in kubesched's scheduling order, so that "later" means scheduled after a differing tie.
+    position = {key: index for index, key in enumerate(by_key)}
+    for expected in sorted(oracle_pods, key=lambda pod: position.get(key_of(pod), len(position))):
+        key = key_of(expected)
+        got = by_key.get(key)
+        if got is None:
+            found.problems.append(Problem(key, MISSING, f"{key}: missing from kubesched's report"))
+            continue
+        got = as_oracle_reports(got)
+        before = len(found.problems)
+        if got["result"] != expected["result"]:
+            found.problems.append(
+                Problem(key, RESULT, f"{key}: result {got['result']!r}, oracle {expected['result']!r}")
+            )
+        if got["message"] != expected["message"]:
+            text = f"{key}: message\n  kubesched: {got['message']!r}\n  oracle:    {expected['message']!r}"
+            found.problems.append(Problem(key, MESSAGE, text))
+        # One attempt (or none, for a gated pod) leaves nothing to timing; more depend on backoff against the
+        # oracle's wall clock and are not compared.
+        if expected["attempts"] <= 1 and got["attempts"] != expected["attempts"]:
+            text = f"{key}: {got['attempts']} attempts, oracle {expected['attempts']}"
+            found.problems.append(Problem(key, ATTEMPTS, text))
+        tied = False
+        if expected["node"] is not None and got["node"] is not None and not diverged:
+            oracle_choices = set(seen.get(key, ())) if seen is not None else set()
+            oracle_choices.add(expected["node"])
+            ours_tied = tied_best(got)
+            ambiguous = len(oracle_choices) > 1 or (len(ours_tied) > 1 and expected["node"] in ours_tied)
+            if got["node"] == expected["node"]:
+                if ambiguous:
+                    found.nodes_tied += 1
+                    tied = True
+                else:
+                    found.nodes_exact += 1
+            elif ambiguous and got["node"] in oracle_choices | ours_tied:
+                found.nodes_tied += 1
+                tied = True
+                diverged = True
+            else:
+                text = (
+                    f"{key}: node {got['node']!r}, oracle {sorted(oracle_choices)} (kubesched totals {got['totals']})"
+                )
+                found.problems.append(Problem(key, NODE, text))
+        elif expected["node"] is not None and got["node"] is not None:
+            found.nodes_unchecked += 1
+        if len(found.problems) == before and not tied:
+            found.identical += 1
+    return found

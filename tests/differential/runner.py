@@ -1,0 +1,154 @@
+"""Run one scenario through kubesched and kube-oracle (kube-scheduler v1.35's own code) and compare them.
+
+Called by ``python -m tests.differential.run``, by the CI test and by :mod:`.minimize`. The same two files go to
+``kube-oracle simulate`` (a subprocess) and to ``kubesched simulate`` (in-process, as the CLI runs it, JSON
+entries as ``--output json`` writes them). kubesched replays the oracle's choice wherever its own totals tie
+(:data:`kubesched.scheduler.algorithm.TieBreaker`), so that both go on scheduling the same cluster and every later
+pod stays comparable; then :func:`.compare.compare_pods` judges each pod.
+
+kube-scheduler runs its preemption and binding off the scheduling cycle, against a clock it does not let anyone
+seed: now and then two runs of the oracle on the same files differ (a victim deleted one cycle sooner or later).
+When a run differs from kubesched, :func:`check` asks the oracle again (``confirm_runs`` times) and counts the
+scenario as agreeing if kubesched matches one of those runs exactly; the outcome says so (``oracle_varied``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import tempfile
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubesched.api.manifests import load_manifests
+from kubesched.cli.report import record_to_json
+from kubesched.config.loader import load_config_file
+from kubesched.framework.types import PodInfo
+from kubesched.plugins.registry import in_tree_registry
+from kubesched.simulation.run import simulate
+
+from .compare import Comparison, Problem, compare_pods
+from .generator import Manifest, write_files
+
+ORACLE_ATTEMPTS = 3
+ORACLE_TIMEOUT = "20s"
+ORACLE_TIMEOUT_SECONDS = 120
+CRASH = "crash"
+DEFAULT_CONFIRM_RUNS = 3
+
+
+class OracleUnavailable(RuntimeError):
+    """kube-oracle is not where ``KUBEBUILDER_ASSETS`` says, or failed every attempt."""
+
+
+def find_oracle() -> Path | None:
+    """``$KUBEBUILDER_ASSETS/kube-oracle`` when it exists (see docs/reference/compatibility.md)."""
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if not assets:
+        return None
+    oracle = Path(assets) / "kube-oracle"
+    return oracle if oracle.is_file() and os.access(oracle, os.X_OK) else None
+
+
+def run_oracle(oracle: Path, cluster: Path, config: Path) -> list[dict[str, Any]]:
+    """kube-oracle's ``pods`` for the two files. The oracle starts a scheduler against an in-process API server;
+    on a loaded machine it now and then gives up before the pods reach its queue, which says nothing about the
+    scenario: it is tried again."""
+    command = [str(oracle), "simulate", "-f", str(cluster), "--config", str(config), "-timeout", ORACLE_TIMEOUT]
+    error = ""
+    for _ in range(ORACLE_ATTEMPTS):
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=ORACLE_TIMEOUT_SECONDS)
+        if done.returncode == 0:
+            pods: list[dict[str, Any]] = json.loads(done.stdout)["pods"]
+            return pods
+        error = f"exit {done.returncode}: {done.stderr.strip()[-2000:]}"
+    raise OracleUnavailable(f"kube-oracle failed {ORACLE_ATTEMPTS} times on {cluster}: {error}")
+
+
+def run_kubesched(cluster: Path, config: Path, follow: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """kubesched's JSON entries for the two files; where its totals tie, the node ``follow`` names for the pod
+    ("namespace/name" -> node) when it is among the tied ones."""
+    # What the scheduler logs (a PostFilter's error, as kube-scheduler logs it) is in the entries already.
+    logging.getLogger("kubesched").setLevel(logging.CRITICAL)
+    registry = in_tree_registry()
+    loaded = load_config_file(str(config), registry)
+    choices = dict(follow or {})
+
+    def tie_breaker(pod: PodInfo, tied: Sequence[str]) -> str | None:
+        return choices.get(pod.key)
+
+    report = simulate(load_manifests([str(cluster)]), loaded, registry, seed=0, tie_breaker=tie_breaker)
+    preempted = report.preempted
+    return [record_to_json(record, preempted.get(record.pod.uid, ())) for record in report.records]
+
+
+def oracle_nodes(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    return {f"{pod['namespace']}/{pod['name']}": pod["node"] for pod in pods if pod.get("node")}
+
+
+@dataclass
+class Outcome:
+    """One scenario's verdict: the comparison with the oracle run kubesched agreed with best, the oracle's
+    pods and kubesched's entries of that run, how many oracle runs it took, whether they differed."""
+
+    comparison: Comparison
+    oracle_pods: list[dict[str, Any]] = field(default_factory=list)
+    ours: list[dict[str, Any]] = field(default_factory=list)
+    oracle_runs: int = 1
+    oracle_varied: bool = False
+
+    @property
+    def agrees(self) -> bool:
+        return not self.comparison.problems
+
+
+def compare_once(oracle: Path, cluster: Path, config: Path) -> Outcome:
+    oracle_pods = run_oracle(oracle, cluster, config)
+    try:
+        ours = run_kubesched(cluster, config, oracle_nodes(oracle_pods))
+    except Exception:  # a crash is a finding like any other; the traceback says where
+        crashed = Comparison(pods=len(oracle_pods), problems=[Problem("", CRASH, traceback.format_exc())])
+        return Outcome(crashed, oracle_pods)
+    return Outcome(compare_pods(oracle_pods, ours), oracle_pods, ours)
+
+
+def check_files(oracle: Path, cluster: Path, config: Path, confirm_runs: int = DEFAULT_CONFIRM_RUNS) -> Outcome:
+    """Compare once; on a difference ask the oracle up to ``confirm_runs`` more times (module doc)."""
+    first = compare_once(oracle, cluster, config)
+    if first.agrees or any(problem.kind == CRASH for problem in first.comparison.problems):
+        return first
+    outcomes = [first]
+    for _ in range(confirm_runs):
+        again = compare_once(oracle, cluster, config)
+        outcomes.append(again)
+        if again.agrees:
+            break
+    varied = len({_oracle_key(outcome.oracle_pods) for outcome in outcomes}) > 1
+    best = next((outcome for outcome in outcomes if outcome.agrees), first)
+    best.oracle_runs = len(outcomes)
+    best.oracle_varied = varied
+    return best
+
+
+def _oracle_key(pods: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(sorted((pod["namespace"], pod["name"], pod["result"], pod["message"]) for pod in pods))
+
+
+def check(
+    objects: Sequence[Manifest],
+    config: Manifest,
+    oracle: Path,
+    *,
+    confirm_runs: int = DEFAULT_CONFIRM_RUNS,
+    directory: Path | None = None,
+) -> Outcome:
+    """:func:`check_files` on manifests written to ``directory`` (a temporary one by default)."""
+    if directory is not None:
+        return check_files(oracle, *write_files(directory, objects, config), confirm_runs)
+    with tempfile.TemporaryDirectory(prefix="kubesched-differential-") as temporary:
+        return check_files(oracle, *write_files(Path(temporary), objects, config), confirm_runs)
