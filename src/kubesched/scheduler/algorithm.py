@@ -372,32 +372,51 @@ class ScheduleAlgorithm:
         status_ids: IntArray,
         nominated_slots: IntArray,
     ) -> IntArray:
-        """Nodes with nominated pods that passed the batch are filtered again with those pods added: the first
-        pass of the two-pass filter (the second, as the node is, is what the batch did), in columns when the
-        plugins allow it, else node by node."""
-        rows = np.flatnonzero(np.isin(batch.slots, nominated_slots) & (status_ids == 0))
+        """Nodes with nominated pods to add are filtered again with those pods added: the first pass of the
+        two-pass filter, whose rejection is the node's status whatever the second pass (as the node is, what
+        the batch did) says. Nodes that passed the batch go in columns when the plugins allow it, else node by
+        node; nodes it rejected go node by node through both passes (a nominated pod can add reasons, or make an
+        earlier plugin reject the node)."""
+        rows = np.flatnonzero(np.isin(batch.slots, nominated_slots))
         if not len(rows):
             return status_ids
         infos = batch.table.infos
         checked: list[int] = []
         added: list[list[PodInfo]] = []
+        rejected: list[int] = []
         for row, slot in zip(rows.tolist(), batch.slots[rows].tolist(), strict=True):
             info = infos[slot]
             others = fwk.nominated_pods_to_add(pod, info.name) if info is not None else []
-            if others:
+            if not others:
+                continue
+            if status_ids[row]:
+                rejected.append(row)
+            else:
                 checked.append(row)
                 added.append(others)
-        if not checked:
+        if not checked and not rejected:
             return status_ids
-        checked_slots = batch.slots[checked]
-        verdicts = fwk.run_filter_batch_with_added_pods(state, pod, NodeBatch(batch.table, checked_slots), added)
-        if verdicts is None:
-            verdicts = [
-                fwk.run_filter_plugins_with_nominated_pods(state, pod, cast(NodeInfo, infos[slot]), passes_as_is=True)
-                for slot in checked_slots.tolist()
-            ]
+        verdicts: list[Status | None] | None = []
+        if checked:
+            checked_slots = batch.slots[checked]
+            verdicts = fwk.run_filter_batch_with_added_pods(state, pod, NodeBatch(batch.table, checked_slots), added)
+            if verdicts is None:
+                verdicts = [
+                    fwk.run_filter_plugins_with_nominated_pods(
+                        state, pod, cast(NodeInfo, infos[slot]), passes_as_is=True
+                    )
+                    for slot in checked_slots.tolist()
+                ]
+        rows_checked = checked + rejected
+        verdicts = [
+            *(verdicts or []),
+            *(
+                fwk.run_filter_plugins_with_nominated_pods(state, pod, cast(NodeInfo, infos[slot]))
+                for slot in batch.slots[rejected].tolist()
+            ),
+        ]
         status_ids = status_ids.copy()
-        for row, status in zip(checked, verdicts, strict=True):
+        for row, status in zip(rows_checked, verdicts, strict=True):
             if status is None:
                 continue
             if status.code is Code.ERROR:
