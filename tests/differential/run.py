@@ -99,7 +99,7 @@ def _results(seeds: Sequence[int], mode: str, jobs: int, confirm_runs: int) -> I
 
 def report_line(result: ClusterResult) -> str:
     verdict = "ok" if not result.mismatched_pods else f"MISMATCH {len(result.mismatched_pods)} pod(s)"
-    varied = f", oracle varied over {result.oracle_runs} runs" if result.oracle_varied else ""
+    varied = f", the oracle varied over {result.oracle_runs} runs" if result.oracle_varied else ""
     return (
         f"{result.mode}-{result.seed}: {result.pods} pods, {result.identical} identical, {result.ties} ties: "
         f"{verdict}{varied} ({result.seconds:.1f} s)"
@@ -123,7 +123,7 @@ def summary_table(results: Sequence[ClusterResult]) -> str:
         f"| {len(results)} | {pods} | {identical} ({share}) | {ties} | {mismatched} | {differing} |",
         "",
         "mismatches by kind: " + (", ".join(f"{kind} {count}" for kind, count in kinds.most_common()) or "none"),
-        f"clusters where the oracle itself varied between runs (kubesched matched one run): {varied}",
+        f"clusters on which kube-oracle's own runs differed (any outcome it gave a pod is accepted): {varied}",
     ]
     return "\n".join(lines)
 

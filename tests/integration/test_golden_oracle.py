@@ -10,7 +10,9 @@ Nodes are compared where the oracle's choice is unambiguous. kube-scheduler brea
 random, so a choice is ambiguous when the oracle chose different nodes over several runs (the optional
 ``oracle-nodes.json`` that regenerate.py writes) or when kubesched's own totals tie among nodes that
 include the oracle's. Where the two then choose differently, the clusters they go on to schedule differ,
-so nodes of later pods are not compared (results and messages still are). The rules live in
+so nodes of later pods are not compared (results and messages still are). Where kube-scheduler itself gave a
+pod different outcomes over the runs (``oracle-outcomes.json``, written by ``regenerate.py --accept-varying``),
+any of them is accepted. The rules live in
 ``tests/differential/compare.py``, shared with the differential runner, which writes the scenarios it
 minimizes here.
 """
@@ -32,6 +34,7 @@ from kubesched.simulation.run import simulate
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 NODES_FILE = "oracle-nodes.json"
+OUTCOMES_FILE = "oracle-outcomes.json"
 
 
 def scenarios() -> list[Path]:
@@ -47,11 +50,14 @@ def run_kubesched(scenario: Path) -> list[dict[str, Any]]:
 
 
 def compare(scenario: Path, ours: list[dict[str, Any]]) -> Comparison:
-    """The scenario's committed oracle output (and ``oracle-nodes.json``, when there) against ``ours``."""
+    """The scenario's committed oracle output (and ``oracle-nodes.json``, ``oracle-outcomes.json``, when there)
+    against ``ours``."""
     oracle_pods = json.loads((scenario / "oracle.json").read_text())["pods"]
     nodes_path = scenario / NODES_FILE
     seen: dict[str, list[str]] | None = json.loads(nodes_path.read_text())["nodes"] if nodes_path.is_file() else None
-    return compare_pods(oracle_pods, ours, seen)
+    outcomes_path = scenario / OUTCOMES_FILE
+    alternatives = json.loads(outcomes_path.read_text())["pods"] if outcomes_path.is_file() else None
+    return compare_pods(oracle_pods, ours, seen, alternatives)
 
 
 @pytest.mark.parametrize("scenario", scenarios(), ids=lambda path: path.name)
@@ -101,3 +107,21 @@ def test_harness_flags_differences_and_accepts_ties(tmp_path: Path) -> None:
     (tmp_path / NODES_FILE).write_text(json.dumps({"runs": 2, "nodes": {"d/a": ["n1", "n3"], "d/b": ["n1"]}}))
     seen_by_oracle = [pod("a", "n3", {"n1": 9, "n3": 8}), pod("b", "n1", {}), pod("c", None, {}, "m")]
     assert compare(tmp_path, seen_by_oracle).texts == []
+    # c's outcome varied over the oracle's runs: either message is accepted, a third one is not.
+    (tmp_path / OUTCOMES_FILE).write_text(
+        json.dumps(
+            {
+                "runs": 2,
+                "pods": {
+                    "d/c": [
+                        {"result": "Unschedulable", "message": "m", "attempts": 1, "runs": 1},
+                        {"result": "Unschedulable", "message": "m2", "attempts": 2, "runs": 1},
+                    ]
+                },
+            }
+        )
+    )
+    varied = [pod("a", "n1", {"n1": 9, "n3": 8}), pod("b", "n1", {}), pod("c", None, {}, "m2") | {"attempts": 2}]
+    assert compare(tmp_path, varied).texts == []
+    other = [pod("a", "n1", {"n1": 9, "n3": 8}), pod("b", "n1", {}), pod("c", None, {}, "m3")]
+    assert [problem.kind for problem in compare(tmp_path, other).problems] == ["message"]

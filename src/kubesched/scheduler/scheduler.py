@@ -226,7 +226,21 @@ class Scheduler:
             self.cycles.admission.on_room = None
 
     async def run_until_idle(self, clock: VirtualClock, *, yield_every: int = 64) -> None:
-        """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer."""
+        """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer.
+
+        The binding cycles and preemptions each scheduling cycle starts run while the next cycle is in flight,
+        after its snapshot was taken (:attr:`ScheduleOne.after_snapshot`): that cycle does not see what they
+        write, the one after does, and their events meet the next pod in flight, as kube-scheduler's API calls
+        and informers take about one cycle to come back (docs/reference/compatibility.md). Not so in the cluster
+        plane (``targets`` clusters): member clusters answer a commit in their own time, several at once."""
+        if self.cycles.targets == TARGET_NODES:
+            self.cycles.after_snapshot = self.settle
+        try:
+            await self._run_until_idle(clock, yield_every)
+        finally:
+            self.cycles.after_snapshot = None
+
+    async def _run_until_idle(self, clock: VirtualClock, yield_every: int) -> None:
         while True:
             count = 0
             while await self.schedule_next():
