@@ -85,6 +85,12 @@ def wrapped_slice(slots: IntArray, first: int, count: int) -> IntArray:
     return np.concatenate((slots[first:], slots[: end - n]))
 
 
+def _walked(slots: IntArray, start: int, count: int, slot: int) -> bool:
+    """Whether ``slot`` is among the ``count`` slots a round-robin walk of ``slots`` from ``start`` visits."""
+    where = np.flatnonzero(slots == slot)
+    return bool(len(where)) and (int(where[0]) - start) % len(slots) < count
+
+
 def narrowed_slots_reference(snapshot: Snapshot, names: frozenset[str]) -> IntArray:
     """The reference for :func:`narrowed_slots`: walk the node list, keep the named nodes."""
     kept = [info.slot for info in snapshot.node_infos if info.name in names]
@@ -239,15 +245,23 @@ class ScheduleAlgorithm:
     ) -> tuple[NodeBatch, Diagnosis, int]:
         all_nodes = snapshot.node_infos
         nominated = pod.pod.status.nominated_node_name
+        # The nominated node when it failed: evaluated first whatever the PreFilter result says, and its status
+        # kept in the diagnosis even where the search below does not reach it (upstream's evaluateNominatedNode).
+        nominated_rejected: NodeInfo | None = None
         if nominated:
             nominated_info = snapshot.get(nominated)
-            allowed = pre.result is None or pre.result.node_names is None or nominated in pre.result.node_names
-            if nominated_info is not None and allowed:
+            if nominated_info is not None:
                 status = await self._filter_one(fwk, state, pod, snapshot, nominated_info, nominated_nodes)
                 if status is None:
                     return NodeBatch(snapshot.table, np.asarray([nominated_info.slot], dtype=np.int64)), diagnosis, 1
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
+                diagnosis.node_to_status[nominated] = status
+                if status.code is Code.PENDING:
+                    diagnosis.pending_plugins.add(status.plugin)
+                else:
+                    diagnosis.unschedulable_plugins.add(status.plugin)
+                nominated_rejected = nominated_info
 
         if pre.result is not None and pre.result.node_names is not None:
             candidate_slots = narrowed_slots(snapshot, pre.result.node_names)
@@ -255,7 +269,9 @@ class ScheduleAlgorithm:
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                 f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.narrowed_by))}]",
             )
-            diagnosis.absent_node_count = len(all_nodes) - len(candidate_slots)
+            # A nominated node left out has its own status: it is not absent from the diagnosis.
+            outside = nominated_rejected is not None and nominated_rejected.name not in pre.result.node_names
+            diagnosis.absent_node_count = len(all_nodes) - len(candidate_slots) - int(outside)
         else:
             candidate_slots = snapshot.slots
         n = len(candidate_slots)
@@ -340,7 +356,12 @@ class ScheduleAlgorithm:
                         diagnosis.unschedulable_plugins.add(status.plugin)
             processed += cut
             position += chunk
-        self.next_start_node_index = (start + processed) % len(all_nodes)
+        if nominated_rejected is not None and not _walked(candidate_slots, start, processed, nominated_rejected.slot):
+            # Upstream moves the start on by every node with a status, the nominated one included.
+            processed_with_nominated = processed + 1
+        else:
+            processed_with_nominated = processed
+        self.next_start_node_index = (start + processed_with_nominated) % len(all_nodes)
         feasible_slots = feasible[0] if len(feasible) == 1 else np.concatenate(feasible) if feasible else _NO_SLOTS
         return NodeBatch(table, feasible_slots), diagnosis, processed
 
