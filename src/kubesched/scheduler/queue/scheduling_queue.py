@@ -508,6 +508,10 @@ class SchedulingQueue:
         self._gated.discard(uid)
         self._in_flight.pop(uid, None)
 
+    def is_gated(self, uid: str) -> bool:
+        """Whether the pod waits in the unschedulable pool because a PreEnqueue plugin holds it back."""
+        return uid in self._gated
+
     def __contains__(self, uid: object) -> bool:
         return uid in self._active_uids or uid in self._backoff_uids or uid in self._unschedulable
 
