@@ -265,9 +265,14 @@ class ScheduleAlgorithm:
 
         if pre.result is not None and pre.result.node_names is not None:
             candidate_slots = narrowed_slots(snapshot, pre.result.node_names)
+            # Upstream names the set its diagnosis shares with the PreFilter result: the narrowing plugins and,
+            # by then, whichever plugin rejected the nominated node.
+            named = set(pre.narrowed_by)
+            if nominated_rejected is not None:
+                named.add(diagnosis.node_to_status[nominated_rejected.name].plugin)
             diagnosis.absent_nodes_status = Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.narrowed_by))}]",
+                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(named))}]",
             )
             # A nominated node left out has its own status: it is not absent from the diagnosis.
             outside = nominated_rejected is not None and nominated_rejected.name not in pre.result.node_names
