@@ -26,7 +26,10 @@ What a scenario draws from is every input kube-scheduler's default plugins read 
 
 kube-oracle loads no PersistentVolumes, PersistentVolumeClaims, StorageClasses or CSINodes (it warns
 ``skipping kind``), so volumes are generated only where it can judge them: in-tree inline disks
-(VolumeRestrictions' conflicts) and claims that do not exist (VolumeBinding's PreFilter).
+(VolumeRestrictions' conflicts) and claims that do not exist (VolumeBinding's PreFilter). Pods carrying a
+nomination are of the highest priority class: a preemption clears lower-priority pods' nominations with a status
+patch, which kube-oracle's fake clientset delivers to its scheduler with an unchanged resourceVersion, and
+kube-scheduler ignores such an update (docs/reference/compatibility.md).
 
 Pods are written as an API server stores them: an affinity term's ``matchLabelKeys``/``mismatchLabelKeys`` are
 also merged into its label selector, as the API server does on create (docs/reference/compatibility.md).
@@ -565,6 +568,9 @@ def _pending_pod(draw: _Draw, index: int, node_names: Sequence[str], scheduler_n
         spec.setdefault("volumes", []).append({"name": "scratch", "ephemeral": {"volumeClaimTemplate": claim}})
     if draw.chance(0.04, "pod:nominated"):
         pod["status"] = {"phase": "Pending", "nominatedNodeName": draw.pick(node_names)}
+        # Of the highest priority, so that no preemption clears the nomination: kube-oracle never delivers such a
+        # clear to its scheduler (module doc).
+        spec["priorityClassName"] = "high"
     return pod
 
 
