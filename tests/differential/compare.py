@@ -16,7 +16,7 @@ runner avoids that by having kubesched replay the oracle's choice among its tied
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +48,18 @@ class Comparison:
     nodes_tied: int = 0
     nodes_unchecked: int = 0
     problems: list[Problem] = field(default_factory=list)
+    # Differences of pods kube-oracle cannot judge (tests/differential/oracle_artifacts.py): reported apart.
+    set_aside_problems: list[Problem] = field(default_factory=list)
 
     @property
     def texts(self) -> list[str]:
         return [problem.text for problem in self.problems]
+
+    def set_aside(self, unjudged: Callable[[str], bool]) -> None:
+        """Move the problems of the pods ``unjudged`` names from :attr:`problems` to :attr:`set_aside_problems`."""
+        kept = [problem for problem in self.problems if not (problem.key and unjudged(problem.key))]
+        self.set_aside_problems += [problem for problem in self.problems if problem not in kept]
+        self.problems = kept
 
     def mismatched_pods(self) -> list[str]:
         """The pods with at least one problem, in the order found (the run's own problems left out)."""

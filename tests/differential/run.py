@@ -42,6 +42,10 @@ class ClusterResult:
     problems: list[str] = field(default_factory=list)
     oracle_runs: int = 1
     oracle_varied: bool = False
+    # Pods whose differences came after kube-oracle stopped seeing kube-scheduler's own status updates.
+    set_aside_pods: list[str] = field(default_factory=list)
+    set_aside: list[str] = field(default_factory=list)
+    artifact: str = ""
     features: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -83,6 +87,13 @@ def summarize(seed: int, mode: str, outcome: Outcome, features: dict[str, int], 
         problems=found.texts,
         oracle_runs=outcome.oracle_runs,
         oracle_varied=outcome.oracle_varied,
+        set_aside_pods=list(dict.fromkeys(problem.key for problem in found.set_aside_problems)),
+        set_aside=[problem.text for problem in found.set_aside_problems],
+        artifact=(
+            f"cycle {outcome.artifact.cycle}: {outcome.artifact.reason} ({outcome.artifact.pod})"
+            if outcome.artifact is not None
+            else ""
+        ),
         features=features,
         seconds=seconds,
     )
@@ -100,9 +111,10 @@ def _results(seeds: Sequence[int], mode: str, jobs: int, confirm_runs: int) -> I
 def report_line(result: ClusterResult) -> str:
     verdict = "ok" if not result.mismatched_pods else f"MISMATCH {len(result.mismatched_pods)} pod(s)"
     varied = f", the oracle varied over {result.oracle_runs} runs" if result.oracle_varied else ""
+    aside = f", {len(result.set_aside_pods)} set aside after a kube-oracle artifact" if result.set_aside_pods else ""
     return (
         f"{result.mode}-{result.seed}: {result.pods} pods, {result.identical} identical, {result.ties} ties: "
-        f"{verdict}{varied} ({result.seconds:.1f} s)"
+        f"{verdict}{varied}{aside} ({result.seconds:.1f} s)"
     )
 
 
@@ -116,6 +128,9 @@ def summary_table(results: Sequence[ClusterResult]) -> str:
         kinds.update(result.kinds)
     differing = sum(1 for result in results if result.mismatched_pods)
     varied = sum(1 for result in results if result.oracle_varied)
+    aside = sum(len(result.set_aside_pods) for result in results)
+    aside_clusters = sum(1 for result in results if result.set_aside_pods)
+    with_artifact = sum(1 for result in results if result.artifact)
     share = f"{100 * identical / pods:.1f} %" if pods else "-"
     lines = [
         "| clusters | pods | identical | ties | mismatched pods | clusters with mismatches |",
@@ -124,6 +139,8 @@ def summary_table(results: Sequence[ClusterResult]) -> str:
         "",
         "mismatches by kind: " + (", ".join(f"{kind} {count}" for kind, count in kinds.most_common()) or "none"),
         f"clusters on which kube-oracle's own runs differed (any outcome it gave a pod is accepted): {varied}",
+        f"clusters where kube-oracle stops seeing kube-scheduler's own pod status updates: {with_artifact}; "
+        f"pods differing after that point, set aside: {aside} (in {aside_clusters} clusters)",
     ]
     return "\n".join(lines)
 
@@ -165,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose:
             for problem in result.problems:
                 print("    " + problem.replace("\n", "\n    "), flush=True)
+            for problem in result.set_aside:
+                print("    set aside (" + result.artifact + "): " + problem.replace("\n", "\n    "), flush=True)
         if result.mismatched_pods and args.minimize:
             _minimize(result, args.keep, args.golden)
     print()

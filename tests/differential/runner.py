@@ -10,7 +10,9 @@ kube-scheduler runs its preemption and binding off the scheduling cycle, against
 seed: now and then two runs of the oracle on the same files differ (a victim's deletion reaches the cache a few
 cycles sooner or later). When kubesched differs from the oracle's run, :func:`check_files` asks the oracle again
 (up to ``confirm_runs`` times) and accepts, for each pod, any outcome and node the oracle itself gave it, as the
-golden harness does with ``oracle-outcomes.json``; the outcome says whether the oracle varied.
+golden harness does with ``oracle-outcomes.json``; the outcome says whether the oracle varied. Differences of
+pods attempted after kube-oracle stopped seeing kube-scheduler's own pod status updates
+(:mod:`.oracle_artifacts`) are set aside in the comparison, not counted as mismatches.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kubesched.simulation.run import simulate
 
 from .compare import Comparison, Problem, compare_pods, nodes_seen, varying_outcomes
 from .generator import Manifest, dump_manifests, write_files
+from .oracle_artifacts import Artifact, AttemptLog, first_artifact
 
 ORACLE_ATTEMPTS = 3
 ORACLE_TIMEOUT = "20s"
@@ -71,9 +74,19 @@ def run_oracle(oracle: Path, cluster: Path, config: Path) -> list[dict[str, Any]
     raise OracleUnavailable(f"kube-oracle failed {ORACLE_ATTEMPTS} times on {cluster}: {error}")
 
 
-def run_kubesched(cluster: Path, config: Path, follow: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """kubesched's JSON entries for the two files; where its totals tie, the node ``follow`` names for the pod
-    ("namespace/name" -> node) when it is among the tied ones."""
+@dataclass
+class KubeschedRun:
+    """kubesched's JSON entries, the scheduling cycle of each pod's last attempt, and where kube-oracle may stop
+    answering as kube-scheduler (:mod:`.oracle_artifacts`)."""
+
+    entries: list[dict[str, Any]]
+    last_cycle: dict[str, int]
+    artifact: Artifact | None
+
+
+def run_kubesched(cluster: Path, config: Path, follow: Mapping[str, str] | None = None) -> KubeschedRun:
+    """kubesched on the two files; where its totals tie, the node ``follow`` names for the pod ("namespace/name"
+    -> node) when it is among the tied ones."""
     # What the scheduler logs (a PostFilter's error, as kube-scheduler logs it) is in the entries already.
     logging.getLogger("kubesched").setLevel(logging.CRITICAL)
     registry = in_tree_registry()
@@ -83,9 +96,17 @@ def run_kubesched(cluster: Path, config: Path, follow: Mapping[str, str] | None 
     def tie_breaker(pod: PodInfo, tied: Sequence[str]) -> str | None:
         return choices.get(pod.key)
 
-    report = simulate(load_manifests([str(cluster)]), loaded, registry, seed=0, tie_breaker=tie_breaker)
+    manifests = load_manifests([str(cluster)])
+    log = AttemptLog()
+    report = simulate(manifests, loaded, registry, seed=0, tie_breaker=tie_breaker, observers=[log])
     preempted = report.preempted
-    return [record_to_json(record, preempted.get(record.pod.uid, ())) for record in report.records]
+    entries = [record_to_json(record, preempted.get(record.pod.uid, ())) for record in report.records]
+    initial = {pod.key: pod.status.nominated_node_name for pod in manifests.pods if not pod.spec.node_name}
+    return KubeschedRun(
+        entries,
+        {record.pod.key: record.cycle for record in report.records},
+        first_artifact(log.records, initial),
+    )
 
 
 def oracle_nodes(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -102,6 +123,7 @@ class Outcome:
     ours: list[dict[str, Any]] = field(default_factory=list)
     oracle_runs: int = 1
     oracle_varied: bool = False
+    artifact: Artifact | None = None
 
     @property
     def agrees(self) -> bool:
@@ -121,17 +143,26 @@ def check_files(
     cluster_for_oracle = oracle_cluster if oracle_cluster is not None else cluster
     first = run_oracle(oracle, cluster_for_oracle, config)
     try:
-        ours = run_kubesched(cluster, config, oracle_nodes(first))
+        run = run_kubesched(cluster, config, oracle_nodes(first))
     except Exception:  # a crash is a finding like any other; the traceback says where
         crashed = Comparison(pods=len(first), problems=[Problem("", CRASH, traceback.format_exc())])
         return Outcome(crashed, first)
+    ours = run.entries
     runs = [first]
-    comparison = compare_pods(first, ours)
+
+    from_cycle = run.artifact.cycle if run.artifact is not None else None
+
+    def judged(comparison: Comparison) -> Comparison:
+        if from_cycle is not None:
+            comparison.set_aside(lambda key: run.last_cycle.get(key, -1) >= from_cycle)
+        return comparison
+
+    comparison = judged(compare_pods(first, ours))
     while comparison.problems and len(runs) <= confirm_runs:
         runs.append(run_oracle(oracle, cluster_for_oracle, config))
-        comparison = compare_pods(first, ours, nodes_seen(runs), varying_outcomes(runs))
+        comparison = judged(compare_pods(first, ours, nodes_seen(runs), varying_outcomes(runs)))
     varied = bool(varying_outcomes(runs)) or any(len(nodes) > 1 for nodes in nodes_seen(runs).values())
-    return Outcome(comparison, first, ours, len(runs), varied)
+    return Outcome(comparison, first, ours, len(runs), varied, run.artifact)
 
 
 def oracle_view(objects: Sequence[Manifest]) -> list[Manifest]:
