@@ -201,8 +201,9 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
         def points(extension_point: str, status: str, profile: str = DEFAULT) -> float:
             return value(reg, point, extension_point=extension_point, status=status, profile=profile)
 
-        # PreEnqueue: every pod added, by its profile; SchedulingGates holds the gated one.
-        assert points("PreEnqueue", "Success") == 5 and points("PreEnqueue", "Success", BIN_PACKING) == 2
+        # PreEnqueue: every pod added, by its profile, and every move into backoffQ (boom's 3 error retries, as
+        # upstream's moveToBackoffQ runs the plugins); SchedulingGates holds the gated one.
+        assert points("PreEnqueue", "Success") == 5 + 3 and points("PreEnqueue", "Success", BIN_PACKING) == 2
         assert points("PreEnqueue", "UnschedulableAndUnresolvable") == 1
         # Filter: once per cycle (3 a's, big, 4 x boom), Error only when the search ends in one.
         assert points("PreFilter", "Success") == 8

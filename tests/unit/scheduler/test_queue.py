@@ -275,3 +275,37 @@ def test_events_are_replayed_to_exactly_the_attempts_in_flight_when_they_happene
             queue.done(popped[name].pod_info.uid)
     queue.add_unschedulable_if_not_present(popped[failing], rejected_by={"P"}, pending=(), error=False)
     assert (queue.counts().backoff, queue.counts().unschedulable) == ((1, 0) if replayed else (0, 1))
+
+
+def test_a_pod_leaving_the_unschedulable_pool_passes_pre_enqueue_again() -> None:
+    """Upstream's moveToActiveQ and moveToBackoffQ run the PreEnqueue plugins: a preemptor requeued while its
+    preemption is still being carried out (DefaultPreemption's PreEnqueue) is held back, and the next event its
+    rejecting plugin's hint queues it for lets it go once PreEnqueue admits it."""
+    clock = VirtualClock()
+    preempting: set[str] = set()
+
+    def pre_enqueue(pod_info: PodInfo) -> Status | None:
+        if pod_info.uid in preempting:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting", plugin="DefaultPreemption")
+        return None
+
+    hints: dict[str, list[ClusterEventWithHint] | None] = {
+        "NodeResourcesFit": [ClusterEventWithHint(ASSIGNED_POD_DELETE)],
+        "DefaultPreemption": [ClusterEventWithHint(ASSIGNED_POD_DELETE, lambda *_: QueueingHint.SKIP)],
+    }
+    queue = SchedulingQueue(priority_less, clock, pre_enqueue=pre_enqueue, hints_for=lambda _pod: hints)
+    info = pod("preemptor")
+    queue.add(info)
+    qpi = queue.pop()
+    assert qpi is not None
+    preempting.add(info.uid)
+    queue.on_event(ASSIGNED_POD_DELETE)  # the first victim goes while the attempt is in flight
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"NodeResourcesFit"}, pending=(), error=False)
+    assert queue.counts().gated == 1 and queue.pop() is None, "held back: its preemption is still running"
+    queue.on_event(ASSIGNED_POD_DELETE)
+    assert queue.counts().gated == 1, "still running: PreEnqueue holds it again"
+    preempting.clear()
+    queue.on_event(ASSIGNED_POD_DELETE)  # the last victim: NodeResourcesFit's hint queues it, PreEnqueue admits
+    assert queue.counts().gated == 0 and queue.counts().backoff == 1
+    again = queue.pop()
+    assert again is not None and again.attempts == 2

@@ -11,8 +11,9 @@ work through the Handle and returns at once, so the cycle does no I/O. The spawn
 3. on any failure logs it and activates the preemptor, so that it is retried at once rather than waiting
    in the unschedulable pool for an event that will not come. Nothing is raised into the scheduler.
 
-While the work runs the preemptor is "preempting": DefaultPreemption's PreEnqueue keeps it out of activeQ
-until the eviction of its last victim has been sent (upstream's ``IsPodRunningPreemption``).
+While the work runs the preemptor is "preempting": DefaultPreemption's PreEnqueue keeps it out of activeQ and
+backoffQ until the eviction of its last victim is about to be sent (upstream's ``IsPodRunningPreemption``); with
+one victim and no nomination to clear that is at once, as upstream's goroutine starts with it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ class Executor:
             if other.priority < preemptor.priority
         ]
         self._preempting.add(preemptor.uid)
+        if not lower and len(victims) == 1:
+            # Upstream's goroutine stops holding the preemptor back before the last eviction, and here that is
+            # its first step: done before the cycle's failure handler requeues the pod, as it is there.
+            self._last_victim_sent.add(preemptor.uid)
         self.handle.spawn(self._evict(candidate.name, preemptor, victims, lower))
 
     async def _evict(self, node_name: str, preemptor: PodInfo, victims: list[PodInfo], lower: list[PodInfo]) -> None:

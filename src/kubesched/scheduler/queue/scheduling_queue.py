@@ -165,6 +165,8 @@ class SchedulingQueue:
         # A profile's hint table, by scheduler name (the registrations never change once built).
         self._tables: dict[str, HintTable] = {}
         self._gated: set[str] = set()
+        # Gated pods PreEnqueue held back after an attempt (not on arrival): parked, so events reach them.
+        self._held_after_attempt: set[str] = set()
         self._in_flight: dict[str, int] = {}
         self._events: list[_Event] = []
         self._sequence = itertools.count(1)
@@ -200,6 +202,31 @@ class SchedulingQueue:
         qpi.gating_plugin = status.plugin
         qpi.unschedulable_plugins = {status.plugin}
         return False
+
+    def _passes_pre_enqueue_on_move(self, qpi: QueuedPodInfo) -> bool:
+        """PreEnqueue for a pod moving into activeQ or backoffQ after an attempt (upstream's moveToActiveQ and
+        moveToBackoffQ run the plugins; only a backoff's completion skips them). A pod held back keeps the
+        plugins that rejected it besides the gating one: their hints decide when it is tried again, the gating
+        plugin's PreEnqueue whether it may leave."""
+        if self._pre_enqueue is None:
+            return True
+        status = self._pre_enqueue(qpi.pod_info)
+        if status is None:
+            qpi.gating_plugin = ""
+            return True
+        qpi.gating_plugin = status.plugin
+        qpi.unschedulable_plugins = qpi.unschedulable_plugins | {status.plugin}
+        return False
+
+    def _park_gated(self, qpi: QueuedPodInfo, event: str) -> None:
+        """A pod PreEnqueue held back on its way out of the unschedulable pool: parked there again, gated."""
+        uid = qpi.pod_info.uid
+        self._unschedulable[uid] = qpi
+        self._gated.add(uid)
+        self._held_after_attempt.add(uid)
+        self._table(qpi.pod)
+        self._parked.add(qpi)
+        self._count("unschedulable", event)
 
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
         if qpi.initial_attempt_timestamp is None:
@@ -293,7 +320,8 @@ class SchedulingQueue:
         stale = [
             qpi
             for uid, qpi in self._unschedulable.items()
-            if uid not in self._gated and now - qpi.timestamp > POD_MAX_IN_UNSCHEDULABLE_SECONDS
+            if (uid not in self._gated or uid in self._held_after_attempt)
+            and now - qpi.timestamp > POD_MAX_IN_UNSCHEDULABLE_SECONDS
         ]
         for qpi in stale:
             self._requeue(qpi, immediately=False, event=UNSCHEDULABLE_TIMEOUT.label)
@@ -330,8 +358,11 @@ class SchedulingQueue:
             qpi.unschedulable_count += 1
         started = self._in_flight.pop(uid, None)
         if error or not (qpi.unschedulable_plugins or qpi.pending_plugins):
-            self._push_backoff(qpi, "ScheduleAttemptFailure")
             self._trim_events()
+            if self._passes_pre_enqueue_on_move(qpi):
+                self._push_backoff(qpi, "ScheduleAttemptFailure")
+            else:
+                self._park_gated(qpi, "ScheduleAttemptFailure")
             return
         hint = QueueingHint.SKIP
         immediately = False
@@ -376,7 +407,7 @@ class SchedulingQueue:
             self._events.append((next(self._sequence), event, old, new))
         for uid in self._parked.offered(event, self._may_requeue):
             qpi = self._unschedulable.get(uid)
-            if qpi is None or uid in self._gated:
+            if qpi is None or (uid in self._gated and uid not in self._held_after_attempt):
                 continue
             decision, immediately = self._evaluate_hints(qpi, event, old, new)
             if decision is QueueingHint.QUEUE:
@@ -444,6 +475,11 @@ class SchedulingQueue:
         if not fresh:
             self._unschedulable.pop(uid, None)
             self._parked.remove(uid)
+        if not self._passes_pre_enqueue_on_move(qpi):
+            self._park_gated(qpi, event)
+            return
+        self._gated.discard(uid)
+        self._held_after_attempt.discard(uid)
         if immediately or backoff_expiry(qpi, self._initial_backoff, self._max_backoff) <= self._clock.now():
             self._push_active(qpi, event)
         else:
@@ -453,11 +489,18 @@ class SchedulingQueue:
         """Move the named pods from the unschedulable pool or backoffQ straight to activeQ."""
         for uid in uids:
             qpi = self._unschedulable.pop(uid, None) or self._backoff_uids.pop(uid, None)
-            self._parked.remove(uid)
-            if qpi is None or uid in self._gated:
-                if qpi is not None:
-                    self._unschedulable[uid] = qpi
+            if qpi is None:
                 continue
+            if uid in self._gated and uid not in self._held_after_attempt:
+                self._unschedulable[uid] = qpi  # held since it arrived: only its own update frees it
+                continue
+            self._parked.remove(uid)
+            # As moveToActiveQ: PreEnqueue decides whether it may leave.
+            if not self._passes_pre_enqueue_on_move(qpi):
+                self._park_gated(qpi, FORCE_ACTIVATE.label)
+                continue
+            self._gated.discard(uid)
+            self._held_after_attempt.discard(uid)
             self._push_active(qpi, FORCE_ACTIVATE.label)
 
     # ---- pod updates and deletes -------------------------------------------------------------
@@ -506,6 +549,7 @@ class SchedulingQueue:
         self._unschedulable.pop(uid, None)
         self._parked.remove(uid)
         self._gated.discard(uid)
+        self._held_after_attempt.discard(uid)
         self._in_flight.pop(uid, None)
 
     def is_gated(self, uid: str) -> bool:

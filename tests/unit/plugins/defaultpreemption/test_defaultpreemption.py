@@ -957,3 +957,22 @@ def test_victim_already_terminating_is_not_evicted_again(run_async: Runner) -> N
     assert result == PostFilterResult("node1")
     assert env.spawned == 0
     assert env.client.preemptions == []
+
+
+def test_with_one_victim_and_no_nomination_to_clear_the_preemptor_is_not_held_back(
+    run_async: Runner,
+) -> None:
+    """Upstream's goroutine lets the preemptor go before its last eviction; with one victim and no nomination to
+    clear that is its first step, done before the scheduling cycle's failure handler requeues the pod: PreEnqueue
+    admits the preemptor straight after PostFilter (two victims: see the test above)."""
+
+    async def scenario() -> None:
+        env = setup([node("node1", ONE_POD)], [pod("p1", LOW, "node1").obj()])
+        state, preemptor = env.prefilter(pod("p", HIGH).obj())
+        assert env.plugin.post_filter(state, preemptor, unschedulable("node1")) == (PostFilterResult("node1"), None)
+        assert env.plugin.pre_enqueue(preemptor) is None, "nothing has run yet, and it is admitted"
+        while env.handle.context.tasks.busy():
+            await asyncio.sleep(0)
+        assert env.client.preemptions == [("default/p1", "default/p")]
+
+    run_async(scenario())
