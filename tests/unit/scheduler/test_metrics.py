@@ -106,10 +106,13 @@ def workload() -> list[Pod]:
     ]
 
 
+START = 1_700_000_000.0  # VirtualClock's default start, a whole second
+
+
 async def simulate(
     metrics: SchedulerMetrics, pods: list[Pod], nodes: list[Any], config: SchedulerConfiguration | None = None
 ) -> tuple[Scheduler, SimulatedCluster, VirtualClock, Records]:
-    clock = VirtualClock()
+    clock = VirtualClock(START)
     cluster = SimulatedCluster(clock, nodes, pods)
     records = Records()
     cfg = config if config is not None else two_profiles()
@@ -170,8 +173,10 @@ def test_attempts_queue_and_cache_from_a_simulation(run_async: Runner) -> None:
             assert value(reg, "scheduler_goroutines", operation="binding") == 0
 
             # A node big fits on: NodeAdd moves it to activeQ (its 1 s backoff is long over) and it binds
-            # on its 2nd attempt, 100 virtual seconds after it first entered the queue.
-            clock.advance_to(clock.now() + 93)
+            # on its 2nd attempt, 100 virtual seconds after it first entered the queue. boom's error backoffs
+            # (1, 2 and 4 s) each ended with the next 1 s ordering window: the run so far took 10 s.
+            assert clock.now() == START + 10
+            clock.advance_to(clock.now() + 90)
             cluster.add_node(node("n3", cpu="8"))
             await scheduler.run_until_idle(clock)
             assert attempts("scheduled", DEFAULT) == 4

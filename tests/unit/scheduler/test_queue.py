@@ -167,8 +167,11 @@ def test_error_backoff_not_popped_early_and_released_after_expiry() -> None:
     assert qpi is not None
     queue.add_unschedulable_if_not_present(qpi, rejected_by=(), pending=(), error=True)
     assert queue.pop() is None
-    assert queue.next_backoff_expiry() == pytest.approx(clock.now() + 1.0)
-    clock.advance(1.0)
+    # Its 1 s backoff ends in the window starting 1 s from now; it is released when the next window begins.
+    assert queue.next_backoff_expiry() == pytest.approx(clock.now() + 2.0)
+    clock.advance(1.5)
+    assert queue.pop() is None
+    clock.advance(0.5)
     again = queue.pop()
     assert again is not None and again.consecutive_errors_count == 1
 
@@ -309,3 +312,24 @@ def test_a_pod_leaving_the_unschedulable_pool_passes_pre_enqueue_again() -> None
     assert queue.counts().gated == 0 and queue.counts().backoff == 1
     again = queue.pop()
     assert again is not None and again.attempts == 2
+
+
+def test_backoff_q_pops_a_window_s_pods_in_active_q_order() -> None:
+    """Backoff expiries are aligned to 1 s windows and, within one, pods leave in activeQ's order (priority, then
+    arrival), as kube-scheduler's backoffQ does with SchedulerPopFromBackoffQ: the high-priority pod that failed
+    last is popped first once activeQ is empty."""
+    clock = VirtualClock(1000.25)
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(NODE_ADD)]})
+    for name, priority in (("low", 1), ("high", 100)):
+        queue.add(pod(name, priority))
+    popped = []
+    for _ in range(2):
+        qpi = queue.pop()
+        assert qpi is not None
+        popped.append(qpi)
+    for qpi in reversed(popped):  # high's attempt ends after low's
+        clock.advance(0.1)
+        queue.add_unschedulable_if_not_present(qpi, rejected_by={"P"}, pending=(), error=False)
+    queue.on_event(NODE_ADD)
+    assert queue.counts().backoff == 2
+    assert [qpi.pod_info.name for qpi in (queue.pop(), queue.pop()) if qpi is not None] == ["high", "low"]

@@ -14,8 +14,10 @@ import bisect
 import heapq
 import itertools
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kubesched.api.objects import Node, Pod
 from kubesched.clock import Clock
@@ -73,6 +75,11 @@ class _LessOrder:
 # (compared in C, no Python call per comparison), else a _LessOrder.
 _ActiveEntry = tuple[object, int, QueuedPodInfo]
 _Event = tuple[int, ClusterEvent, object, object]  # (sequence, event, old, new)
+# (ordering window, 1 after an error else 0, order within the window, sequence, pod)
+_BackoffEntry = tuple[float, int, Any, int, QueuedPodInfo]
+# Backoff expiries are aligned to windows of this many seconds; a window's pods leave together, in activeQ's order
+# (kube-scheduler's backoffQOrderingWindowDuration, SchedulerPopFromBackoffQ).
+BACKOFF_ORDERING_WINDOW = 1.0
 
 
 def _sequence_of(event: _Event) -> int:
@@ -158,7 +165,7 @@ class SchedulingQueue:
         self._active: list[_ActiveEntry] = []
         self._active_uids: dict[str, QueuedPodInfo] = {}
         self._active_sequence: dict[str, int] = {}  # which of a pod's heap entries is live (the last pushed)
-        self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
+        self._backoff: list[_BackoffEntry] = []
         self._backoff_uids: dict[str, QueuedPodInfo] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._parked = _ParkedByRejectors()
@@ -244,10 +251,27 @@ class SchedulingQueue:
         self._active_sequence[qpi.pod_info.uid] = sequence
         heapq.heappush(self._active, (order, sequence, qpi))
 
-    def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+    def _backoff_window(self, qpi: QueuedPodInfo) -> float:
+        """The ordering window the pod's backoff ends in: its expiry truncated to the window (upstream's
+        alignToWindow, with SchedulerPopFromBackoffQ)."""
         expiry = backoff_expiry(qpi, self._initial_backoff, self._max_backoff)
+        return math.floor(expiry / BACKOFF_ORDERING_WINDOW) * BACKOFF_ORDERING_WINDOW
+
+    def _backing_off(self, qpi: QueuedPodInfo) -> bool:
+        """Upstream's isPodBackingoff: until the window after the one its backoff ends in has begun."""
+        now_window = math.floor(self._clock.now() / BACKOFF_ORDERING_WINDOW) * BACKOFF_ORDERING_WINDOW
+        return self._backoff_window(qpi) >= now_window
+
+    def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+        sequence = next(self._tiebreak)
+        error = 1 if qpi.consecutive_errors_count else 0
+        # Within a window, pods leave in activeQ's order (upstream's lessBackoffCompletedWithPriority); pods
+        # backing off after an error keep the order of their backoff times.
+        order: object = sequence
+        if not error:
+            order = self._sort_key(qpi) if self._sort_key is not None else _LessOrder(qpi, self._less, sequence)
         self._backoff_uids[qpi.pod_info.uid] = qpi
-        heapq.heappush(self._backoff, (expiry, next(self._tiebreak), qpi))
+        heapq.heappush(self._backoff, (self._backoff_window(qpi), error, order, sequence, qpi))
         self._count("backoff", event)
         if self.on_ready is not None:
             self.on_ready()
@@ -286,12 +310,12 @@ class SchedulingQueue:
         return None
 
     def _pop_backoff_head(self) -> QueuedPodInfo | None:
-        """The pod with the earliest expiry among pods not backing off after an error."""
-        skipped: list[tuple[float, int, QueuedPodInfo]] = []
+        """The first pod in backoffQ's order among pods not backing off after an error."""
+        skipped: list[_BackoffEntry] = []
         found: QueuedPodInfo | None = None
         while self._backoff:
             item = heapq.heappop(self._backoff)
-            qpi = item[2]
+            qpi = item[4]
             uid = qpi.pod_info.uid
             if self._backoff_uids.get(uid) is not qpi:
                 continue
@@ -306,9 +330,8 @@ class SchedulingQueue:
         return found
 
     def flush_backoff_completed(self) -> None:
-        now = self._clock.now()
-        while self._backoff and self._backoff[0][0] <= now:
-            _, _, qpi = heapq.heappop(self._backoff)
+        while self._backoff and not self._backing_off(self._backoff[0][4]):
+            qpi = heapq.heappop(self._backoff)[4]
             uid = qpi.pod_info.uid
             if self._backoff_uids.get(uid) is qpi:
                 del self._backoff_uids[uid]
@@ -327,17 +350,18 @@ class SchedulingQueue:
             self._requeue(qpi, immediately=False, event=UNSCHEDULABLE_TIMEOUT.label)
 
     def next_backoff_expiry(self) -> float | None:
-        live = [expiry for expiry, _, qpi in self._backoff if self._backoff_uids.get(qpi.pod_info.uid) is qpi]
-        return min(live) if live else None
+        """When the first backoff completes: the start of the window after the one it ends in."""
+        live = [entry[0] for entry in self._backoff if self._backoff_uids.get(entry[4].pod_info.uid) is entry[4]]
+        return min(live) + BACKOFF_ORDERING_WINDOW if live else None
 
     def next_error_backoff_expiry(self) -> float | None:
         """When the first pod backing off after an error may be popped (others are poppable at once)."""
         live = [
-            expiry
-            for expiry, _, qpi in self._backoff
-            if qpi.consecutive_errors_count and self._backoff_uids.get(qpi.pod_info.uid) is qpi
+            entry[0]
+            for entry in self._backoff
+            if entry[4].consecutive_errors_count and self._backoff_uids.get(entry[4].pod_info.uid) is entry[4]
         ]
-        return min(live) if live else None
+        return min(live) + BACKOFF_ORDERING_WINDOW if live else None
 
     # ---- failures and completion -------------------------------------------------------------
 
@@ -480,7 +504,7 @@ class SchedulingQueue:
             return
         self._gated.discard(uid)
         self._held_after_attempt.discard(uid)
-        if immediately or backoff_expiry(qpi, self._initial_backoff, self._max_backoff) <= self._clock.now():
+        if immediately or not self._backing_off(qpi):
             self._push_active(qpi, event)
         else:
             self._push_backoff(qpi, event)
