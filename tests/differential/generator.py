@@ -37,13 +37,18 @@ also merged into its label selector, as the API server does on create (docs/refe
 
 from __future__ import annotations
 
+import copy
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from kubesched.api.quantity import parse_quantity
 
 Manifest = dict[str, Any]
 
@@ -84,6 +89,13 @@ PRIORITY_CLASSES: dict[str, tuple[int, str | None]] = {
     "high": (1000, None),
 }
 HOST_PORTS = (80, 8080, 8443, 9090)
+RUNTIME_CLASS: Manifest = {
+    "apiVersion": "node.k8s.io/v1",
+    "kind": "RuntimeClass",
+    "metadata": {"name": "sandboxed"},
+    "handler": "sandboxed",
+    "overhead": {"podFixed": {"cpu": "250m", "memory": "120Mi"}},
+}
 DISKS = ("disk-1", "disk-2", "disk-3")
 START = "2026-01-01T00:00:00Z"
 
@@ -115,6 +127,31 @@ class Scenario:
 
 def dump_manifests(objects: Sequence[Manifest]) -> str:
     return "---\n".join(yaml.safe_dump(obj, sort_keys=False) for obj in objects)
+
+
+def as_submitted(obj: Manifest) -> Manifest:
+    """``obj`` as a client would create it: without the label selector expressions the API server merges in from
+    an affinity term's ``matchLabelKeys``/``mismatchLabelKeys`` (the generator's selectors never name those keys
+    themselves), and without ``status``."""
+    submitted = copy.deepcopy(obj)
+    submitted.pop("status", None)
+    if submitted.get("kind") != "Pod":
+        return submitted
+    affinity = submitted["spec"].get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = affinity.get(kind) or {}
+        weighted = terms.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        for term in [
+            *(terms.get("requiredDuringSchedulingIgnoredDuringExecution") or []),
+            *(w["podAffinityTerm"] for w in weighted),
+        ]:
+            merged = {*term.get("matchLabelKeys", ()), *term.get("mismatchLabelKeys", ())}
+            selector = term.get("labelSelector") or {}
+            if merged and "matchExpressions" in selector:
+                selector["matchExpressions"] = [e for e in selector["matchExpressions"] if e["key"] not in merged]
+                if not selector["matchExpressions"]:
+                    del selector["matchExpressions"]
+    return submitted
 
 
 def write_files(directory: Path, objects: Sequence[Manifest], config: Manifest) -> tuple[Path, Path]:
@@ -168,6 +205,7 @@ def generate(seed: int, mode: str = "default") -> Scenario:
     objects: list[Manifest] = [
         *(_namespace(name) for name in NAMESPACES if name != "default"),
         *(_priority_class(name, value, policy) for name, (value, policy) in PRIORITY_CLASSES.items()),
+        *([copy.deepcopy(RUNTIME_CLASS)] if any(pod["spec"].get("runtimeClassName") for pod in pending) else []),
         *nodes,
         *running,
         *pdbs,
@@ -543,9 +581,11 @@ def _pending_pod(draw: _Draw, index: int, node_names: Sequence[str], scheduler_n
             init["restartPolicy"] = "Always"
         spec["initContainers"] = [init]
     if draw.chance(0.05, "pod:overhead"):
-        spec["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+        # Set by the API server's RuntimeClass admission from the class the pod names (RUNTIME_CLASS).
+        spec["runtimeClassName"] = RUNTIME_CLASS["metadata"]["name"]
+        spec["overhead"] = dict(RUNTIME_CLASS["overhead"]["podFixed"])
     if draw.chance(0.05, "pod:pod-level-resources"):
-        spec["resources"] = {"requests": {"cpu": draw.pick(("1", "2500m")), "memory": draw.pick(("1Gi", "3Gi"))}}
+        spec["resources"] = {"requests": _pod_level_requests(draw, spec)}
     if draw.chance(0.15, "pod:node-selector"):
         spec["nodeSelector"] = draw.pick(({"disk": "ssd"}, {"gpu": "true"}, {ZONE: draw.pick(ZONES)}))
     affinity: Manifest = {}
@@ -558,7 +598,12 @@ def _pending_pod(draw: _Draw, index: int, node_names: Sequence[str], scheduler_n
     if affinity:
         spec["affinity"] = affinity
     if draw.chance(0.25, "pod:topology-spread"):
-        spec["topologySpreadConstraints"] = [_spread(draw, pod) for _ in range(draw.pick((1, 1, 2)))]
+        constraints = [_spread(draw, pod) for _ in range(draw.pick((1, 1, 2)))]
+        # The API server refuses two constraints with the same topology key and whenUnsatisfiable.
+        distinct = {(c["topologyKey"], c["whenUnsatisfiable"]): c for c in reversed(constraints)}
+        spec["topologySpreadConstraints"] = [
+            c for c in constraints if distinct[c["topologyKey"], c["whenUnsatisfiable"]] is c
+        ]
     if draw.chance(0.04, "pod:scheduling-gates"):
         spec["schedulingGates"] = [{"name": "example.com/wait"}]
     if draw.chance(0.03, "pod:missing-claim"):
@@ -572,6 +617,24 @@ def _pending_pod(draw: _Draw, index: int, node_names: Sequence[str], scheduler_n
         # clear to its scheduler (module doc).
         spec["priorityClassName"] = "high"
     return pod
+
+
+def _pod_level_requests(draw: _Draw, spec: Manifest) -> Manifest:
+    """Pod-level cpu and memory requests, each at least what the containers ask for together (the API server
+    refuses less): their sum, init containers included, plus a drawn margin."""
+    requests: Manifest = {}
+    units = {"cpu": ("m", Fraction(1, 1000)), "memory": ("Mi", Fraction(2**20))}
+    for name, margins in (("cpu", ("0", "500m", "1")), ("memory", ("0", "512Mi", "1Gi"))):
+        total = parse_quantity(draw.pick(margins))
+        for container in (*spec.get("initContainers", ()), *spec["containers"]):
+            resources = container.get("resources") or {}
+            # A container's limit stands for its request when it gives none (API defaulting).
+            asked = (resources.get("requests") or {}).get(name) or (resources.get("limits") or {}).get(name)
+            if asked is not None:
+                total += parse_quantity(asked)
+        suffix, unit = units[name]
+        requests[name] = f"{math.ceil(total / unit)}{suffix}"
+    return requests
 
 
 def _expression(draw: _Draw) -> Manifest:
@@ -599,7 +662,8 @@ def _node_affinity(draw: _Draw, node_names: Sequence[str]) -> Manifest:
                     {
                         "key": "metadata.name",
                         "operator": draw.pick(("In", "NotIn")),
-                        "values": draw.some(node_names, 1, 3),
+                        # The API server takes exactly one value for a field selector's In and NotIn.
+                        "values": [draw.pick(node_names)],
                     }
                 ]
                 if draw.chance(0.5):

@@ -188,8 +188,9 @@ def _drop_unreferenced(objects: list[Manifest], still_differs: Callable[[Sequenc
     kept = [
         obj
         for obj in objects
-        if obj.get("kind") not in ("PriorityClass", "Namespace")
+        if obj.get("kind") not in ("PriorityClass", "Namespace", "RuntimeClass")
         or f"priorityClassName: {obj['metadata']['name']}" in text
+        or f"runtimeClassName: {obj['metadata']['name']}" in text
         or f"namespace: {obj['metadata']['name']}" in text
         or obj["metadata"]["name"] in text
     ]
@@ -236,6 +237,9 @@ def _dropped_part(obj: Manifest, path: Sequence[str]) -> Manifest | None:
     for key in path[:-1]:
         target = target[key]
     del target[path[-1]]
+    if tuple(path) == ("spec", "overhead"):
+        # The overhead is the named RuntimeClass's: without one the API server would set it again.
+        changed["spec"].pop("runtimeClassName", None)
     return changed
 
 
