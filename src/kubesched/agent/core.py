@@ -342,6 +342,12 @@ class Agent:
                 )
             return await self._delete_configmap(rid), None
 
+    async def find(self, hub_pod: HubPodRef) -> dict[str, str] | None:
+        """The member pod made for ``hub_pod`` (finished or not), or None: the view's, else the member's own answer
+        for the hub pod's name."""
+        await self._view.current()
+        return await self._made_for(hub_pod.uid, hub_pod, "")
+
     async def _made_for(self, hub_uid: str, hub_pod: HubPodRef | None, rid: str) -> dict[str, str] | None:
         """The member pod made for hub pod ``hub_uid`` (or under ``rid``), from the view or -- with the hub pod's name
         -- from the member itself, so a pod the watch has not brought yet is found too."""
@@ -541,7 +547,8 @@ class Agent:
             raise
         annotations = (pod.get("metadata") or {}).get("annotations") or {}
         same_hub_pod = bool(hub_uid) and annotations.get(HUB_POD_UID_ANNOTATION) == hub_uid
-        return dict(pod) if annotations.get(RESERVATION_ANNOTATION) == rid or same_hub_pod else None
+        same_reservation = bool(rid) and annotations.get(RESERVATION_ANNOTATION) == rid
+        return dict(pod) if same_reservation or same_hub_pod else None
 
     async def delete_pod(self, namespace: str, name: str, hub_uid: str, token: int = 0) -> bool:
         """Delete the member pod ``namespace/name`` that stands for hub pod ``hub_uid`` (its hub pod was deleted);

@@ -99,6 +99,10 @@ class PushEndpoint:
     ) -> bool:
         return await self._call(self.agent.delete_pod(namespace, name, hub_uid, token), timeout)
 
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        found = await self._call(self.agent.find(HubPodRef(*hub_pod)), timeout)
+        return None if found is None else BoundPod.from_summary(found, False)
+
     async def aclose(self) -> None:
         """Stop the agent's watches of the member; the member's client belongs to the caller."""
         await self.agent.aclose()

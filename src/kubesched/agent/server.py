@@ -31,6 +31,9 @@ integer, 0 when absent): one older than the newest the member has seen is ``409 
     ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
     ``422`` ``MemberRejected`` (the member's API refused the pod).
 
+``GET /v1/hubpods/{uid}[?namespace=NS&name=NAME]``
+    ``200`` ``{pod: null|{namespace, name, uid, node}}``: the member pod made for hub pod UID, finished or not
+    (with the hub pod's name, asked of the member itself too).
 ``DELETE /v1/pods/{namespace}/{name}?hubPodUID=UID``
     ``200`` ``{deleted: true|false}`` (false: no such pod). ``409`` ``Conflict``: the pod of that name is not the
     one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without ``hubPodUID``.
@@ -59,6 +62,7 @@ from kubesched.clock import sleep
 from kubesched.federation.wire import (
     BIND_PATH,
     FENCING_TOKEN_HEADER,
+    HUB_PODS_PATH,
     PODS_PATH,
     RESERVATIONS_PATH,
     STATE_PATH,
@@ -141,6 +145,7 @@ class AgentServer:
         app.router.add_delete(RESERVATIONS_PATH + "/{id}", self._release)
         app.router.add_post(BIND_PATH, self._bind)
         app.router.add_delete(PODS_PATH + "/{namespace}/{name}", self._delete_pod)
+        app.router.add_get(HUB_PODS_PATH + "/{uid}", self._find)
         self.app = app
 
     @property
@@ -239,6 +244,11 @@ class AgentServer:
             hub_pod = HubPodRef(query["hubPodUID"], query.get("namespace", ""), query.get("name", ""))
         released, pod = await self.agent.release(request.match_info["id"], _token(request), hub_pod)
         return _json({"released": released, "pod": pod})
+
+    async def _find(self, request: web.Request) -> web.Response:
+        query = request.query
+        ref = HubPodRef(request.match_info["uid"], query.get("namespace", ""), query.get("name", ""))
+        return _json({"pod": await self.agent.find(ref)})
 
     async def _delete_pod(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]

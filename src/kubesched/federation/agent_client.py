@@ -33,6 +33,7 @@ from kubesched.errors import KubeschedError
 from kubesched.federation.wire import (
     BIND_PATH,
     FENCING_TOKEN_HEADER,
+    HUB_PODS_PATH,
     PODS_PATH,
     RESERVATIONS_PATH,
     STATE_PATH,
@@ -158,6 +159,10 @@ class MemberEndpoint(Protocol):
         """Delete the member pod made for hub pod ``hub_uid``; whether there was one."""
         ...
 
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        """The member pod made for ``hub_pod`` (uid, namespace, name), finished or not; None when it has none."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -274,6 +279,15 @@ class AgentClient:
         if not isinstance(member_pod, Mapping):
             raise AgentProtocolError(self.url, "the answer's pod is not an object")
         return BoundPod.from_summary(member_pod, status == 201)
+
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        uid, namespace, name = hub_pod
+        query = urllib.parse.urlencode({"namespace": namespace, "name": name})
+        _, body = await self._call("GET", f"{HUB_PODS_PATH}/{urllib.parse.quote(uid)}?{query}", None, timeout)
+        found = self._field(body, "pod")
+        if found is not None and not isinstance(found, Mapping):
+            raise AgentProtocolError(self.url, "the answer's pod is not an object")
+        return None if found is None else BoundPod.from_summary(found, False)
 
     async def delete_pod(
         self, namespace: str, name: str, hub_uid: str, *, token: int = 0, timeout: float | None = None

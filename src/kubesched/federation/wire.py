@@ -23,6 +23,7 @@ __all__ = [
     "API_VERSION_PREFIX",
     "BIND_PATH",
     "FENCING_TOKEN_HEADER",
+    "HUB_PODS_PATH",
     "HUB_POD_UID_ANNOTATION",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
@@ -45,6 +46,7 @@ STATE_PATH = f"{API_VERSION_PREFIX}/state"
 RESERVATIONS_PATH = f"{API_VERSION_PREFIX}/reservations"
 BIND_PATH = f"{API_VERSION_PREFIX}/bind"
 PODS_PATH = f"{API_VERSION_PREFIX}/pods"
+HUB_PODS_PATH = f"{API_VERSION_PREFIX}/hubpods"
 
 FENCING_TOKEN_HEADER = "Kubesched-Fencing-Token"
 """The hub's fencing token on every mutating call (docs/explanation/cross-cluster-commit.md#fencing)."""

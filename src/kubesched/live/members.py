@@ -288,5 +288,8 @@ class MemberLink:
     ) -> bool:
         return await self._call(lambda e: e.delete_pod(namespace, name, hub_uid, token=token, timeout=timeout))
 
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        return await self._call(lambda e: e.find_pod(hub_pod, timeout=timeout))
+
     async def aclose(self) -> None:
         await self._drop()
