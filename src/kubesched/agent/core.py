@@ -19,7 +19,8 @@ benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
   sees every reservation. Reserving picks the first node, by name, with room for the requests and one pod
   slot; none -> :class:`Refused` (409). The same id again is the same reservation (idempotent); the same id
   with other requests is refused.
-* **Expiry**: a reservation past ``expiresAt`` (the agent's injectable clock) holds nothing from that moment;
+* **Expiry**: a reservation past ``expiresAt`` (the agent's injectable clock) holds nothing from that moment --
+  unless a pod create under it may still take effect (below): it holds its capacity until then;
   :meth:`Agent.sweep_expired` deletes such ConfigMaps (the server runs it every ``sweep_interval``), so a
   reservation whose hub never confirms goes away by itself.
 * **Bind** creates the pod in the member, on the reserved node (``spec.nodeName``: the capacity was held
@@ -255,10 +256,16 @@ class Agent:
         return state, live
 
     def _live_reservations(self, now: float) -> list[Reservation]:
-        """The reservations that hold capacity: not expired, and no pod made under them yet (a bind whose agent was
+        """The reservations that hold capacity: not expired -- or expired while a pod create under them may still
+        take effect, which would need that capacity --, and no pod made under them yet (a bind whose agent was
         killed before it deleted the reservation leaves one behind, and its pod already counts)."""
         view = self._view
-        return [r for r in view.reservations() if r.expires_at > now and not (r.pod_uid and view.hub_pod(r.pod_uid))]
+        return [
+            r
+            for r in view.reservations()
+            if (r.expires_at > now or self._create_may_land(r.id, r) > 0)
+            and not (r.pod_uid and view.hub_pod(r.pod_uid))
+        ]
 
     # --------------------------------------------------------------------------------------- reservations
 

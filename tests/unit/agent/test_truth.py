@@ -197,3 +197,60 @@ def test_find_answers_the_copy_made_for_a_hub_pod() -> None:
         assert await agent.find(HubPodRef("hub-other", "apps", "other")) is None
 
     asyncio.run(scenario())
+
+
+class _SlowCreates:
+    """The member, except that pod creates get no answer: the member carries them out later, when the test says."""
+
+    def __init__(self, member: InMemoryMember) -> None:
+        self.member = member
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.member, name)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if method == "POST" and path.endswith("/pods"):
+            self.sent.append((path, kwargs))
+            raise KubeTransportError("timed out (the member may still carry it out)")
+        return await self.member.request(method, path, **kwargs)
+
+    async def land(self) -> None:
+        for path, kwargs in self.sent:
+            await self.member.request("POST", path, **kwargs)
+        self.sent.clear()
+
+
+@pytest.mark.parametrize("restarted", [pytest.param(False, id="same-agent"), pytest.param(True, id="after-a-restart")])
+@pytest.mark.parametrize("landed", [pytest.param(True, id="create-landed"), pytest.param(False, id="create-lost")])
+def test_an_expired_reservation_whose_create_may_land_keeps_its_capacity(restarted: bool, landed: bool) -> None:
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    agent = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        nonlocal agent
+        await agent.reserve(ReservationRequest("r1", {"cpu": 4000}, 30, "hub-web"))
+        clock.advance(29)
+        with pytest.raises(KubeTransportError):
+            await agent.bind("r1", hub_pod("web", cpu="4"))
+        if restarted:
+            await agent.aclose()
+            agent = Agent(member, clock=clock, namespace=NS, cluster_name="m1", in_flight_seconds=15)
+        clock.advance(2)  # r1 has expired, but the pod created under it may still appear
+        with pytest.raises(Refused) as unfit:
+            await agent.reserve(ReservationRequest("r2", {"cpu": 4000}, 30, "hub-api"))
+        assert unfit.value.reason == "Unfit"
+        if landed:
+            await slow.land()
+            for _ in range(5):  # the agent's watch brings the pod
+                await asyncio.sleep(0)
+        clock.advance(15)  # past the window: the pod holds the node, or nothing does
+        if landed:
+            with pytest.raises(Refused):
+                await agent.reserve(ReservationRequest("r2", {"cpu": 4000}, 30, "hub-api"))
+        else:
+            await agent.reserve(ReservationRequest("r2", {"cpu": 4000}, 30, "hub-api"))
+        await agent.aclose()
+
+    asyncio.run(scenario())
