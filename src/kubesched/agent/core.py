@@ -29,6 +29,9 @@ benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
   Hub-side owner references are dropped (the owners do not exist in the member: its garbage collector would
   delete the pod), and so are the hub's placement constraints, which were about clusters (``nodeSelector``,
   node affinity), with ``priority`` (the member's admission computes it) and scheduling gates.
+* **A bind names the reservation it consumes** as the reserve answered it (its ``expiresAt``): a reserve the hub
+  gave up on may still arrive after a release settled the commit and make a reservation of that id again, and a
+  late bind must not make a pod under that one.
 * **The member pod is the commit record.** A bind for a hub pod that already has a pod in the member answers
   that pod, whatever the reservation; a release or a sweep of a reservation under which a pod was made reports
   it bound (the reservation's hold is dropped: the pod holds the capacity now). A pod create whose answer was
@@ -465,9 +468,13 @@ class Agent:
             "spec": spec,
         }
 
-    async def bind(self, rid: str, manifest: Mapping[str, Any], token: int = 0) -> tuple[dict[str, str], bool]:
+    async def bind(
+        self, rid: str, manifest: Mapping[str, Any], token: int = 0, expires_at: float | None = None
+    ) -> tuple[dict[str, str], bool]:
         """Create ``manifest``'s pod under reservation ``rid``; (the member's pod, whether it is new). A hub pod that
-        already has a pod in the member gets that pod, whatever the reservation (module doc)."""
+        already has a pod in the member gets that pod, whatever the reservation (module doc). ``expires_at``: the
+        reservation as the hub's reserve was answered; another one under the same id (made again by a reserve that
+        arrived after a release) is not it: NotFound."""
         metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
         if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
             raise Refused(400, "Invalid", "pod.metadata.name: required")
@@ -490,6 +497,13 @@ class Agent:
                 if earlier is not None:
                     return member_pod_summary(earlier), False
                 raise Refused(404, "NotFound", f"reservation {rid} does not exist (expired, released or never made)")
+            if expires_at is not None and reservation.expires_at != expires_at:
+                raise Refused(
+                    404,
+                    "NotFound",
+                    f"reservation {rid} the hub holds (until {expires_at!r}) was released; the one under that id now "
+                    f"(until {reservation.expires_at!r}) was made by a later reserve",
+                )
             if reservation.expires_at <= self.clock.now():
                 wait = self._create_may_land(rid, reservation)
                 if wait > 0:  # an earlier bind's create may still land: neither a pod nor "none" is certain

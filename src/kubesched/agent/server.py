@@ -24,9 +24,10 @@ integer, 0 when absent): one older than the newest the member has seen is ``409 
     under the reservation or for the hub pod named (the commit happened: nothing is released); otherwise
     ``released`` says whether the member held the reservation (false: there was none; releasing twice is fine).
     ``503`` ``Settling`` (with ``Retry-After``): a pod create under it may still take effect; ask again.
-``POST /v1/bind`` ``{reservationId, pod}``
+``POST /v1/bind`` ``{reservationId, pod, reservationExpiresAt?}``
     ``201`` created, ``200`` the pod an earlier bind made for the same hub pod: ``{pod: {namespace, name, uid,
-    node}}``.
+    node}}``. ``reservationExpiresAt``: the reservation's ``expiresAt`` as the reserve answered it; a reservation of
+    that id with another one (made again after a release) is not consumed (``404``).
     ``404`` ``NotFound`` (no such reservation: expired and swept, released, never made), ``410`` ``Expired``,
     ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
     ``422`` ``MemberRejected`` (the member's API refused the pod).
@@ -262,5 +263,10 @@ class AgentServer:
         pod = body.get("pod")
         if not isinstance(pod, dict):
             raise WireError("pod: required (a Pod manifest)")
-        member_pod, created = await self.agent.bind(body["reservationId"], pod, _token(request))
+        expires_at = body.get("reservationExpiresAt")
+        if expires_at is not None and (isinstance(expires_at, bool) or not isinstance(expires_at, int | float)):
+            raise WireError("reservationExpiresAt: must be a number (the reservation's expiresAt)")
+        member_pod, created = await self.agent.bind(
+            body["reservationId"], pod, _token(request), None if expires_at is None else float(expires_at)
+        )
         return _json({"pod": member_pod}, status=201 if created else 200)
