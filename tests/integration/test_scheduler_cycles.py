@@ -127,9 +127,7 @@ class MarkThenFail:
 
 
 def registry() -> Registry:
-    extra = {
-        cls.name: PluginRegistration.of(cls.name, cls) for cls in (Boom, AuditFilter, Gate, OnlyA, MarkThenFail)
-    }
+    extra = {cls.name: PluginRegistration.of(cls.name, cls) for cls in (Boom, AuditFilter, Gate, OnlyA, MarkThenFail)}
     return merge(in_tree_registry(), extra)
 
 
