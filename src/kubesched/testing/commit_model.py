@@ -120,7 +120,7 @@ HUB_PLUGINS: dict[str, Any] = {
 }
 
 
-def hub_config() -> SchedulerConfiguration:
+def hub_config(ttl: float = TTL_SECONDS) -> SchedulerConfiguration:
     document = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -132,7 +132,7 @@ def hub_config() -> SchedulerConfiguration:
                     {
                         "name": "ClusterReservation",
                         "args": {
-                            "ttlSeconds": TTL_SECONDS,
+                            "ttlSeconds": ttl,
                             "permitTimeoutSeconds": 20,
                             "reserveTimeoutSeconds": AGENT_CALL_SECONDS,
                             "approval": "Automatic",
@@ -648,11 +648,15 @@ class HubProcess:
 class World:
     """The hub API server, the members, the processes; the model's rules act on it (module doc)."""
 
-    def __init__(self, members: Mapping[str, bool], *, nodes_per_member: int = 2, seed: int = 0) -> None:
-        """``members``: name -> whether the member is in push mode; ``seed``: of the faults drawn at random."""
+    def __init__(
+        self, members: Mapping[str, bool], *, nodes_per_member: int = 2, seed: int = 0, ttl: float = TTL_SECONDS
+    ) -> None:
+        """``members``: name -> whether the member is in push mode; ``seed``: of the faults drawn at random;
+        ``ttl``: of the hub's reservations (one shorter than the agent's in-flight window makes a pod create that
+        lands after its reservation expired likelier)."""
         self.clock = VirtualClock()
         self.rng = random.Random(seed)
-        self.config = hub_config()
+        self.config = hub_config(ttl)
         self.registry = in_tree_registry()
         self.hub_api = SimulatedCluster(self.clock)
         self.members: dict[str, MemberSide] = {}

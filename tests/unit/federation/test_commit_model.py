@@ -43,6 +43,9 @@ member_index = st.integers(min_value=0, max_value=len(MEMBERS) - 1)
 
 
 then = st.sampled_from([0.0, 0.0, 1.0, 3.0, 10.0])  # how long the system runs after a rule's action
+calls = st.sampled_from([0.0, 0.1, 0.3])  # how often a call to an agent is dropped, loses its answer or is late
+kills = st.sampled_from([0.0, 0.05, 0.15])  # how often an agent dies at a call to its member API
+slow = st.sampled_from([0.0, 0.2])  # how often a pod create lands after the agent gave up on it
 
 
 class CommitModel(RuleBasedStateMachine):
@@ -97,13 +100,26 @@ class CommitModel(RuleBasedStateMachine):
     @initialize(
         members=st.integers(min_value=2, max_value=3),
         push=st.lists(st.booleans(), min_size=3, max_size=3),
-        cpus=st.lists(st.sampled_from(["500m", "1", "2"]), min_size=0, max_size=6),
+        cpus=st.lists(st.sampled_from(["500m", "1", "2"]), min_size=1, max_size=8),
+        weather=st.lists(st.tuples(calls, kills, slow), min_size=3, max_size=3),
         seed=st.integers(min_value=0, max_value=2**32 - 1),
+        ttl=st.sampled_from([30.0, 10.0]),
     )
-    def start(self, members: int, push: list[bool], cpus: list[str], seed: int) -> None:
+    def start(
+        self,
+        members: int,
+        push: list[bool],
+        cpus: list[str],
+        weather: list[tuple[float, float, float]],
+        seed: int,
+        ttl: float,
+    ) -> None:
         self.healthy = False
-        self.world = World({MEMBERS[i]: push[i] for i in range(members)}, seed=seed)
+        self.world = World({MEMBERS[i]: push[i] for i in range(members)}, seed=seed, ttl=ttl)
         self.world.watch = self.check
+        for side, (call_faults, kill_faults, slow_creates) in zip(self.world.members.values(), weather, strict=False):
+            side.link.fault_rate = 0.0 if side.push else call_faults
+            side.faults.kill_rate, side.faults.slow_rate = kill_faults, slow_creates
         self.run(self.w.start())
         self.act(lambda: [self.w.create_pod(cpu) for cpu in cpus], 0.0)
 
@@ -215,14 +231,8 @@ class CommitModel(RuleBasedStateMachine):
             link = self.w.members[name].link
             self.act(lambda: link.faults.append((call, fault, delay)), seconds)
 
-    @rule(
-        index=member_index,
-        calls=st.sampled_from([0.0, 0.2, 0.5]),
-        kills=st.sampled_from([0.0, 0.05, 0.2]),
-        slow=st.sampled_from([0.0, 0.3]),
-        seconds=then,
-    )
-    def weather(self, index: int, calls: float, kills: float, slow: float, seconds: float) -> None:
+    @rule(index=member_index, call_faults=calls, kill_faults=kills, slow_creates=slow, seconds=then)
+    def weather(self, index: int, call_faults: float, kill_faults: float, slow_creates: float, seconds: float) -> None:
         """From now until healed, faults at random: the hub's calls to the member's agent fail so often (dropped,
         lost or late), its agent dies at a call to the member's API so often, its pod creates land late so often."""
         name = self.member(index)
@@ -230,8 +240,8 @@ class CommitModel(RuleBasedStateMachine):
         side = self.w.members[name]
 
         def set_weather() -> None:
-            side.link.fault_rate = 0.0 if side.push else calls
-            side.faults.kill_rate, side.faults.slow_rate = kills, slow
+            side.link.fault_rate = 0.0 if side.push else call_faults
+            side.faults.kill_rate, side.faults.slow_rate = kill_faults, slow_creates
 
         self.act(set_weather, seconds)
 
