@@ -150,6 +150,9 @@ class Agent:
         # A predecessor process (killed mid-bind) may have sent a create that lands after this one started.
         self.started_at = clock.now()
         self._unknown_creates: dict[str, float] = {}  # reservation id -> when a create with no answer was sent
+        # The reservations this process made (and has not deleted): any other may be a predecessor's, with a create
+        # of that predecessor in flight -- whatever the clock read when it was made.
+        self._made_here: set[str] = set()
         self._fence_written = 0
         self._lock = asyncio.Lock()
         self._discovery = _Discovery()
@@ -291,7 +294,15 @@ class Agent:
                 if dict(existing.requests) != dict(request.requests):
                     raise Refused(409, "Conflict", f"reservation {request.id} exists with other requests")
                 return existing, False
-            if existing is not None:  # expired but not swept yet: replace it
+            if existing is not None:  # expired but not swept yet: replace it, once no create under it can land
+                wait = self._create_may_land(request.id, existing)
+                if wait > 0:
+                    raise Refused(
+                        503,
+                        "Settling",
+                        f"a pod create under the expired reservation {request.id} may still take effect",
+                        retry_after=wait,
+                    )
                 await self._delete_configmap(request.id)
             live = self._live_reservations(now)
             node = self._view.first_fit(request.requests, held_by_node(live), request.tolerations)
@@ -310,6 +321,7 @@ class Agent:
                     raise
                 raise Refused(409, "Conflict", f"reservation {request.id} was created concurrently") from error
             self._view.made(reservation, stored)
+            self._made_here.add(request.id)
             log.info("reserved %s on node %s until %.3f", request.id, node.name, reservation.expires_at)
             return reservation, True
 
@@ -319,9 +331,11 @@ class Agent:
         except KubeApiError as error:
             if error.status == 404:
                 self._view.dropped(rid)
+                self._made_here.discard(rid)
                 return False
             raise
         self._view.dropped(rid)
+        self._made_here.discard(rid)
         return True
 
     async def release(
@@ -373,14 +387,15 @@ class Agent:
 
     def _create_may_land(self, rid: str, reservation: Reservation | None) -> float:
         """Seconds during which a pod create under ``rid`` may still take effect in the member (0: none can): one
-        this process sent without an answer, or one a predecessor sent for a reservation older than this process."""
+        this process sent without an answer, or one a predecessor sent for a reservation this process did not make
+        (known by id, not by its timestamps: the clock may read the same, or less, after a restart)."""
         now = self.clock.now()
         horizon = now - self.in_flight_seconds
         if any(sent <= horizon for sent in self._unknown_creates.values()):
             self._unknown_creates = {r: sent for r, sent in self._unknown_creates.items() if sent > horizon}
         sent = self._unknown_creates.get(rid)
         wait = 0.0 if sent is None else sent + self.in_flight_seconds - now
-        if reservation is not None and reservation.created_at < self.started_at:
+        if reservation is not None and reservation.id not in self._made_here:
             wait = max(wait, self.started_at + self.in_flight_seconds - now)
         return max(wait, 0.0)
 

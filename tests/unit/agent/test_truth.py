@@ -254,3 +254,52 @@ def test_an_expired_reservation_whose_create_may_land_keeps_its_capacity(restart
         await agent.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_restart_at_the_same_instant_still_waits_for_the_predecessors_create() -> None:
+    """The agent's clock may read the same when it restarts as when its predecessor reserved: a reservation this
+    process did not make may have a create of its predecessor in flight, however the timestamps compare."""
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    first = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+    ref = HubPodRef("hub-web", "apps", "web")
+
+    async def scenario() -> None:
+        await first.reserve(ReservationRequest("r1", {"cpu": 1000}, 30, "hub-web"))
+        with pytest.raises(KubeTransportError):
+            await first.bind("r1", hub_pod("web"))
+        await first.aclose()  # killed; no time has passed on the agent's clock
+        restarted = Agent(member, clock=clock, namespace=NS, cluster_name="m1", in_flight_seconds=15)
+        with pytest.raises(Refused) as settling:
+            await restarted.release("r1", hub_pod=ref)
+        assert settling.value.reason == "Settling"
+        await slow.land()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        released, made = await restarted.release("r1", hub_pod=ref)
+        assert (released, made is not None) == (False, True)
+        await restarted.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_an_expired_reservation_is_not_made_again_while_a_create_under_it_may_land() -> None:
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    agent = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+    ref = HubPodRef("hub-web", "apps", "web")
+
+    async def scenario() -> None:
+        await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 5, "hub-web"))
+        clock.advance(4)
+        with pytest.raises(KubeTransportError):
+            await agent.bind("r1", hub_pod("web"))
+        clock.advance(2)  # r1 expired; the create under it may still land
+        with pytest.raises(Refused) as settling:
+            await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 5, "hub-web"))
+        assert settling.value.reason == "Settling"
+        with pytest.raises(Refused):
+            await agent.release("r1", hub_pod=ref)
+        await agent.aclose()
+
+    asyncio.run(scenario())
