@@ -36,8 +36,9 @@ benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
   that pod, whatever the reservation; a release or a sweep of a reservation under which a pod was made reports
   it bound (the reservation's hold is dropped: the pod holds the capacity now). A pod create whose answer was
   lost -- or one a killed predecessor process may have sent -- can still take effect for
-  ``in_flight_seconds``; a release of its reservation then answers ``503 Settling`` instead of guessing, and the
-  sweep leaves it for a later round (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth).
+  ``in_flight_seconds``; a release of its reservation then answers ``503 Settling`` instead of guessing, a bind
+  under it sends no second create (``Settling`` too), and the sweep leaves it for a later round
+  (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth).
 * **Fencing**: every mutating call carries the hub's fencing token; a token older than the newest the member has
   seen is refused (``409 Fenced``), a newer one is recorded in the member first
   (docs/explanation/cross-cluster-commit.md#fencing).
@@ -519,12 +520,12 @@ class Agent:
                     f"reservation {rid} the hub holds (until {expires_at!r}) was released; the one under that id now "
                     f"(until {reservation.expires_at!r}) was made by a later reserve",
                 )
+            wait = self._create_may_land(rid, reservation)
+            if wait > 0:
+                # An earlier bind's create may still land: a second create would make the pod now, and the first
+                # bring it back once it was deleted. Neither a pod nor "none" is certain yet.
+                raise Refused(503, "Settling", f"an earlier create under {rid} may still take effect", retry_after=wait)
             if reservation.expires_at <= self.clock.now():
-                wait = self._create_may_land(rid, reservation)
-                if wait > 0:  # an earlier bind's create may still land: neither a pod nor "none" is certain
-                    raise Refused(
-                        503, "Settling", f"an earlier create under {rid} may still take effect", retry_after=wait
-                    )
                 await self._delete_configmap(rid)
                 raise Refused(410, "Expired", f"reservation {rid} expired before the bind")
             try:

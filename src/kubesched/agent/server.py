@@ -30,7 +30,8 @@ integer, 0 when absent): one older than the newest the member has seen is ``409 
     that id with another one (made again after a release) is not consumed (``404``).
     ``404`` ``NotFound`` (no such reservation: expired and swept, released, never made), ``410`` ``Expired``,
     ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
-    ``422`` ``MemberRejected`` (the member's API refused the pod).
+    ``422`` ``MemberRejected`` (the member's API refused the pod). ``503`` ``Settling`` (with ``Retry-After``): an
+    earlier create under the reservation may still take effect; no second one is sent.
 
 ``GET /v1/hubpods/{uid}[?namespace=NS&name=NAME]``
     ``200`` ``{pod: null|{namespace, name, uid, node}}``: the member pod made for hub pod UID, finished or not

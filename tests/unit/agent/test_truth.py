@@ -176,6 +176,7 @@ def test_a_hub_with_an_older_fencing_token_is_refused_also_after_the_agent_resta
         restarted = Agent(member, clock=clock, namespace=NS, cluster_name="m1")
         with pytest.raises(Refused):
             await restarted.reserve(ReservationRequest("r2", {"cpu": 1000}, 30, "hub-b"), token=4)
+        clock.advance(restarted.in_flight_seconds)  # no create of its predecessor's under r1 can land any more
         made, created = await restarted.bind("r1", hub_pod("a"), token=5)
         assert created and made["name"] == "a"
         await restarted.release("r9", token=7)  # a newer hub raises the fence; the older record goes
@@ -300,6 +301,31 @@ def test_an_expired_reservation_is_not_made_again_while_a_create_under_it_may_la
         assert settling.value.reason == "Settling"
         with pytest.raises(Refused):
             await agent.release("r1", hub_pod=ref)
+        await agent.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_bind_repeated_while_its_first_create_may_land_sends_no_second_create() -> None:
+    """A second create of the same pod would succeed while the first is in flight; once that pod is deleted (its
+    hub pod was), the first would land and bring it back -- on capacity already given to another pod."""
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    agent = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 30, "hub-web"))
+        with pytest.raises(KubeTransportError):
+            await agent.bind("r1", hub_pod("web"))
+        with pytest.raises(Refused) as settling:  # the hub repeats the bind it got no answer to
+            await agent.bind("r1", hub_pod("web"))
+        assert (settling.value.status, settling.value.reason) == (503, "Settling")
+        assert slow.sent and member.pods() == []  # one create in flight, none sent again
+        await slow.land()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        made, created = await agent.bind("r1", hub_pod("web"))
+        assert (made["name"], created) == ("web", False)
         await agent.aclose()
 
     asyncio.run(scenario())
