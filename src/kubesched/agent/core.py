@@ -150,6 +150,10 @@ class Agent:
         )
         # A predecessor process (killed mid-bind) may have sent a create that lands after this one started.
         self.started_at = clock.now()
+        # Since when another agent process may have sent a create this one knows nothing of: its start (a
+        # predecessor's), then each newer fencing token it recorded (an older hub's agent -- in push mode, one runs
+        # in each hub replica -- may have sent one just before).
+        self._others_since = self.started_at
         self._unknown_creates: dict[str, float] = {}  # reservation id -> when a create with no answer was sent
         # The reservations this process made (and has not deleted): any other may be a predecessor's, with a create
         # of that predecessor in flight -- whatever the clock read when it was made.
@@ -388,8 +392,9 @@ class Agent:
 
     def _create_may_land(self, rid: str, reservation: Reservation | None) -> float:
         """Seconds during which a pod create under ``rid`` may still take effect in the member (0: none can): one
-        this process sent without an answer, or one a predecessor sent for a reservation this process did not make
-        (known by id, not by its timestamps: the clock may read the same, or less, after a restart)."""
+        this process sent without an answer, or one another agent process (a predecessor, or an older hub's) sent
+        for a reservation this process did not make (known by id, not by its timestamps: the clock may read the
+        same, or less, after a restart)."""
         now = self.clock.now()
         horizon = now - self.in_flight_seconds
         if any(sent <= horizon for sent in self._unknown_creates.values()):
@@ -397,7 +402,7 @@ class Agent:
         sent = self._unknown_creates.get(rid)
         wait = 0.0 if sent is None else sent + self.in_flight_seconds - now
         if reservation is not None and reservation.id not in self._made_here:
-            wait = max(wait, self.started_at + self.in_flight_seconds - now)
+            wait = max(wait, self._others_since + self.in_flight_seconds - now)
         return max(wait, 0.0)
 
     async def sweep_expired(self) -> list[str]:
@@ -449,6 +454,7 @@ class Agent:
             if error.status != 409:
                 raise
         self._fence_written = token
+        self._others_since = self.clock.now()
         if newest:
             with contextlib.suppress(KubeApiError):  # left behind: only the newest token counts
                 await self.client.request("DELETE", f"{self._configmaps}/{FENCE_PREFIX}{newest}", retry=False)

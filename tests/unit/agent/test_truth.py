@@ -329,3 +329,33 @@ def test_a_bind_repeated_while_its_first_create_may_land_sends_no_second_create(
         await agent.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_newer_hub_waits_out_the_creates_an_older_hubs_agent_may_still_have_in_flight() -> None:
+    """Push mode: each hub replica runs its own agent over the member. The deposed leader's agent sent a create just
+    before the new leader's agent raised the fencing token; until it can no longer land, no release may say no pod
+    was made (the new leader would place the pod in another member)."""
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    deposed = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+    leader = Agent(member, clock=clock, namespace=NS, cluster_name="m1", in_flight_seconds=15)
+    ref = HubPodRef("hub-web", "apps", "web")
+
+    async def scenario() -> None:
+        await leader.state()
+        clock.advance(60)  # long after either started
+        await deposed.reserve(ReservationRequest("r1", {"cpu": 1000}, 30, "hub-web"), token=0)
+        with pytest.raises(KubeTransportError):
+            await deposed.bind("r1", hub_pod("web"), token=0)
+        with pytest.raises(Refused) as settling:  # the new leader settles the deposed one's commit
+            await leader.release("r1", token=1, hub_pod=ref)
+        assert settling.value.reason == "Settling"
+        await slow.land()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        released, made = await leader.release("r1", token=1, hub_pod=ref)
+        assert (released, made is not None) == (False, True)
+        await deposed.aclose()
+        await leader.aclose()
+
+    asyncio.run(scenario())
