@@ -1,8 +1,8 @@
 """An in-memory hub and member clusters, with the crashes and lost answers the cross-cluster commit must survive.
 
-Who calls it: the model-based test of the commit protocol (tests/unit/federation/test_commit_model.py) and the
-regression tests of what it found. What runs is the live hub's path on one event loop and one virtual clock
-(docs/explanation/cross-cluster-commit.md is the protocol):
+Who calls it: the model-based test of the commit protocol (tests/unit/federation/test_commit_model.py). What
+runs is the live hub's path on one event loop and one virtual clock (docs/explanation/cross-cluster-commit.md is
+the protocol):
 
 * **Durable**: the hub API server, a :class:`~kubesched.backends.simulated.cluster.SimulatedCluster` of the hub
   pods (their commit records and bindings survive any crash), and each member's API server, an
@@ -14,11 +14,12 @@ regression tests of what it found. What runs is the live hub's path on one event
   hub pods). A member is in pull mode (its agent a process of its own: it goes on with a call whose hub died) or
   push mode (its agent inside the hub: it dies with the hub). A failover starts a hub with a newer fencing token
   while the old one goes on for a while, as a leader that has not noticed it lost its Lease.
-* **Faults** between hub and agent (:class:`Link`): a call dropped before it reaches the agent, an answer lost
-  after the agent acted, a call delivered late (after the hub gave up on it), a partition. Between an agent and
-  its member's API server (:class:`MemberApiFaults`): the agent killed at its n-th call (before or after the call
-  reached the member: mid-bind, after the pod was created and before the reservation was deleted, is one of
-  them), the member API unavailable, a pod create answered with no answer that lands in the member later.
+* **Faults**, each armed for the next call of a kind or drawn at random at a rate (seeded: a run repeats).
+  Between hub and agent (:class:`Link`): a call dropped before it reaches the agent, an answer lost after the
+  agent acted, a call delivered late (after the hub gave up on it), a partition. Between an agent and its
+  member's API server (:class:`MemberApiFaults`): the agent killed at a call (before or after the call took
+  effect: mid-bind, after the pod was created and before the reservation was deleted, is one of them), the
+  member API unavailable, a pod create answered with no answer that lands in the member later.
 
 :func:`safety_violations` is what must hold at every moment, :func:`settled_violations` what must hold once
 everything is healed and has run long enough (:meth:`World.settle`).
@@ -41,7 +42,7 @@ from kubesched.agent.memory import InMemoryMember
 from kubesched.agent.push import PushEndpoint
 from kubesched.agent.reservations import CONFIGMAP_PREFIX, Reservation, stored_reservation
 from kubesched.api.multicluster import MemberCluster
-from kubesched.api.objects import Node, Pod
+from kubesched.api.objects import Node, Pod, object_uid
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.simulated.cluster import SimulatedCluster
@@ -604,8 +605,10 @@ class HubProcess:
         if not self.alive:
             return
         scheduler = self.scheduler
-        while await scheduler.schedule_next():
+        while self.alive and await scheduler.schedule_next():
             await asyncio.sleep(0)
+        if not self.alive:  # it died meanwhile (an agent inside it was killed)
+            return
         now = self.world.clock.now()
         if now - self.last_flush >= FLUSH_INTERVAL:
             scheduler.queue.flush_unschedulable_left_over()
@@ -720,7 +723,16 @@ class World:
     # ------------------------------------------------------------------------------------------- hub pods
 
     def create_pod(self, cpu: str) -> Pod:
-        pod = make_pod(f"p{next(self._names)}").namespace(NAMESPACE).scheduler(HUB).req(cpu=cpu).obj()
+        """A hub pod asking ``cpu``, with its uid in its manifest as the API server gives it."""
+        name = f"p{next(self._names)}"
+        pod = (
+            make_pod(name)
+            .uid(object_uid("Pod", NAMESPACE, name))
+            .namespace(NAMESPACE)
+            .scheduler(HUB)
+            .req(cpu=cpu)
+            .obj()
+        )
         self.hub_api.add_pod(pod)
         return pod
 
@@ -814,6 +826,13 @@ class World:
             await asyncio.gather(*side.faults.landing, *side.dying, return_exceptions=True)
         for hub in self.hubs:
             await asyncio.gather(*hub.dying, return_exceptions=True)
+        # Whatever a process started while it was dying (a cycle that spawned work after its tasks were cancelled)
+        # ends with the world.
+        current = asyncio.current_task()
+        left = [task for task in asyncio.all_tasks() if task is not current]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
 
 
 # ----------------------------------------------------------------------------------------------- the truth
