@@ -20,12 +20,14 @@ partitioned away and back, its API server down, a pod create that lands after th
 
 CI runs a fixed, derandomized set of examples. To search longer, with fresh random examples:
 ``KUBESCHED_MODEL_EXAMPLES=2000 python -m pytest tests/unit/federation/test_commit_model.py`` (and
-``KUBESCHED_MODEL_STEPS`` for longer runs than 30 steps).
+``KUBESCHED_MODEL_STEPS`` for longer runs than 30 steps). The system's logs are off while it runs (thousands of
+runs would keep gigabytes of them); ``KUBESCHED_MODEL_LOGS=1`` keeps them, to read a failing run's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any
 
@@ -37,6 +39,7 @@ from kubesched.testing.commit_model import REQUEST_TIMEOUT, World, safety_violat
 
 EXAMPLES = int(os.environ.get("KUBESCHED_MODEL_EXAMPLES", "0") or 0)
 STEPS = int(os.environ.get("KUBESCHED_MODEL_STEPS", "0") or 0)
+LOGS = bool(os.environ.get("KUBESCHED_MODEL_LOGS"))
 MEMBERS = ("m0", "m1", "m2")
 
 member_index = st.integers(min_value=0, max_value=len(MEMBERS) - 1)
@@ -54,6 +57,12 @@ class CommitModel(RuleBasedStateMachine):
         self.violations: list[str] = []  # the safety invariants' violations seen at any step of the clock
         self.healthy = True  # False once a step failed: teardown then only cleans up
         self.steps = 0
+        # Every run logs hundreds of warnings (refreshes failing by design); kept by pytest for the whole test,
+        # thousands of runs would hold gigabytes. KUBESCHED_MODEL_LOGS=1 keeps them (to read a failing run's).
+        self._logger = logging.getLogger("kubesched")
+        self._log_level = self._logger.level
+        if not LOGS:
+            self._logger.setLevel(logging.CRITICAL)
 
     def run(self, work: Any) -> Any:
         return self.loop.run_until_complete(work)
@@ -282,6 +291,7 @@ class CommitModel(RuleBasedStateMachine):
             if self.world is not None:
                 self.run(self.world.aclose())
             self.loop.close()
+            self._logger.setLevel(self._log_level)
 
 
 CommitModel.TestCase.settings = settings(
