@@ -411,7 +411,9 @@ class Agent:
         released: list[str] = []
         async with self._lock:
             now = self.clock.now()
-            for reservation in await self.reservations():
+            stored = await self.reservations()
+            self._made_here.intersection_update(r.id for r in stored)  # those another process deleted
+            for reservation in stored:
                 if reservation.expires_at > now:
                     continue
                 made = self._view.hub_pod(reservation.pod_uid) if reservation.pod_uid else None
