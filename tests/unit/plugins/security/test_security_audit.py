@@ -145,8 +145,9 @@ def test_all_nodes_denied_gives_fit_error(run_async: Runner) -> None:
             "0/4 nodes are available: 1 Denied by security policy: image evil.example.com/miner:1 is not from a "
             "trusted registry; no compliance record for the node, 3 Denied by security policy: image "
             "evil.example.com/miner:1 is not from a trusted registry. no new claims to deallocate, "
-            # The denial is Unschedulable, so DefaultPreemption looks for victims (and finds none).
-            "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
+            # The denial is UnschedulableAndUnresolvable (no eviction changes the pod or the node): preemption
+            # does not search these nodes.
+            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
         )
         assert cluster.conditions[record.pod.uid]["reason"] == "Unschedulable"
 
