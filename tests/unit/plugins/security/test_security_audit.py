@@ -476,15 +476,21 @@ def test_break_glass_is_honoured_only_where_an_administrator_allowed_it(
         _, cluster, records = await run(cfg, [raw], listers=stores.listers())
         record = records.last("x")
         events = [e.reason for e in cluster.events if e.reason == "BreakGlass"]
+        refusals = [e for e in cluster.events if e.reason == "BreakGlassRefused"]
         if exempt:
             assert record.result == "Scheduled"
             assert {v.outcome for v in record.verdicts} == {"exempt"}
-            assert len(events) == 1
+            assert len(events) == 1 and refusals == []
+            assert {v.note for v in record.verdicts} == {""}
         else:
-            # The label is ignored: the pod is evaluated and its untrusted image denied everywhere.
+            # The label is refused: the pod is evaluated and its untrusted image denied everywhere; the refusal is
+            # a Warning on the pod and a note in the audit record.
             assert record.result == "Unschedulable", record.message
             assert "deny" in {v.outcome for v in record.verdicts}
             assert events == []
+            assert [(e.type, e.name) for e in refusals] == [("Warning", "x")] * len(records.all)
+            assert "refused: namespace default is not allowed to use it" in refusals[0].message
+            assert {v.note for v in record.verdicts} == {refusals[0].message}
 
     run_async(scenario())
 
