@@ -680,6 +680,7 @@ def test_args_validation_lists_every_error() -> None:
                             "timeoutSeconds": 0,
                             "failurePolicy": "Maybe",
                             "enforcementAction": "block",
+                            "policyRefreshSeconds": 0,
                         },
                     }
                 ],
@@ -694,6 +695,18 @@ def test_args_validation_lists_every_error() -> None:
     assert f"{base}.timeoutSeconds: Invalid value: 0" in text
     assert f'{base}.failurePolicy: Unsupported value: "Maybe"' in text
     assert f'{base}.enforcementAction: Unsupported value: "block"' in text
+    assert f"{base}.policyRefreshSeconds: Invalid value: 0" in text and "at most 300" in text
+
+
+def test_policy_refresh_seconds_has_a_documented_default_and_reaches_the_engine() -> None:
+    from kubesched.plugins.security.args import DEFAULT_POLICY_REFRESH_SECONDS, SecurityAuditFilterArgs
+    from kubesched.plugins.security.engines import engine_spec
+
+    default = SecurityAuditFilterArgs(opa_endpoint="http://opa:8181/v1/data/kubernetes/authz")
+    assert default.policy_refresh_seconds == DEFAULT_POLICY_REFRESH_SECONDS == 2.0
+    assert "**`policyRefreshSeconds`** (default **2 s**)" in (ROOT / "docs/explanation/policy-freshness.md").read_text()
+    tuned = SecurityAuditFilterArgs(opa_endpoint=default.opa_endpoint, policy_refresh_seconds=7)
+    assert engine_spec(tuned).refresh_seconds == 7.0
 
 
 def test_permit_plugin_is_registered() -> None:
