@@ -5,14 +5,18 @@ cache is read) or the first one after ``policyRefreshSeconds`` (remote OPA: the 
 then, and names the decision in the audit record); the denied nodes read ``Preemption is not helpful for
 scheduling``; a denied pod with nothing else changing is attempted once (the scheduler's own PodScheduled patch
 is no pod update), with one FailedScheduling event and one audit record; and a relaxed policy binds it within
-seconds (the new revision is a cluster event that requeues it), not at the 5-minute flush.
+seconds (the new revision is a cluster event that requeues it), not at the 5-minute flush. The last test runs
+``kubesched run`` itself, as a separate process with an audit log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kubesched.audit.query import read_records
 from kubesched.audit.sinks.jsonl import JsonlSink
@@ -188,3 +193,55 @@ def test_the_policy_in_force_decides_each_pod_once_and_a_relaxed_policy_binds_at
         # Freed by the revision change (checked every policyRefreshSeconds), not the 5-minute unschedulable flush:
         # a bound of a few checks and the pod's backoff, far below the flush.
         assert waited < 15, waited
+
+
+def test_kubesched_run_attempts_a_denied_pod_once_and_binds_it_when_the_policy_is_relaxed(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    with scenario(control_plane, tmp_path) as corner:
+        for i in range(2):
+            corner.create(corner.node(f"n{i}"))
+        nodes = [f"n{i}-{corner.tag}" for i in range(2)]
+        with engine("embedded", tmp_path, corner, nodes) as policy:
+            policy.tighten()
+            config = tmp_path / "config.yaml"
+            profile = {
+                "schedulerName": corner.scheduler_name,
+                "plugins": {"multiPoint": {"enabled": [{"name": "SecurityAuditFilter"}]}},
+                "pluginConfig": [{"name": "SecurityAuditFilter", "args": policy.args()}],
+            }
+            document = {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": False},
+                "profiles": [profile],
+            }
+            config.write_text(yaml.safe_dump(document))
+            audit_log = tmp_path / "audit.jsonl"
+            output = tmp_path / "kubesched.log"
+            command = [sys.executable, "-m", "kubesched.cli.main", "run", "--config", str(config)]
+            command += ["--kubeconfig", str(corner.kubeconfig()), "--audit-log", str(audit_log), "--port", "0"]
+            with output.open("wb") as log:
+                process = subprocess.Popen(
+                    command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+                )
+                try:
+                    corner.create(nginx_pod(corner, "denied"))
+                    deadline = time.monotonic() + 60
+                    while not failed_scheduling(corner, "denied"):
+                        assert process.poll() is None and time.monotonic() < deadline, output.read_text()[-3000:]
+                        time.sleep(0.2)
+                    time.sleep(4 * REFRESH_SECONDS)  # nothing else changes meanwhile
+                    [event] = failed_scheduling(corner, "denied")
+                    assert event.get("series") is None, "one FailedScheduling occurrence"
+                    assert NOT_HELPFUL in event["note"] and RETIRED in event["note"], event["note"]
+                    policy.relax()
+                    deadline = time.monotonic() + 30
+                    while not corner.pods()["denied"]["spec"].get("nodeName"):
+                        assert process.poll() is None and time.monotonic() < deadline, output.read_text()[-3000:]
+                        time.sleep(0.2)
+                finally:
+                    process.terminate()
+                    process.wait(20)
+        records = [record for _, record in read_records(audit_log) if record.pod.name == "denied"]
+        assert [r.result for r in records] == ["Unschedulable", "Scheduled"], "one attempt per real event"

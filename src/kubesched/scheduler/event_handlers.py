@@ -160,6 +160,9 @@ _SCHEDULING_STATUS = "resourceClaimStatuses"
 
 def _scheduling_relevant(pod: Pod) -> dict[str, object]:
     manifest = pod.raw
+    # The type, too: a list's items come without apiVersion and kind, a watch event's object with them.
+    manifest.pop("apiVersion", None)
+    manifest.pop("kind", None)
     metadata = manifest.get("metadata")
     if isinstance(metadata, dict):
         for key in _BOOKKEEPING_METADATA:
