@@ -229,6 +229,9 @@ class Scheduler:
             changed = self._observe_revision(spec, revision) or changed
         return changed
 
+    async def _check_in_background(self) -> None:
+        await self.check_policy_revisions()
+
     def _policy_check_interval(self) -> float:
         """How often live mode asks the engines for their revision: the shortest bound of their specs."""
         intervals = [spec.refresh_seconds for spec, _ in self._policy_clients() if spec.refresh_seconds > 0]
@@ -314,6 +317,8 @@ class Scheduler:
         stopped = asyncio.ensure_future(stop.wait())
         last_flush = last_policy_check = self.clock.now()
         policy_interval = self._policy_check_interval()
+        # The engines are asked in the background: a remote one that does not answer holds up no cycle.
+        policy_check: asyncio.Task[None] | None = None
         try:
             while not stop.is_set():
                 if await self.schedule_next():
@@ -324,14 +329,17 @@ class Scheduler:
                     self.queue.flush_unschedulable_left_over()
                     last_flush = now
                     continue
-                if now - last_policy_check >= policy_interval:
+                checking = policy_check is not None and not policy_check.done()
+                if not checking and now - last_policy_check >= policy_interval:
                     last_policy_check = now
-                    await self.check_policy_revisions()
+                    policy_check = self.tasks.spawn(self._check_in_background(), name="kubesched-policy-revisions")
+                    policy_check.add_done_callback(lambda _: wake.set())
                     continue
                 wake.clear()
                 if self.queue.has_ready_work() and self.cycles.admission.admits():
                     continue
-                deadline = min(last_flush + UNSCHEDULABLE_FLUSH_INTERVAL, last_policy_check + policy_interval)
+                policy_due = math.inf if checking else last_policy_check + policy_interval
+                deadline = min(last_flush + UNSCHEDULABLE_FLUSH_INTERVAL, policy_due)
                 backoff = self.queue.next_error_backoff_expiry()
                 if backoff is not None:
                     deadline = min(deadline, backoff)

@@ -8,6 +8,7 @@ remote OPA's revision is what OPA reports, trusted for ``policyRefreshSeconds``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from collections.abc import Callable, Coroutine
@@ -273,3 +274,39 @@ def test_remote_decisions_follow_opas_revision_within_the_bound(run_async: Runne
             await scheduler.close()
 
         run_async(scenario())
+
+
+# ---- live mode: the engines are asked every policyRefreshSeconds -----------------------------------------------
+
+
+async def settle_until(check: Callable[[], bool], rounds: int = 400) -> bool:
+    """Let the loop, the policy worker's thread and its process work (real I/O: a bounded number of short waits)."""
+    for _ in range(rounds):
+        if check():
+            return True
+        await asyncio.sleep(0.01)
+    return check()
+
+
+def test_live_mode_frees_a_pod_the_old_policy_rejected_once_the_bound_passes(run_async: Runner, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        args, data = embedded_files(tmp_path)
+        clock = VirtualClock()
+        scheduler, cluster, records = start({**args, "policyRefreshSeconds": 3}, clock)
+        stop = asyncio.Event()
+        loop = asyncio.create_task(scheduler.run(stop))
+        cluster.add_pod(pod("miner", image=UNTRUSTED))
+        assert await settle_until(lambda: len(records.of("miner")) == 1)
+        assert records.of("miner")[0].result == "Unschedulable"
+        trust(data, "evil.example.com/", trusted=True)
+        clock.advance(2.9)
+        await settle_until(lambda: len(records.of("miner")) > 1, rounds=20)
+        assert len(records.of("miner")) == 1, "the engines are asked every policyRefreshSeconds, not sooner"
+        clock.advance(0.1)  # the check: the new revision moves the pod (its backoff has passed)
+        assert await settle_until(lambda: len(records.of("miner")) == 2)
+        assert records.of("miner")[1].result == "Scheduled"
+        assert scheduler.queue.incoming.get(("active", POLICY_REVISION_CHANGE.label)) == 1
+        stop.set()
+        await asyncio.wait_for(loop, timeout=10)
+
+    run_async(scenario())
