@@ -919,7 +919,7 @@ class RemoteOpaEngine:
     async def _ensure_batch_module(self, session: aiohttp.ClientSession, call: _Call, target_kind: str) -> None:
         """Make sure the module at ``/v1/policies/kubesched-batch`` is ours, byte for byte, before trusting its
         answers: checked with a GET (read access is enough when a bundle already ships it) at first use and
-        again once ``revision_ttl_seconds`` (at least 1 s) have passed; written with a PUT when it is missing
+        again once ``refresh_seconds`` (at least 1 s) have passed; written with a PUT when it is missing
         or differs."""
         module_id = batch_module_id(target_kind)
         if self._verified_recently(module_id):
