@@ -6,22 +6,34 @@ constant time); anything else is ``401``. Bodies and answers are JSON; errors ar
 ``{"reason": <constant word>, "message": ...}``. Amounts are canonical integers (milli-CPU, bytes, counts);
 requests may also be given as quantity strings. The shapes are :mod:`kubesched.federation.wire`'s.
 
+Every mutating call may carry the hub's fencing token in the ``Kubesched-Fencing-Token`` header (a non-negative
+integer, 0 when absent): one older than the newest the member has seen is ``409 Fenced``.
+
 ``GET /v1/state``
     ``200`` ``{name, ready, readyReason, observedAt, allocatable, allocated, nodes: [{count, free}], apis,
-    workloads: [{key, count}], accountedPods, reservations: [...]}`` -- live reservations are already counted
-    in ``allocated`` and ``nodes``; ``accountedPods`` are the hub pod uids the state counts (reserved or bound).
+    workloads: [{key, count}], accountedPods, podPhases, podNames, reservations: [...]}`` -- live reservations are
+    already counted in ``allocated`` and ``nodes``; ``accountedPods`` are the hub pod uids the state counts
+    (reserved or bound); ``podPhases`` and ``podNames`` give, by hub pod uid, the phase and ``namespace/name`` of
+    the member pod made for it.
 ``POST /v1/reservations`` ``{id, requests, ttlSeconds, podUID?}``
     ``201`` new, ``200`` the same id again (idempotent): ``{reservation: {id, node, requests, expiresAt,
     podUID, createdAt}}``. ``409`` ``Unfit`` (no node has room) or ``Conflict`` (the id holds other requests);
     ``400`` ``Invalid``.
-``DELETE /v1/reservations/{id}``
-    ``200`` ``{released: true|false}`` (false: there was none; releasing twice is fine).
+``DELETE /v1/reservations/{id}[?hubPodUID=UID&namespace=NS&name=NAME]``
+    ``200`` ``{released: true|false, pod: null|{namespace, name, uid, node}}``: ``pod`` is the member pod made
+    under the reservation or for the hub pod named (the commit happened: nothing is released); otherwise
+    ``released`` says whether the member held the reservation (false: there was none; releasing twice is fine).
+    ``503`` ``Settling`` (with ``Retry-After``): a pod create under it may still take effect; ask again.
 ``POST /v1/bind`` ``{reservationId, pod}``
-    ``201`` created, ``200`` an earlier bind of the same reservation: ``{pod: {namespace, name, uid, node}}``.
+    ``201`` created, ``200`` the pod an earlier bind made for the same hub pod: ``{pod: {namespace, name, uid,
+    node}}``.
     ``404`` ``NotFound`` (no such reservation: expired and swept, released, never made), ``410`` ``Expired``,
     ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
     ``422`` ``MemberRejected`` (the member's API refused the pod).
 
+``GET /v1/hubpods/{uid}[?namespace=NS&name=NAME]``
+    ``200`` ``{pod: null|{namespace, name, uid, node}}``: the member pod made for hub pod UID, finished or not
+    (with the hub pod's name, asked of the member itself too).
 ``DELETE /v1/pods/{namespace}/{name}?hubPodUID=UID``
     ``200`` ``{deleted: true|false}`` (false: no such pod). ``409`` ``Conflict``: the pod of that name is not the
     one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without ``hubPodUID``.
@@ -43,12 +55,14 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesched.agent.core import Agent, Refused, member_pod_summary
+from kubesched.agent.core import Agent, HubPodRef, Refused
 from kubesched.api import jsonwire
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.clock import sleep
 from kubesched.federation.wire import (
     BIND_PATH,
+    FENCING_TOKEN_HEADER,
+    HUB_PODS_PATH,
     PODS_PATH,
     RESERVATIONS_PATH,
     STATE_PATH,
@@ -88,8 +102,19 @@ def _json(data: Any, *, status: int = 200) -> web.Response:
     return web.Response(body=jsonwire.dumps(data), status=status, content_type="application/json", charset="utf-8")
 
 
-def _error(status: int, reason: str, message: str) -> web.Response:
-    return _json({"reason": reason, "message": message}, status=status)
+def _error(status: int, reason: str, message: str, retry_after: float | None = None) -> web.Response:
+    response = _json({"reason": reason, "message": message}, status=status)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(max(1, round(retry_after)))
+    return response
+
+
+def _token(request: web.Request) -> int:
+    """The fencing token the hub sent (0 without one)."""
+    given = request.headers.get(FENCING_TOKEN_HEADER, "0")
+    if not given.isdigit():
+        raise WireError(f"{FENCING_TOKEN_HEADER}: must be a non-negative integer")
+    return int(given)
 
 
 class AgentServer:
@@ -120,6 +145,7 @@ class AgentServer:
         app.router.add_delete(RESERVATIONS_PATH + "/{id}", self._release)
         app.router.add_post(BIND_PATH, self._bind)
         app.router.add_delete(PODS_PATH + "/{namespace}/{name}", self._delete_pod)
+        app.router.add_get(HUB_PODS_PATH + "/{uid}", self._find)
         self.app = app
 
     @property
@@ -183,7 +209,7 @@ class AgentServer:
         try:
             return await handler(request)
         except Refused as refusal:
-            return _error(refusal.status, refusal.reason, refusal.message)
+            return _error(refusal.status, refusal.reason, refusal.message, refusal.retry_after)
         except WireError as error:
             return _error(400, "Invalid", str(error))
         except KubeApiError as error:
@@ -208,16 +234,25 @@ class AgentServer:
 
     async def _reserve(self, request: web.Request) -> web.Response:
         wanted = reservation_request_from_json(await self._body(request))
-        reservation, created = await self.agent.reserve(wanted)
+        reservation, created = await self.agent.reserve(wanted, _token(request))
         return _json({"reservation": reservation.to_json()}, status=201 if created else 200)
 
     async def _release(self, request: web.Request) -> web.Response:
-        released = await self.agent.release(request.match_info["id"])
-        return _json({"released": released})
+        query = request.query
+        hub_pod = None
+        if query.get("hubPodUID"):
+            hub_pod = HubPodRef(query["hubPodUID"], query.get("namespace", ""), query.get("name", ""))
+        released, pod = await self.agent.release(request.match_info["id"], _token(request), hub_pod)
+        return _json({"released": released, "pod": pod})
+
+    async def _find(self, request: web.Request) -> web.Response:
+        query = request.query
+        ref = HubPodRef(request.match_info["uid"], query.get("namespace", ""), query.get("name", ""))
+        return _json({"pod": await self.agent.find(ref)})
 
     async def _delete_pod(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
-        deleted = await self.agent.delete_pod(namespace, name, request.query.get("hubPodUID", ""))
+        deleted = await self.agent.delete_pod(namespace, name, request.query.get("hubPodUID", ""), _token(request))
         return _json({"deleted": deleted})
 
     async def _bind(self, request: web.Request) -> web.Response:
@@ -227,5 +262,5 @@ class AgentServer:
         pod = body.get("pod")
         if not isinstance(pod, dict):
             raise WireError("pod: required (a Pod manifest)")
-        member_pod, created = await self.agent.bind(body["reservationId"], pod)
-        return _json({"pod": member_pod_summary(member_pod)}, status=201 if created else 200)
+        member_pod, created = await self.agent.bind(body["reservationId"], pod, _token(request))
+        return _json({"pod": member_pod}, status=201 if created else 200)
