@@ -250,11 +250,17 @@ class AuditRecord:
 _VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(PolicyVerdict))
 
 
+# Written only when set: a record without them reads as it always has, and signs the same.
+_OPTIONAL_VERDICT_FIELDS = frozenset({"note"})
+
+
 def verdict_to_json(verdict: PolicyVerdict) -> dict[str, Any]:
-    """Every field of the framework's PolicyVerdict under its own name (reasons as a list)."""
+    """Every field of the framework's PolicyVerdict under its own name (reasons as a list); ``note`` only when set."""
     out: dict[str, Any] = {}
     for name in _VERDICT_FIELDS:
         value = getattr(verdict, name)
+        if name in _OPTIONAL_VERDICT_FIELDS and not value:
+            continue
         out[name] = list(value) if isinstance(value, tuple) else value
     return out
 
@@ -353,5 +359,3 @@ class _Reader:
             if not isinstance(value, str):
                 raise AuditRecordError(f"{self.path_of(key)}[{i}]: expected a string, got {json_type_phrase(value)}")
         return [str(value) for value in values]
-
-

@@ -46,11 +46,14 @@ same revision; a worker that dies (crash, OOM, killed by someone) is handled the
 dead while idle is replaced without failing anyone.
 
 Revision and reload. :meth:`EmbeddedPolicyClient.revision` returns the revision of the last answer the worker
-gave, without I/O. When ``reload_interval_seconds`` have passed on the injected clock since the last check,
-using the client (``revision``, ``decide``, ``decide_batch``) queues a check: the worker stats the files and
-reloads them if they changed, keeping the last good engine (``last_reload_error`` says why). There is no
-periodic timer: a simulation on a virtual clock ends when no timer is pending. Every Decision carries the
-revision that evaluated it; callers cache by ``Decision.revision``. A reload is bounded by
+gave, without I/O. :meth:`~EmbeddedPolicyClient.refresh`, ``decide`` and ``decide_batch`` first stat the files
+(here, in the caller: a few system calls, no round trip to the worker) and, when they changed since last seen,
+have the worker reload them before going on, so the first decision after a change is made with the new policy
+(and a caller keying a cache by the revision ``refresh`` returns never reads an entry of the old one). The worker
+reloads a change, keeping the last good engine when it fails (``last_reload_error`` says why). When
+``reload_interval_seconds`` have passed on the injected clock since the last check, ``revision`` also queues a check.
+There is no periodic timer: a simulation on a virtual clock ends when no timer is pending. Every Decision carries
+the revision that evaluated it; callers cache by ``Decision.revision``. A reload is bounded by
 ``startup_timeout_seconds``: one that does not finish (a new rule that loops on the smoke input) costs a
 restart, and that state of the files is not tried again until they change.
 """
@@ -69,7 +72,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -78,7 +81,7 @@ from typing import Any, cast
 from kubesched.clock import Clock
 from kubesched.framework.policy import ENGINE_EMBEDDED, Decision, InputPaths, PolicyError, undefined_decision
 from kubesched.policy.contract import batch_input
-from kubesched.policy.embedded import EmbeddedRegoEngine, PolicySources, Stamp
+from kubesched.policy.embedded import EmbeddedRegoEngine, PolicySources, Stamp, watched_paths
 
 __all__ = ["DEFAULT_STARTUP_TIMEOUT_SECONDS", "START_METHOD", "EmbeddedPolicyClient"]
 
@@ -363,6 +366,10 @@ class EmbeddedPolicyClient:
         self._last_check = clock.now()
         self._check_pending = False
         self._stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
+        # The files' state as last seen here: taken before the worker reads them, so a change made while it reads
+        # differs from it and is reloaded at the next look.
+        self._watched: tuple[str, ...] = ()
+        self._files_seen = self._files_state()
         self._start_worker()
         self._thread = threading.Thread(target=self._run, name="kubesched-policy-client", daemon=True)
         self._thread.start()
@@ -397,8 +404,14 @@ class EmbeddedPolicyClient:
         analysed, paths = self._paths
         return paths if analysed == revision and revision else None
 
+    async def refresh(self) -> str:
+        """The revision in force once the files as they are now have been loaded (reloaded first if they changed)."""
+        await self._follow_files()
+        return self._revision
+
     async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
         deadline = _monotonic() + self._timeout
+        await self._follow_files()
         self._maybe_check()
         job = _Job("decide", _DECIDE + _encode(input_doc), deadline)
         result: Decision = await self._submit(job)
@@ -414,6 +427,7 @@ class EmbeddedPolicyClient:
         time: str,
     ) -> dict[str, Decision]:
         deadline = _monotonic() + self._timeout
+        await self._follow_files()
         self._maybe_check()
         names = [target["metadata"]["name"] for target in targets]
         document = batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time)
@@ -441,6 +455,34 @@ class EmbeddedPolicyClient:
             self._thread.join()
 
     # ---- callers' side
+
+    def _files_state(self) -> Hashable:
+        """The stat of every watched path (:func:`~kubesched.policy.embedded.watched_paths`, listed when there is no
+        list yet), or why they cannot be listed: a change of either is a change to reload."""
+        try:
+            if not self._watched:
+                cwd = self._config.cwd
+                self._watched = watched_paths(
+                    [os.path.join(cwd, path) for path in self._config.policies],
+                    [os.path.join(cwd, path) for path in self._config.data],
+                )
+            return tuple(_identity(path) for path in self._watched)
+        except (PolicyError, OSError) as exc:
+            self._watched = ()
+            return ("unreadable", str(exc))
+
+    async def _follow_files(self) -> None:
+        """Have the worker reload the files first when they changed since last seen here (a stat per watched path)."""
+        if self._closed:
+            return
+        state = self._files_state()
+        if state == self._files_seen:
+            return
+        self._watched = ()  # listed again: the change may have added or removed files
+        self._files_seen = self._files_state()
+        self._last_check = self._clock.now()
+        self._check_pending = True
+        await self._submit(_Job("check"))
 
     def _maybe_check(self) -> None:
         if self._reload_interval <= 0 or self._check_pending or self._closed:
@@ -689,6 +731,11 @@ class EmbeddedPolicyClient:
         if error and error != self._last_reload_error:
             log.error("keeping the last good policy (revision %s): %s", revision, error)
         self._revision, self._last_reload_error, self._failed_stamp = revision, error, failed_stamp
+
+
+def _identity(path: str) -> tuple[int, int, int, int]:
+    info = os.stat(path)  # follows symlinks: a ConfigMap update swaps the link target
+    return info.st_mtime_ns, info.st_size, info.st_ino, info.st_dev
 
 
 def _monotonic() -> float:

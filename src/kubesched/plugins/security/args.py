@@ -7,6 +7,7 @@ The seed's ``opaEndpoint`` and ``timeoutSeconds`` select the remote OPA engine; 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -25,6 +26,8 @@ DEFAULT_DECISION_PATH = "kubernetes/authz"
 DEFAULT_BREAK_GLASS_LABEL = "kubesched.io/break-glass"
 BREAK_GLASS_NAMESPACE_LABEL = "kubesched.io/break-glass-allowed"
 MAX_PERMIT_TIMEOUT = 900.0
+DEFAULT_POLICY_REFRESH_SECONDS = 2.0
+MAX_POLICY_REFRESH_SECONDS = 300.0
 
 
 def _join(path: str, key: str) -> str:
@@ -54,6 +57,10 @@ class PolicyEngineArgs:
     break_glass_namespaces: tuple[str, ...] = ()
     time_granularity_seconds: float = 60.0
     cache_size: int = 4096
+    # The freshness bound of a remote OPA's revision (how long the revision it reported is trusted before the next
+    # decision asks again), and how often the scheduler checks either engine for a new revision, requeueing the pods
+    # the old one rejected (docs/explanation/policy-freshness.md).
+    policy_refresh_seconds: float = DEFAULT_POLICY_REFRESH_SECONDS
 
     def resolved_engine(self) -> str:
         if self.engine:
@@ -114,6 +121,17 @@ class PolicyEngineArgs:
         if self.time_granularity_seconds < 0:
             errors.append(
                 FieldError.invalid(_join(path, "timeGranularitySeconds"), self.time_granularity_seconds, "must be >= 0")
+            )
+        refresh = self.policy_refresh_seconds
+        if not (
+            isinstance(refresh, int | float) and math.isfinite(refresh) and 0 < refresh <= MAX_POLICY_REFRESH_SECONDS
+        ):
+            errors.append(
+                FieldError.invalid(
+                    _join(path, "policyRefreshSeconds"),
+                    refresh,
+                    f"must be a number of seconds > 0 and at most {MAX_POLICY_REFRESH_SECONDS:g}",
+                )
             )
         if self.cache_size < 0:
             errors.append(FieldError.invalid(_join(path, "cacheSize"), self.cache_size, "must be >= 0"))

@@ -20,10 +20,16 @@ see another attempt's outcome change theirs. Everything about one attempt — ex
 was skipped — lives in that attempt's own :class:`AttemptPolicy` in the CycleState, which is also the
 attempt's verdict source, sealed into plain verdicts when the cycle ends.
 
-Statuses, as in the seed: a deny is Unschedulable ``Denied by security policy: <reason>``; an engine
-failure is Error ``OPA evaluation failed: <error>`` (retried with backoff) unless ``failurePolicy:
-Ignore``, which lets the pod through and records that the policy was skipped. ``enforcementAction``
-``warn`` and ``dryrun`` evaluate and record but never reject (Gatekeeper's modes).
+Statuses: a deny is UnschedulableAndUnresolvable ``Denied by security policy: <reason>`` (the policy's input
+holds the pod and the node, never the pods running there, so evicting pods cannot change its answer and
+preemption skips the node); an engine failure is Error ``OPA evaluation failed: <error>`` (retried with backoff)
+unless ``failurePolicy: Ignore``, which lets the pod through and records that the policy was skipped.
+``enforcementAction`` ``warn`` and ``dryrun`` evaluate and record but never reject (Gatekeeper's modes).
+
+Freshness: before an attempt reads the cache it awaits the engine's :meth:`~kubesched.framework.policy.PolicyClient
+.refresh`, and keys itself again when the revision in force is another one than it was keyed under; a new revision
+is also the ``PolicyRevisionChange`` cluster event, which requeues the pods rejected here
+(docs/explanation/policy-freshness.md).
 """
 
 from __future__ import annotations
@@ -35,7 +41,14 @@ import numpy as np
 
 from kubesched.framework.clusters import policy_target_kind
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
+from kubesched.framework.events import (
+    NODE_ADD,
+    POLICY_REVISION_CHANGE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+)
 from kubesched.framework.interface import Handle, PreFilterExtensions
 from kubesched.framework.node_table import BatchFilterResult, BoolArray, ClassColumn, IntArray, NodeBatch, NodeTable
 from kubesched.framework.policy import (
@@ -65,8 +78,9 @@ from kubesched.plugins.security.args import (
     MODE_PER_NODE,
     SecurityAuditFilterArgs,
 )
+from kubesched.plugins.security.decided_revisions import DecidedRevisions
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
-from kubesched.plugins.security.engines import engine_client, pod_exemption
+from kubesched.plugins.security.engines import engine_client, engine_spec, pod_exemption
 from kubesched.plugins.security.policy_keys import Keying, NodeClasses
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
@@ -84,7 +98,8 @@ _NO_FLAGS.flags.writeable = False
 
 
 def denial_status(decision: Decision) -> Status:
-    return Status(Code.UNSCHEDULABLE, DENIED_PREFIX + denial_reason(decision.reasons))
+    # Unresolvable: no eviction changes the pod or the node, which is all the policy is given.
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, DENIED_PREFIX + denial_reason(decision.reasons))
 
 
 class NodeDecisions:
@@ -200,8 +215,10 @@ class AttemptPolicy:
         "facts",
         "facts_name",
         "groups",
+        "note",
         "plugin",
         "pod",
+        "refreshed",
         "rekeyed",
         "skipped",
         "snapshot",
@@ -221,6 +238,8 @@ class AttemptPolicy:
         self.groups: IntArray | None = None
         self.class_count = len(self.facts.values)
         self.rekeyed = 0  # times the policy revision changed under this attempt (see prefetch_filter)
+        self.refreshed = False  # the engine's revision in force was asked for (once, before the first batch)
+        self.note = ""  # for the audit record (a refused break-glass label)
         self._pod_digest: str | None = None
         self._pod_doc: dict[str, Any] | None = None
         self.time = ""
@@ -298,6 +317,7 @@ class AttemptPolicy:
             "engine": self.engine,
             "input_digest": self.pod_digest,
             "enforcement": self.enforcement,
+            "note": self.note,
         }
         found: list[PolicyVerdict] = []
         if self.exempt or self.error:
@@ -346,6 +366,7 @@ class SecurityAuditFilter:
         self.args = args
         self.handle = handle
         self.client = engine_client(args, handle)
+        self.decided_revisions = DecidedRevisions(engine_spec(args))
         # In a cluster profile the nodes are member clusters: the policy sees input.cluster.
         self.target_kind = policy_target_kind(handle)
         self._document = target_document(self.target_kind)
@@ -374,9 +395,10 @@ class SecurityAuditFilter:
     def _begin(self, pod: PodInfo) -> AttemptPolicy:
         snapshot = self.handle.snapshot()
         attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot, pod)
-        reason = pod_exemption(self.args, self.handle, pod.pod)
-        if reason:
-            attempt.exempt = reason
+        exemption = pod_exemption(self.args, self.handle, pod.pod)
+        attempt.note = exemption.note
+        if exemption.reason:
+            attempt.exempt = exemption.reason
             return attempt
         attempt.time = rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
         self._key(attempt, self.client.revision())
@@ -410,7 +432,20 @@ class SecurityAuditFilter:
 
     async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         attempt = self._attempt(state, pod)
-        if attempt.exempt or attempt.error or attempt.all_decided():
+        if attempt.exempt or attempt.error:
+            return None
+        if not attempt.refreshed:
+            # Before the cache answers: the decisions it holds are for the revision the attempt was keyed under.
+            attempt.refreshed = True
+            try:
+                revision = await self.client.refresh()
+            except PolicyError as exc:
+                attempt.fail(str(exc), ignore=self.args.failure_policy == FAILURE_IGNORE)
+                return None
+            if revision != attempt.entry.revision:
+                self._key(attempt, revision)
+            self.decided_revisions.record(pod.uid, revision)
+        if attempt.all_decided():
             return None
         class_ids = attempt.class_ids(nodes)
         todo = attempt.undecided(class_ids)
@@ -451,6 +486,7 @@ class SecurityAuditFilter:
                 return None
             attempt.rekeyed += 1
             self._key(attempt, answered)
+            self.decided_revisions.record(pod.uid, answered)
             return await self.prefetch_filter(state, pod, nodes)
         if self.args.failure_policy == FAILURE_IGNORE and any(d.undefined for d in decisions):
             # An undefined decision is a wrong path or a missing default: a failure of the policy set-up,
@@ -558,9 +594,10 @@ class SecurityAuditFilter:
         )
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        # A denial can change when a node's facts change or the pod itself changes (labels, images).
-        # Policy and data reloads are not cluster events; the unschedulable-pool flush retries those pods.
+        # A denial can change when a node's facts change, the pod itself changes (labels, images; not its status), or
+        # the policy or its data change (another revision).
         return [
+            ClusterEventWithHint(POLICY_REVISION_CHANGE, self.decided_revisions.hint),
             ClusterEventWithHint(NODE_ADD),
             ClusterEventWithHint(
                 ClusterEvent(
