@@ -1,41 +1,14 @@
 """What the cluster agent does in its member: report state, hold and release reservations, bind pods, expire.
 
-Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints) and
-tests. Everything goes to the member's API server through a :class:`~kubesched.agent.api.MemberApi`: our own
-client (:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours, or -- for the
-benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
-
-* **State** is read from the agent's :class:`~kubesched.agent.view.MemberView` of the member (listed once, then
-  watched, with the agent's own writes applied at once): its Nodes, its running Pods (bound to a node, not
-  finished) and the live reservations, turned into a :class:`~kubesched.framework.clusters.ClusterState` with
-  the same conversion the simulation uses (:func:`kubesched.federation.state.placed_capacity`, which
-  ``member_capacity`` is made of: the view keeps each pod's node and requests, so the state parses nothing),
-  stamped as old as the view may be. A reservation counts like a pod on the node it was placed on, so
-  ``allocated`` and the per-node free buckets already leave its capacity out. A view that cannot be current
-  raises :class:`~kubesched.backends.kube.errors.KubeTransportError`, as a failed list did.
-* **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
-  :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
-  ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
-  sees every reservation. Reserving picks the first node, by name, with room for the requests and one pod
-  slot; none -> :class:`Refused` (409). The same id again is the same reservation (idempotent); the same id
-  with other requests is refused.
-* **Expiry**: a reservation past ``expiresAt`` (the agent's injectable clock) holds nothing from that moment;
-  :meth:`Agent.sweep_expired` deletes such ConfigMaps (the server runs it every ``sweep_interval``), so a
-  reservation whose hub never confirms goes away by itself.
-* **Bind** creates the pod in the member, on the reserved node (``spec.nodeName``: the capacity was held
-  there, and the member needs no scheduler pass of its own), labelled ``app.kubernetes.io/managed-by:
-  kubesched`` and annotated with the reservation id and the hub pod's uid, then deletes the reservation.
-  The same reservation id twice yields one pod: a pod of that name carrying that id is the earlier bind.
-  Hub-side owner references are dropped (the owners do not exist in the member: its garbage collector would
-  delete the pod), and so are the hub's placement constraints, which were about clusters (``nodeSelector``,
-  node affinity), with ``priority`` (the member's admission computes it) and scheduling gates. The pod it made
-  counts in the view at once (see :mod:`kubesched.agent.view`), read from the member's answer without a second
-  parse when the answer's request fields are the ones sent (its requests are then the hub manifest's, parsed
-  once for the check against the reservation); a member that changed them (a LimitRange defaulting requests)
-  has its answer parsed in full.
-
-Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. One agent
-per member is the deployment model; two would each be right about their own holds only.
+Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints), push mode
+(:mod:`kubesched.agent.push`) and tests. Everything goes to the member's API server through a
+:class:`~kubesched.agent.api.MemberApi` (our :class:`~kubesched.backends.kube.client.KubeClient`, or the in-memory
+member of the benchmark and unit tests). State is read from the agent's :class:`~kubesched.agent.view.MemberView`; a
+reservation is a ConfigMap ``kubesched-reservation-<id>`` in the agent's namespace, so the member itself stores it;
+a reservation past ``expiresAt`` (on the agent's clock) holds nothing and is swept; a bind creates the pod on the
+reserved node, once per reservation. Mutations are serialised by one lock per agent: "does it fit" and "hold it"
+must not interleave. Why, and what the member pod keeps of the hub pod:
+docs/explanation/cross-cluster.md#the-cluster-agent.
 """
 
 from __future__ import annotations

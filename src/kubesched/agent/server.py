@@ -1,33 +1,12 @@
 """The cluster agent's HTTPS endpoints, in front of one member cluster's API server (``kubesched agent``).
 
-Who calls it: ``kubesched agent`` (:func:`serve`) and the tests, which start an :class:`AgentServer` on
-loopback. Every request must carry ``Authorization: Bearer <token>`` (the token file's content, compared in
-constant time); anything else is ``401``. Bodies and answers are JSON; errors are
-``{"reason": <constant word>, "message": ...}``. Amounts are canonical integers (milli-CPU, bytes, counts);
-requests may also be given as quantity strings. The shapes are :mod:`kubesched.federation.wire`'s.
-
-``GET /v1/state``
-    ``200`` ``{name, ready, readyReason, observedAt, allocatable, allocated, nodes: [{count, free}], apis,
-    workloads: [{key, count}], accountedPods, reservations: [...]}`` -- live reservations are already counted
-    in ``allocated`` and ``nodes``; ``accountedPods`` are the hub pod uids the state counts (reserved or bound).
-``POST /v1/reservations`` ``{id, requests, ttlSeconds, podUID?}``
-    ``201`` new, ``200`` the same id again (idempotent): ``{reservation: {id, node, requests, expiresAt,
-    podUID, createdAt}}``. ``409`` ``Unfit`` (no node has room) or ``Conflict`` (the id holds other requests);
-    ``400`` ``Invalid``.
-``DELETE /v1/reservations/{id}``
-    ``200`` ``{released: true|false}`` (false: there was none; releasing twice is fine).
-``POST /v1/bind`` ``{reservationId, pod}``
-    ``201`` created, ``200`` an earlier bind of the same reservation: ``{pod: {namespace, name, uid, node}}``.
-    ``404`` ``NotFound`` (no such reservation: expired and swept, released, never made), ``410`` ``Expired``,
-    ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
-    ``422`` ``MemberRejected`` (the member's API refused the pod).
-
-``DELETE /v1/pods/{namespace}/{name}?hubPodUID=UID``
-    ``200`` ``{deleted: true|false}`` (false: no such pod). ``409`` ``Conflict``: the pod of that name is not the
-    one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without ``hubPodUID``.
-
-The member's API failing is ``502`` (it answered an error) or ``503`` (no answer), reason ``MemberUnavailable``.
-Expired reservations are swept every ``sweep_interval`` seconds on the agent's clock.
+Who calls it: ``kubesched agent`` (:func:`serve`) and the tests, which start an :class:`AgentServer` on loopback;
+the hub's :class:`~kubesched.federation.agent_client.AgentClient` is its client. Every request needs ``Authorization:
+Bearer <token>`` (compared in constant time); errors are ``{"reason", "message"}``; the member's API failing is 502
+(it answered an error) or 503 (no answer). The endpoints, their bodies and answers are specified in the OpenAPI
+document docs/reference/agent-api.yaml (a test holds it equal to the routes and answers here); the shapes are
+:mod:`kubesched.federation.wire`'s. Expired reservations are swept every ``sweep_interval`` seconds on the agent's
+clock.
 """
 
 from __future__ import annotations
