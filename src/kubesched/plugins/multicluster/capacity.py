@@ -165,7 +165,7 @@ def _status(code: Code, reasons: list[str]) -> Status:
 
 
 FEW_SLOTS = 16
-"""Stale slots up to this many are filtered by the per-cluster method (plain Python, about 20 us each);
+"""Stale slots up to this many are filtered by the per-cluster method (plain Python, a cost per slot);
 more by the index's arrays, whose numpy calls cost about as much whatever their length."""
 
 MAX_KEPT_REQUESTS = 64
