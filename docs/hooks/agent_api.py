@@ -22,6 +22,8 @@ def _ref_name(ref: str) -> str:
 
 
 def _type(schema: dict[str, Any]) -> str:
+    if "oneOf" in schema:
+        return " or ".join(_type(option) for option in schema["oneOf"])
     if "$ref" in schema:
         name = _ref_name(schema["$ref"])
         return f"[{name}](#{name.lower()})"
@@ -64,6 +66,8 @@ def render(document: dict[str, Any]) -> str:
             if parameters:
                 lines += ["| parameter | in | type | description |", "|---|---|---|---|"]
                 for parameter in parameters:
+                    if "$ref" in parameter:
+                        parameter = document["components"]["parameters"][_ref_name(parameter["$ref"])]
                     lines.append(
                         f"| `{parameter['name']}` | {parameter['in']} | {_type(parameter['schema'])} |"
                         f" {_cell(parameter.get('description', ''))} |"

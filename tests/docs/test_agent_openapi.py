@@ -42,6 +42,9 @@ _TYPES = {
 def problems(value: Any, schema: dict[str, Any], where: str = "$") -> list[str]:
     """What in ``value`` the (OpenAPI 3.1, JSON Schema subset) ``schema`` does not allow; undocumented keys count."""
     schema = resolve(schema)
+    if "oneOf" in schema:
+        matching = [option for option in schema["oneOf"] if not problems(value, option, where)]
+        return [] if len(matching) == 1 else [f"{where}: {value!r} matches {len(matching)} of oneOf, not one"]
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else kinds
     if kinds is not None and not any(_is(value, kind) for kind in kinds):
@@ -140,8 +143,11 @@ def test_every_answer_has_the_documented_status_and_shape() -> None:
             aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as session,
         ):
 
-            async def call(method: str, path: str, template: str, status: int, body: Any = None) -> None:
-                async with session.request(method, server.url + path, json=body) as response:
+            async def call(
+                method: str, path: str, template: str, status: int, body: Any = None, token: int | None = None
+            ) -> None:
+                headers = {} if token is None else {"Kubesched-Fencing-Token": str(token)}
+                async with session.request(method, server.url + path, json=body, headers=headers) as response:
                     answer = await response.json()
                 assert response.status == status, answer
                 assert problems(answer, answer_schema(template, method.lower(), status)) == []
@@ -159,15 +165,21 @@ def test_every_answer_has_the_documented_status_and_shape() -> None:
             await call("POST", "/v1/bind", "/v1/bind", 201, bind)
             await call("POST", "/v1/bind", "/v1/bind", 200, bind)
             await call("POST", "/v1/bind", "/v1/bind", 404, {"reservationId": "r-9", "pod": hub_pod("x", "u9")})
+            await call("GET", "/v1/hubpods/u1", "/v1/hubpods/{uid}", 200)  # the pod made for it
+            await call("GET", "/v1/hubpods/u9", "/v1/hubpods/{uid}", 200)  # none
+            await call("DELETE", "/v1/reservations/r-1", "/v1/reservations/{id}", 200)  # the commit happened
             await call("DELETE", "/v1/pods/apps/web?hubPodUID=u2", "/v1/pods/{namespace}/{name}", 409)
             await call("DELETE", "/v1/pods/apps/web?hubPodUID=u1", "/v1/pods/{namespace}/{name}", 200)
-            await call("DELETE", "/v1/reservations/r-1", "/v1/reservations/{id}", 200)
+            await call("DELETE", "/v1/reservations/r-3", "/v1/reservations/{id}", 200)  # none held
+            fenced = {"id": "r-4", "requests": {"cpu": "100m"}, "ttlSeconds": 60}
+            await call("POST", "/v1/reservations", "/v1/reservations", 201, fenced, token=5)
+            await call("DELETE", "/v1/reservations/r-4", "/v1/reservations/{id}", 409, token=3)  # another hub leads
             async with aiohttp.ClientSession() as anonymous, anonymous.get(server.url + "/v1/state") as response:
                 assert response.status == 401
                 assert problems(await response.json(), answer_schema("/v1/state", "get", 401)) == []
 
     asyncio.run(scenario())
-    assert len(checked) == 12
+    assert len(checked) == 17
 
 
 @pytest.mark.parametrize("path", sorted(DOCUMENT["paths"]))

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from kubesched.agent.reservations import Reservation, stored_reservation
+from kubesched.agent.reservations import Reservation, stored_fence, stored_reservation
 from kubesched.api import jsonwire
 from kubesched.api.objects import Node, ObjectMeta, Pod, PodStatus, Taint, Toleration
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeTransportError
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, WatchableApi
 from kubesched.federation.state import TERMINAL_PHASES, scheduling_taints, takes_new_pods
-from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_LABEL
+from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_ANNOTATION, RESERVATION_LABEL
 from kubesched.framework.clusters import WorkloadKey, metadata_workload_keys, tolerates_all
 
 __all__ = ["LOST_GRACE_SECONDS", "OWN_WRITE_SECONDS", "MemberPod", "MemberView", "member_pod"]
@@ -44,14 +44,20 @@ PODS = "pods"
 
 @dataclass(frozen=True, slots=True)
 class _StoredReservation:
-    """A reservation ConfigMap as watched: its uid, and the reservation (None for a damaged one)."""
+    """One of the agent's ConfigMaps as watched: its uid, and the reservation (None for a damaged one) or the
+    fencing token it records."""
 
     uid: str
     reservation: Reservation | None
+    fence: int | None = None
 
 
 def _decode_reservation(raw: Mapping[str, Any], where: str) -> _StoredReservation:
-    return _StoredReservation(str((raw.get("metadata") or {}).get("uid") or ""), stored_reservation(raw))
+    uid = str((raw.get("metadata") or {}).get("uid") or "")
+    fence = stored_fence(raw)
+    if fence is not None:
+        return _StoredReservation(uid, None, fence)
+    return _StoredReservation(uid, stored_reservation(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,14 @@ class MemberPod:
     """The hub pod it was made for (its :data:`~kubesched.federation.wire.HUB_POD_UID_ANNOTATION`), or ``""``."""
     workloads: tuple[WorkloadKey, ...]
     """:func:`~kubesched.framework.clusters.workload_keys` of the pod."""
+    namespace: str = ""
+    name: str = ""
+    reservation: str = ""
+    """The reservation a bind made it under (its :data:`~kubesched.federation.wire.RESERVATION_ANNOTATION`)."""
+
+    def summary(self) -> dict[str, str]:
+        """The pod as the agent's answers name it."""
+        return {"namespace": self.namespace, "name": self.name, "uid": self.uid, "node": self.node}
 
 
 def running_on(node: str, phase: str) -> bool:
@@ -86,6 +100,9 @@ def member_pod(metadata: ObjectMeta, node: str, phase: str, requests: Mapping[st
         requests,
         metadata.annotations.get(HUB_POD_UID_ANNOTATION, ""),
         metadata_workload_keys(metadata),
+        metadata.namespace,
+        metadata.name,
+        metadata.annotations.get(RESERVATION_ANNOTATION, ""),
     )
 
 
@@ -198,6 +215,8 @@ class MemberView:
         self._counted: dict[str, tuple[str, Mapping[str, int]]] = {}  # running pod uid -> (node, requests)
         self._requested: dict[str, dict[str, int]] = {}  # node -> running pods' requests summed, and "pods"
         self._stored: dict[str, _StoredReservation] = {}  # reservation id -> as watched
+        self._hub: dict[str, str] = {}  # hub pod uid -> uid of the watched member pod made for it
+        self._watched_fence = 0  # the newest fencing token among the watched fence ConfigMaps
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -246,7 +265,7 @@ class MemberView:
                 self.client,
                 configmaps,
                 _Feed(self._reservation_changed, "reservation"),
-                label_selector=f"{RESERVATION_LABEL}=true",
+                label_selector=RESERVATION_LABEL,
             ),
         ]
         self._tasks = [
@@ -298,12 +317,16 @@ class MemberView:
         if old is not None:
             self._pods.pop(old.uid, None)
             self._uncount(old.uid)
+            if old.hub_uid and self._hub.get(old.hub_uid) == old.uid:
+                del self._hub[old.hub_uid]
         if new is not None:
             uid = new.uid
             self._pods[uid] = new
             self._bound.pop(uid, None)
             if new.running:
                 self._count(uid, new.node, new.requests)
+            if new.hub_uid:
+                self._hub[new.hub_uid] = uid
 
     def _count(self, uid: str, node: str, requests: Mapping[str, int]) -> None:
         self._counted[uid] = (node, requests)
@@ -323,6 +346,8 @@ class MemberView:
         total[PODS] -= 1
 
     def _reservation_changed(self, old: _StoredReservation | None, new: _StoredReservation | None) -> None:
+        if new is not None and new.fence is not None:
+            self._watched_fence = max(self._watched_fence, new.fence)  # tokens only rise: a deleted one was older
         if old is not None and old.reservation is not None:
             if self._stored.get(old.reservation.id) == old:
                 del self._stored[old.reservation.id]
@@ -402,13 +427,28 @@ class MemberView:
         watched = [self._pods[uid] for uid in self._counted]
         return watched + [pod for pod, _ in self._bound.values()]
 
-    def hub_pod_phases(self) -> dict[str, str]:
-        """The phase of every member pod made for a hub pod (its hub pod's uid -> phase), finished ones too:
-        watched, and bound by the agent but not seen yet."""
+    def hub_pod(self, hub_uid: str) -> MemberPod | None:
+        """The member pod made for hub pod ``hub_uid`` (finished or not): watched, or bound by the agent but not
+        seen yet; None when the view has none."""
+        uid = self._hub.get(hub_uid)
+        if uid is not None:
+            return self._pods[uid]
+        for pod, _ in self._bound.values():
+            if pod.hub_uid == hub_uid:
+                return pod
+        return None
+
+    def hub_pods(self) -> list[MemberPod]:
+        """Every member pod made for a hub pod (finished ones too): watched, and bound by the agent but not seen
+        yet."""
         self._forget_old_writes()
-        phases = {pod.hub_uid: pod.phase for pod in self._pods.values() if pod.hub_uid}
-        phases.update((pod.hub_uid, pod.phase) for pod, _ in self._bound.values() if pod.hub_uid)
-        return phases
+        found = [self._pods[uid] for uid in self._hub.values()]
+        return found + [pod for pod, _ in self._bound.values() if pod.hub_uid]
+
+    @property
+    def fence(self) -> int:
+        """The newest fencing token among the member's fence ConfigMaps as watched."""
+        return self._watched_fence
 
     def reservations(self) -> list[Reservation]:
         """Every reservation stored in the member, expired ones included, as of the view and the own writes."""

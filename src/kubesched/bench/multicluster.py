@@ -51,7 +51,7 @@ from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.agent_client import AgentClient, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger
+from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger, ReleaseOutcome
 from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services
@@ -135,8 +135,10 @@ class _TimedCommitter:
     ) -> str:
         return await self.inner.reserve(cluster, reservation_id, pod, requests, ttl_seconds, timeout=timeout)
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
-        return await self.inner.release(cluster, reservation_id, timeout=timeout)
+    async def release(
+        self, cluster: str, reservation_id: str, *, timeout: float, pod: Pod | None = None
+    ) -> ReleaseOutcome:
+        return await self.inner.release(cluster, reservation_id, timeout=timeout, pod=pod)
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
         await self.inner.bind(cluster, reservation_id, pod, timeout=timeout)

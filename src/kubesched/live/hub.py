@@ -5,9 +5,11 @@ cluster profiles (:func:`kubesched.federation.profiles.cluster_profiles`), besid
 node profiles onto the hub's own Nodes. The plane is a second scheduler whose nodes are the members' super nodes,
 over :class:`~kubesched.live.hub_backend.HubBackend` (the kube backend watching MemberClusters instead of Nodes,
 with its own API client), one :class:`~kubesched.live.members.MemberLink` per member registered in the state cache
-and the committer, and the writers of MemberCluster status and hub pod phases. What it does for operators (bind to
-the cluster's name, mirror the member pod's phase, delete member pods, write status, the ``podgc`` requirement)
-and why: docs/explanation/cross-cluster.md#the-live-hub.
+and the committer, and, while this process leads, the writers of MemberCluster status and hub pod phases and the
+:class:`~kubesched.live.reconcile.Reconciler` that deletes copies a member should not run. What it does for
+operators (bind to the cluster's name, mirror the member pod's phase, delete member pods, write status, the
+``podgc`` requirement) and why: docs/explanation/cross-cluster.md#the-live-hub; the commit protocol:
+docs/explanation/cross-cluster-commit.md.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from kubesched.live.hub_backend import HubBackend, SuperNodes
 from kubesched.live.member_status import MemberStatusWriter, member_status
 from kubesched.live.members import MemberLink
 from kubesched.live.pod_phases import PhaseMirror
+from kubesched.live.reconcile import Reconciler
 from kubesched.policy.clients import policy_services
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.metrics import SchedulerMetrics
@@ -140,6 +143,17 @@ class HubPlane:
         )
         self.backend.subscribe(self.scheduler.event_handlers)
         self.phases = PhaseMirror(self.client)
+        self.reconciler = Reconciler(
+            self.client,
+            self.links,
+            self.cache,
+            self.backend.hub_pods,
+            clock=clock,
+            profile=config.profiles[0].scheduler_name,
+            token=lambda: self.committer.fencing_token,
+            timeout=self.options.refresh_deadline,
+            observer=observer,
+        )
         self._closers: set[asyncio.Task[None]] = set()
         self._reapers: set[asyncio.Task[None]] = set()
         self._reaping: set[str] = set()  # uids of hub pods whose member pod is (being) deleted
@@ -206,6 +220,7 @@ class HubPlane:
         self.super_nodes.recompute(name)
         self._offer_status(name)
         self._mirror_phases(name)
+        self.reconciler.offer(name)
 
     def _mirror_phases(self, name: str) -> None:
         state, info = self.cache.states.get(name), self.scheduler.cache.node(name)
@@ -282,7 +297,11 @@ class HubPlane:
                 if now == "live":
                     return  # it left the watch's selector (terminated), it was not deleted
                 deleted = await link.delete_pod(
-                    pod.metadata.namespace, pod.metadata.name, uid, timeout=self.options.refresh_deadline
+                    pod.metadata.namespace,
+                    pod.metadata.name,
+                    uid,
+                    token=self.committer.fencing_token,
+                    timeout=self.options.refresh_deadline,
                 )
                 if now == "terminating":
                     await self._finish(pod)
@@ -334,14 +353,16 @@ class HubPlane:
         except KubeTransportError as error:
             log.warning("listing MemberClusters failed: %s", error)
 
-    async def run_leading(self, stop: asyncio.Event) -> None:
-        """Schedule the cluster profiles' pods and write the members' statuses until ``stop``."""
+    async def run_leading(self, stop: asyncio.Event, fencing_token: int = 0) -> None:
+        """Schedule the cluster profiles' pods and write the members' statuses until ``stop``; every call to a
+        member carries ``fencing_token`` (docs/explanation/cross-cluster-commit.md#fencing)."""
+        self.committer.fencing_token = fencing_token
         writer = asyncio.create_task(self.statuses.run(), name="kubesched-member-status")
-        self.phases.leading = True
+        self.phases.leading = self.reconciler.leading = True
         try:
             await self.scheduler.run(stop)
         finally:
-            self.phases.leading = False
+            self.phases.leading = self.reconciler.leading = False
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
 
@@ -350,6 +371,7 @@ class HubPlane:
             task.cancel()
         await asyncio.gather(*self._reapers, return_exceptions=True)
         await self.phases.aclose()
+        await self.reconciler.aclose()
         await self.scheduler.close()
         await self.cache.close()
         for link in list(self.links.values()):

@@ -40,7 +40,7 @@ from kubesched.plugins.multicluster.capacity_index import (
     CapacityIndex,
     decode,
 )
-from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, read_snapshot, request_items
+from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, read_snapshot, request_items, running_in
 from kubesched.plugins.multicluster.slots import KeptPerRequest
 
 if TYPE_CHECKING:
@@ -241,7 +241,8 @@ class ClusterCapacity:
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
         items = tuple(request_items(pod.request, self._ignored).items())
         state.write(PRE_FILTER_STATE_KEY, _Request(items, scheduling_tolerations(pod.tolerations)))
-        take_cycle_snapshot(state, self._handle)
+        if running_in(take_cycle_snapshot(state, self._handle), pod.uid) is not None:
+            return Status(Code.SKIP)  # a member already runs it, and counts it: ClusterReservation adopts it there
         return None
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
