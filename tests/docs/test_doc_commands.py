@@ -154,7 +154,9 @@ def _reader_environment(workdir: Path) -> dict[str, str]:
     shims.mkdir()
     (shims / "kubesched").write_text(f'#!/bin/sh\nexec "{venv}/bin/python" -m kubesched.cli.main "$@"\n')
     (shims / "kubesched").chmod(0o755)
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "PIP_", "VIRTUAL_ENV"))}
+    # The reader's own settings stay (a pip index, certificates); what would send Python or pip elsewhere goes.
+    away = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PIP_PREFIX", "PIP_TARGET", "PIP_USER"}
+    env = {key: value for key, value in os.environ.items() if key not in away}
     env.update(
         {
             "PATH": os.pathsep.join([str(venv / "bin"), str(shims), os.environ.get("PATH", "")]),
