@@ -1,45 +1,17 @@
 """What the cluster agent does in its member: report state, hold and release reservations, bind pods, expire.
 
-Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints) and
-tests. Everything goes to the member's API server through a :class:`~kubesched.agent.api.MemberApi`: our own
-client (:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours, or -- for the
-benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
-
-* **State** is read from the agent's :class:`~kubesched.agent.view.MemberView` of the member (listed once, then
-  watched, with the agent's own writes applied at once): its Nodes, its running Pods (bound to a node, not
-  finished) and the live reservations, turned into a :class:`~kubesched.framework.clusters.ClusterState` with
-  the same conversion the simulation uses (:func:`kubesched.federation.state.placed_capacity`, which
-  ``member_capacity`` is made of: the view keeps each pod's node and requests, so the state parses nothing),
-  stamped as old as the view may be. A reservation counts like a pod on the node it was placed on, so
-  ``allocated`` and the per-node free buckets already leave its capacity out. A view that cannot be current
-  raises :class:`~kubesched.backends.kube.errors.KubeTransportError`, as a failed list did.
-* **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
-  :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
-  ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
-  sees every reservation. Reserving picks the first node, by name, with room for the requests and one pod
-  slot; none -> :class:`Refused` (409). The same id again is the same reservation (idempotent); the same id
-  with other requests is refused.
-* **Expiry**: a reservation past ``expiresAt`` (the agent's injectable clock) holds nothing from that moment;
-  :meth:`Agent.sweep_expired` deletes such ConfigMaps (the server runs it every ``sweep_interval``), so a
-  reservation whose hub never confirms goes away by itself.
-* **Bind** creates the pod in the member, on the reserved node (``spec.nodeName``: the capacity was held
-  there, and the member needs no scheduler pass of its own), labelled ``app.kubernetes.io/managed-by:
-  kubesched`` and annotated with the reservation id and the hub pod's uid, then deletes the reservation.
-  Hub-side owner references are dropped (the owners do not exist in the member: its garbage collector would
-  delete the pod), and so are the hub's placement constraints, which were about clusters (``nodeSelector``,
-  node affinity), with ``priority`` (the member's admission computes it) and scheduling gates.
-* **The member pod is the commit record.** A bind for a hub pod that already has a pod in the member answers
-  that pod, whatever the reservation; a release or a sweep of a reservation under which a pod was made reports
-  it bound (the reservation's hold is dropped: the pod holds the capacity now). A pod create whose answer was
-  lost -- or one a killed predecessor process may have sent -- can still take effect for
-  ``in_flight_seconds``; a release of its reservation then answers ``503 Settling`` instead of guessing, and the
-  sweep leaves it for a later round (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth).
-* **Fencing**: every mutating call carries the hub's fencing token; a token older than the newest the member has
-  seen is refused (``409 Fenced``), a newer one is recorded in the member first
-  (docs/explanation/cross-cluster-commit.md#fencing).
-
-Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. One agent
-per member is the deployment model; two would each be right about their own holds only.
+Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints), push mode
+(:mod:`kubesched.agent.push`) and tests. Everything goes to the member's API server through a
+:class:`~kubesched.agent.api.MemberApi` (our :class:`~kubesched.backends.kube.client.KubeClient`, or the in-memory
+member of the benchmark and unit tests). State is read from the agent's :class:`~kubesched.agent.view.MemberView`;
+a reservation is a ConfigMap ``kubesched-reservation-<id>`` in the agent's namespace, so the member itself stores it;
+a reservation past ``expiresAt`` (on the agent's clock) holds nothing and is swept; a bind creates the pod on the
+reserved node. The member pod is the commit record: a bind, release or sweep that finds the pod made for a hub pod
+answers with it, and a release whose pod create may still land answers ``503 Settling``
+(docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth). Every mutating call carries the hub's fencing
+token; an older one than the member has seen is refused (docs/explanation/cross-cluster-commit.md#fencing).
+Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. What the member pod
+keeps of the hub pod, and why: docs/explanation/cross-cluster.md#the-cluster-agent.
 """
 
 from __future__ import annotations
@@ -319,7 +291,8 @@ class Agent:
     ) -> tuple[bool, dict[str, str] | None]:
         """Drop reservation ``rid``: (whether the member held it, None) -- or (False, the member pod) when a pod was
         made under it, or for ``hub_pod``: the commit happened, and nothing is released. Releasing twice is fine.
-        Raises :class:`Refused` ``Settling`` while a create under ``rid`` may still take effect (module doc)."""
+        Raises :class:`Refused` ``Settling`` while a create under ``rid`` may still take effect
+        (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth)."""
         if not RESERVATION_ID_PATTERN.match(rid):
             raise Refused(400, "Invalid", "id: must be a DNS label (lower-case letters, digits and '-')")
         async with self._lock:
@@ -460,7 +433,8 @@ class Agent:
 
     async def bind(self, rid: str, manifest: Mapping[str, Any], token: int = 0) -> tuple[dict[str, str], bool]:
         """Create ``manifest``'s pod under reservation ``rid``; (the member's pod, whether it is new). A hub pod that
-        already has a pod in the member gets that pod, whatever the reservation (module doc)."""
+        already has a pod in the member gets that pod, whatever the reservation
+        (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth)."""
         metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
         if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
             raise Refused(400, "Invalid", "pod.metadata.name: required")

@@ -416,7 +416,7 @@ def rounded_time(now: float, granularity: float) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _rounded_rfc3339(seconds: float) -> str:
-    # Every attempt within one granularity step asks for the same text (formatting it is 5 µs an attempt).
+    # Every attempt within one granularity step asks for the same text (formatting it anew would cost every attempt).
     return rfc3339(seconds)
 
 

@@ -3,91 +3,16 @@
 Who calls it: the scheduler's policy-engine service builds one per distinct remote
 :class:`~kubesched.framework.policy.PolicyEngineSpec` (plugins get it from
 :func:`~kubesched.framework.policy.policy_client`); the SecurityAudit plugins await
-:meth:`RemoteOpaEngine.decide_batch` once per pod between Filter batches and the Permit plugin awaits
-:meth:`RemoteOpaEngine.decide`. Nothing else in kubesched talks to OPA, and no library exception leaves this
-module: every failure is a :class:`~kubesched.framework.policy.PolicyError` (DESIGN rule 8), with the library
-exception chained as ``__cause__``. What a failure *means* (deny, retry later) is the caller's failure policy
-(DESIGN rule 6); this module only guarantees that it is reported, and reported before the deadline.
+:meth:`RemoteOpaEngine.decide_batch` once per pod between Filter batches, the Permit plugin
+:meth:`RemoteOpaEngine.decide`. Every failure is a :class:`~kubesched.framework.policy.PolicyError` with the library
+exception chained (docs/explanation/design.md#own-the-client-and-its-errors); what it means is the caller's failure
+policy. The transport's rules (one deadline per call, ``TCP_NODELAY``, the one retry when nothing arrived, token
+re-reads, the batch module check, revisions) and why are in
+docs/explanation/policy-decisions.md#talking-to-a-remote-opa.
 
-Transport. Every call is a coroutine on an :class:`aiohttp.ClientSession`, so no network I/O blocks the event
-loop (httpx, used before, took about 2.4 times as long per request). The session is created lazily, on first
-use, inside the running loop, and stays bound to that loop: the engine may be built before the loop runs, but
-it must then be used and closed (:meth:`RemoteOpaEngine.aclose`) on that one loop. It uses OPA's v1 Data API
-(``POST /v1/data/<path>`` with ``{"input": ...}``):
-
-* a pool of keep-alive connections (aiohttp's :class:`~aiohttp.TCPConnector`): at most
-  ``max_concurrent_requests`` requests are in flight, each on a connection of its own, and further callers
-  wait their turn in order, the wait counted in their deadline (a semaphore held for the whole call; the
-  connector's limit is the same number, so a request never waits for a connection). When the last call in
-  flight ends, idle connections beyond ``pool_size`` are closed, and none is kept idle longer than
-  :data:`KEEPALIVE_EXPIRY_SECONDS` (shorter than the idle timeouts of the load balancers and NATs that drop
-  connections silently);
-* ``TCP_NODELAY`` on every socket: without it a keep-alive call can cost ~44 ms (Nagle's algorithm against
-  delayed ACKs, reference/opa-policy.md §4). aiohttp sets it on every client connection (asyncio does too);
-  a test reads it back from a real connection. And a request goes out in one write: aiohttp (3.12 and
-  later) holds a request's head back and sends it with the body, so that even a socket without
-  ``TCP_NODELAY`` does not wait for the server's delayed ACK (a test turns it off to check);
-* one deadline per call, ``timeout_seconds`` from the start of the call, enforced with :func:`asyncio.timeout`
-  around the whole call: waiting for a turn, reading the token file, installing the batch module,
-  connecting, sending, a retry and reading the body all share it. aiohttp's own timeouts are off: a per-read
-  timeout would add nothing but a second clock, and alone would let an answer that trickles in run far past
-  the deadline;
-* a connection that the server closed while it sat idle is not reused: the event loop goes on reading idle
-  connections, so the server's close is seen as soon as the loop runs and aiohttp drops the connection; and
-  in case the loop has not run since the close arrived, the pool checks, before it hands out an idle
-  connection, whether its socket is readable - an idle connection has nothing to read unless the server
-  closed it (EOF, or a reset) - and opens a new one instead. That is how connections to a restarted OPA are
-  replaced without a failed request;
-* if the server closes a *reused* connection anyway (it closed it just as we sent) before a single byte of
-  the answer arrived, the request is sent once more on a new connection (the pool's idle connections are
-  closed first: they are as old). The pool knows whether the connection it handed an attempt had served
-  before (aiohttp's trace events would tell too, but cost a seventh of the engine's instructions per
-  request); "nothing arrived" is a reset, a broken pipe, or aiohttp's ``ServerDisconnectedError`` without a
-  partly parsed head, before the head of the answer was complete. That is the only retry: a request whose
-  answer was partly received, that failed on a connection opened for it, or that timed out, is never sent
-  again (aiohttp's own retry of idempotent requests, which would resend the batch module's PUT, is turned
-  off). One limit: aiohttp's C parser reports even one byte of a head, but its pure-Python fallback (when
-  the compiled extension is missing) cannot tell a head cut off inside a line from nothing, so there such a
-  request is sent once more;
-* ``Authorization: Bearer`` from ``token_file``, re-read (in a worker thread: it is disk I/O) when the file
-  changes, checked at most once per second of the injected clock (Kubernetes rotates projected
-  service-account tokens by swapping the file); a 401 makes the next call check the file again;
-* for ``https`` endpoints, TLS verified against ``ca_file`` (or the system trust store), the
-  :class:`ssl.SSLContext` given to the connector;
-* no proxies or ``.netrc`` from the environment (OPA is reached directly, as configured) and no cookies.
-
-Every query carries ``strict-builtin-errors=true`` (a failing built-in must not silently make a deny rule
-undefined) and ``provenance=true`` (for bundle revisions, below). An answer with OPA's ``api_usage_warning``
-is an error (the input did not arrive as ``input``); ``decision_id`` is kept on every Decision.
-
-Batch. ``decide_batch`` makes one request per pod: it POSTs the batch input to
-``/v1/data/kubesched/batch/<kind>_decisions``, served by the generated module
-:func:`~kubesched.policy.contract.batch_module`, which this engine installs with
-``PUT /v1/policies/kubesched-batch`` (``kubesched-batch-<kind>`` for other target kinds) at first use,
-unless a ``GET`` of that module finds it already equal to ours byte for byte (an administrator installed it, so
-the scheduler's token needs no policy write access); the check is repeated every ``refresh_seconds`` (at
-least 1 s), and a module that differs is replaced, or refused when it cannot be: a module put there by
-someone else never decides a pod. When
-bundles own OPA's policy tree the PUT is refused (a 4xx, remembered for ``max(refresh_seconds, 1)`` so
-that it is not repeated on every pod); then load the module in your bundle and set ``batch_endpoint`` (or
-``install_batch_module=False`` if it is served at the default path). The generated rule is always defined,
-so an undefined batch answer means the module was deleted behind our back: the call fails (a PolicyError, so
-the caller's failure policy decides and no deny is cached as the policy's answer) and the module is installed
-again at the next call. Without installing (a batch endpoint served by a bundle), an undefined batch answer is
-an undefined deny for every target.
-
-Revision. OPA keeps no decision cache (maintainers, OPA issue #3405), so the scheduler caches decisions
-keyed by :meth:`RemoteOpaEngine.revision`, which is what OPA reports about its policy: the bundle revisions
-(``provenance.bundles.<name>.revision``, from every answer) as ``bundles:<name>=<revision>,...``, and a digest
-of the modules ``GET /v1/policies`` lists (ids and source; kubesched's own batch modules left out while they are
-exactly ours) as ``policies:<digest>``, joined by ``;`` when OPA reports both. :meth:`RemoteOpaEngine.refresh`
-asks OPA again (``GET /v1/policies``, and the batch document's provenance when OPA runs bundles) once the last
-answer is ``refresh_seconds`` old (default 2 s): that is the freshness bound, and callers await it before they
-consult their cache. OPA reports nothing about data written with ``PUT /v1/data`` outside a bundle, so such a
-write is not seen. When OPA reports neither (no bundles, and ``GET /v1/policies`` refused to the scheduler's
-token), the revision is ``unreported:<n>``, moving on at every refresh, so that a decision is reused for one bound
-at most. Every Decision carries the revision current when its answer arrived, with the bundle revisions that
-very answer reported.
+Revision: what OPA reports about its policy -- bundle revisions (``provenance``) as ``bundles:<name>=<rev>,...``
+and a digest of ``GET /v1/policies`` as ``policies:<digest>`` -- asked again once the last answer is
+``refresh_seconds`` old (docs/explanation/policy-freshness.md#freshness-bound-of-each-engine).
 """
 
 from __future__ import annotations
@@ -501,7 +426,8 @@ class RemoteOpaEngine:
     ``endpoint`` is the decision's Data API URL, e.g. ``http://opa:8181/v1/data/kubernetes/authz``; or OPA's
     base URL (``http://opa:8181``) with the document in ``decision_path`` (``kubernetes/authz``).
     ``batch_endpoint`` (same origin) may contain ``{target_kind}``, replaced by ``node`` or ``cluster``.
-    Concurrent calls are safe on the loop that first used the engine; see the module docstring for the rest.
+    Its HTTP session is made on first use, in the running loop, and stays bound to that loop: use the engine and
+    close it (:meth:`aclose`) there. Concurrent calls are safe on that loop.
     """
 
     def __init__(
@@ -748,7 +674,8 @@ class RemoteOpaEngine:
             headers={"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"},
         )
         # aiohttp resends an idempotent request (our PUT) once after any connection error, on any connection;
-        # the engine's one retry is narrower (see the module docstring). There is no public switch for it.
+        # the engine's one retry is narrower (docs/explanation/policy-decisions.md#talking-to-a-remote-opa). There is
+        # no public switch for it.
         session._retry_connection = False
         return session
 

@@ -1,8 +1,8 @@
-"""Typed args of SecurityAuditFilter and SecurityAuditPermit: the seed's fields plus engine, failure and
-enforcement settings, with defaults and validation that reports every error with its field path.
+"""Typed args of SecurityAuditFilter and SecurityAuditPermit: engine, failure and enforcement settings, with defaults
+and validation that reports every error with its field path.
 
-The seed's ``opaEndpoint`` and ``timeoutSeconds`` select the remote OPA engine; ``policies`` (and
-``data``) select the embedded Rego engine. Read by the config loader and by the plugin factories.
+``opaEndpoint`` selects the remote OPA engine; ``policies`` (and ``data``) select the embedded Rego engine. Read by
+the config loader and by the plugin factories; documented in docs/reference/plugin-args.md#security-audit.
 """
 
 from __future__ import annotations
@@ -140,9 +140,9 @@ class PolicyEngineArgs:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SecurityAuditFilterArgs(PolicyEngineArgs):
-    """The seed's args (``opaEndpoint``, ``timeoutSeconds``) plus engine, failure, enforcement and mode."""
+    """The engine, failure and enforcement args, plus the evaluation mode."""
 
-    evaluation_mode: str = MODE_BATCH  # per-node reproduces the seed's one-call-per-node pattern
+    evaluation_mode: str = MODE_BATCH  # per-node: one engine call per (pod, node), the benchmarks' baseline
 
     def validate(self, path: str) -> list[FieldError]:
         errors = self.engine_errors(path)

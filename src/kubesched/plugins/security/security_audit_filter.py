@@ -1,35 +1,14 @@
-"""SecurityAuditFilter: the seed's policy gate at Filter — a pod may not go where policy says no.
+"""SecurityAuditFilter: the policy gate at Filter — a pod may not go where policy says no.
 
-Never one policy call per node, and never a call inside Filter: before each Filter batch of the node
-search the runtime awaits :meth:`SecurityAuditFilter.prefetch_filter`, which decides, in one engine call
-off the event loop, the nodes of the batch not decided yet; Filter then only reads. So a pod costs one
-call over the ~10 % of nodes kube-scheduler examines. ``evaluationMode: per-node`` reproduces the seed's
-one-call-per-node pattern, as an option and as the benchmark baseline.
-
-What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy revision,
-pod key, time bucket if the policy reads ``input.time``, operation) and within an entry by node class. Both
-come from what the policy reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per
-revision): the pod key is the pod's values at the paths read under ``input.pod`` (pods that differ only in an
-annotation the policy never reads share their decisions), a node class is the nodes with equal values at the
-paths read under ``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a
-part (remote OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the
-node by its *policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node
-update keeps the decision. An entry only ever grows: each per-class
-:class:`~kubesched.framework.policy.Decision` is immutable once recorded, so pods sharing the entry can never
-see another attempt's outcome change theirs. Everything about one attempt — exemption, an engine failure, what
-was skipped — lives in that attempt's own :class:`AttemptPolicy` in the CycleState, which is also the
-attempt's verdict source, sealed into plain verdicts when the cycle ends.
-
-Statuses: a deny is UnschedulableAndUnresolvable ``Denied by security policy: <reason>`` (the policy's input
-holds the pod and the node, never the pods running there, so evicting pods cannot change its answer and
-preemption skips the node); an engine failure is Error ``OPA evaluation failed: <error>`` (retried with backoff)
-unless ``failurePolicy: Ignore``, which lets the pod through and records that the policy was skipped.
-``enforcementAction`` ``warn`` and ``dryrun`` evaluate and record but never reject (Gatekeeper's modes).
-
-Freshness: before an attempt reads the cache it awaits the engine's :meth:`~kubesched.framework.policy.PolicyClient
-.refresh`, and keys itself again when the revision in force is another one than it was keyed under; a new revision
-is also the ``PolicyRevisionChange`` cluster event, which requeues the pods rejected here
-(docs/explanation/policy-freshness.md).
+Built by the framework in profiles that enable it; its engine client comes through the Handle. Before each Filter
+batch the runtime awaits :meth:`SecurityAuditFilter.prefetch_filter`, which decides the batch's undecided nodes in
+one engine call; Filter then only reads. Answers are cached in :class:`NodeDecisions` by policy revision, pod key,
+time bucket and operation, and within an entry by node class, the keys made from what the policy reads; each
+attempt's own state (exemption, engine failure, what was skipped) is its :class:`AttemptPolicy` in the CycleState,
+sealed into plain verdicts when the cycle ends. A deny is UnschedulableAndUnresolvable ``Denied by security policy: <reason>`` (evicting pods cannot change it); an
+engine failure is Error ``OPA evaluation failed: <error>`` unless ``failurePolicy: Ignore``. Before an attempt reads the cache it
+awaits the engine's ``refresh`` (docs/explanation/policy-freshness.md). How and why:
+docs/explanation/policy-decisions.md.
 """
 
 from __future__ import annotations
@@ -358,7 +337,7 @@ class SecurityAuditFilter:
     """PreFilter/Filter: reject nodes the security policy denies for this pod (OPA or embedded Rego).
 
     This class answers per node only; :func:`new_security_audit_filter` builds the batched variant
-    unless ``evaluationMode: per-node`` asks for the seed's call pattern.
+    unless ``evaluationMode: per-node`` asks for one call per (pod, node).
     """
 
     def __init__(self, args: SecurityAuditFilterArgs | None, handle: Handle) -> None:
@@ -386,7 +365,7 @@ class SecurityAuditFilter:
     def _attempt(self, state: CycleState, pod: PodInfo) -> AttemptPolicy:
         attempt = state.get(STATE_KEY, AttemptPolicy)
         if attempt is None:
-            # Also reached from Filter when the plugin is enabled only at filter (the seed's config).
+            # Also reached from Filter when the plugin is enabled only at filter (``examples/security-config.yaml``).
             attempt = self._begin(pod)
             state.write(STATE_KEY, attempt)
             add_verdict(state, attempt)
@@ -409,7 +388,7 @@ class SecurityAuditFilter:
         reads of the pod, per class of nodes it cannot tell apart (the whole pod and the node's policy facts
         when the client has no analysis of it: see :mod:`~kubesched.plugins.security.policy_keys`)."""
         if self.args.evaluation_mode == MODE_PER_NODE:
-            attempt.entry = NodeDecisions(revision)  # the seed's pattern: no cache
+            attempt.entry = NodeDecisions(revision)  # one call per (pod, node): no cache
             return
         snapshot = attempt.snapshot
         if self._docs[0] is not snapshot.table:
@@ -511,7 +490,7 @@ class SecurityAuditFilter:
         return self._keying_for(revision).node_classes(attempt.snapshot.table).name != attempt.facts_name
 
     async def _decide_one_by_one(self, attempt: AttemptPolicy, documents: list[dict[str, Any]]) -> dict[str, Decision]:
-        """The seed's pattern: one engine call per (pod, node), in order."""
+        """Per-node mode: one engine call per (pod, node), in order."""
         answers: dict[str, Decision] = {}
         for document in documents:
             self.calls += 1
@@ -641,7 +620,7 @@ class BatchedSecurityAuditFilter(SecurityAuditFilter):
 
 def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Handle) -> SecurityAuditFilter:
     """The registry's factory: without a batch method in per-node mode, so the framework asks node by node
-    and stops once enough feasible nodes are found, exactly as kube-scheduler calls the seed's plugin."""
+    and stops once enough feasible nodes are found, exactly as kube-scheduler calls a per-node Filter plugin."""
     if args is not None and args.evaluation_mode == MODE_PER_NODE:
         return SecurityAuditFilter(args, handle)
     return BatchedSecurityAuditFilter(args, handle)

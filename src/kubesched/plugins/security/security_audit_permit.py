@@ -1,4 +1,4 @@
-"""SecurityAuditPermit: asynchronous approval at Permit (seed §4.5) — hold the chosen node, decide later.
+"""SecurityAuditPermit: asynchronous approval at Permit — hold the chosen node, decide later.
 
 Permit returns Wait, which keeps the node reserved (the pod is assumed in the cache) while the decision
 is made in background work spawned through the Handle, so other pods keep being scheduled. The policy
