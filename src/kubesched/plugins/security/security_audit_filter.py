@@ -5,10 +5,10 @@ batch the runtime awaits :meth:`SecurityAuditFilter.prefetch_filter`, which deci
 one engine call; Filter then only reads. Answers are cached in :class:`NodeDecisions` by policy revision, pod key,
 time bucket and operation, and within an entry by node class, the keys made from what the policy reads; each
 attempt's own state (exemption, engine failure, what was skipped) is its :class:`AttemptPolicy` in the CycleState,
-sealed into plain verdicts when the cycle ends. A deny is UnschedulableAndUnresolvable ``Denied by security policy: <reason>`` (evicting pods cannot change it); an
-engine failure is Error ``OPA evaluation failed: <error>`` unless ``failurePolicy: Ignore``. Before an attempt reads the cache it
-awaits the engine's ``refresh`` (docs/explanation/policy-freshness.md). How and why:
-docs/explanation/policy-decisions.md.
+sealed into plain verdicts when the cycle ends. A deny is UnschedulableAndUnresolvable ``Denied by security policy:
+<reason>`` (evicting pods cannot change it); an engine failure is Error ``OPA evaluation failed: <error>`` unless
+``failurePolicy: Ignore``. Before an attempt reads the cache it awaits the engine's ``refresh``
+(docs/explanation/policy-freshness.md). How and why: docs/explanation/policy-decisions.md.
 """
 
 from __future__ import annotations
