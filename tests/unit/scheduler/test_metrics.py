@@ -219,6 +219,8 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
         metrics = SchedulerMetrics(reg, sample_percent=100)
         scheduler, *_ = await simulate(metrics, workload(), [node("n1"), node("n2")])
         await scheduler.close()
+        replaced = [name for fwk in scheduler.frameworks.values() for name in vars(fwk) if name.startswith("run_")]
+        assert replaced == [], "runners are observed by the class's own code, never swapped on the instance"
         point = "scheduler_framework_extension_point_duration_seconds_count"
 
         def points(extension_point: str, status: str, profile: str = DEFAULT) -> float:
