@@ -179,7 +179,7 @@ class Cluster:
             pytest.skip(f"{page.path.name}: the rest of the page needs a cluster: KUBEBUILDER_ASSETS is not set")
         if shutil.which("kubectl") is None:
             pytest.skip(f"{page.path.name}: the rest of the page needs kubectl, which is not installed")
-        from kubesched.testing.envtest import ControlPlane, assets_directory
+        from kubesched.harness.envtest import ControlPlane, assets_directory
 
         directory = assets_directory()
         assert directory is not None, f"KUBEBUILDER_ASSETS={assets} holds no kube-apiserver and etcd"

@@ -29,8 +29,8 @@ from kubesched.federation.agent_client import (
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.state import placeholder_uid
 from kubesched.federation.wire import ReservationRequest
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 

@@ -23,10 +23,10 @@ import yaml
 from kubesched.clock import RealClock
 from kubesched.config.loader import load_config_dict
 from kubesched.federation.wire import HUB_POD_UID_ANNOTATION
+from kubesched.harness.envtest import ControlPlane
 from kubesched.live.hub import HubOptions
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.hubs import HUB_PLUGINS
 from kubesched.testing.live_cluster import RunningScheduler, Scenario, scenario, wait_for
 

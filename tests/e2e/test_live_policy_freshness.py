@@ -28,10 +28,10 @@ import yaml
 
 from kubesched.audit.query import read_records
 from kubesched.audit.sinks.jsonl import JsonlSink
+from kubesched.harness.envtest import ControlPlane
+from kubesched.harness.opa_server import OpaTestServer
 from kubesched.scheduler.results import AttemptRecord
-from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.live_cluster import RunningScheduler, Scenario, scenario, wait_for
-from kubesched.testing.opa_server import OpaTestServer
 
 pytestmark = pytest.mark.e2e
 

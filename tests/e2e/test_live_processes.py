@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.live_cluster import Scenario, scenario
 
 pytestmark = pytest.mark.e2e

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.envtest import ControlPlane
+from kubesched.harness.opa_server import OpaTestServer
 from kubesched.testing.live_cluster import RunningScheduler, scenario, wait_for
-from kubesched.testing.opa_server import OpaTestServer
 
 pytestmark = pytest.mark.e2e
 

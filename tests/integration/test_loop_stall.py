@@ -15,11 +15,11 @@ from typing import Any
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
+from kubesched.harness.opa_server import OpaTestServer
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.builders import make_node, make_pod
-from kubesched.testing.opa_server import OpaTestServer
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 

@@ -19,10 +19,10 @@ from kubesched.audit.builder import AuditObserver
 from kubesched.audit.query import read_records
 from kubesched.audit.sinks.jsonl import JsonlSink
 from kubesched.config.loader import load_config_dict
+from kubesched.harness.opa_server import Faults, OpaTestServer
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.simulation.run import simulate
 from kubesched.testing.builders import make_node, make_pod
-from kubesched.testing.opa_server import Faults, OpaTestServer
 
 POLICIES = Path(__file__).resolve().parents[2] / "examples" / "policies"
 

@@ -17,9 +17,9 @@ import yaml
 from kubesched.api.manifests import load_manifests
 from kubesched.cli.report import report_json
 from kubesched.config.loader import load_config_dict
+from kubesched.harness.opa_server import OpaTestServer
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.simulation.run import simulate
-from kubesched.testing.opa_server import OpaTestServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

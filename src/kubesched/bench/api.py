@@ -36,8 +36,8 @@ from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.errors import KubeschedError
+from kubesched.harness.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
 from kubesched.run_async import run_returning
-from kubesched.testing.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
 
 KUBESCHED = "kubesched"
 KUBE_SCHEDULER = "kube-scheduler"

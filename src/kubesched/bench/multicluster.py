@@ -271,7 +271,7 @@ async def _start_agents(
 ) -> tuple[Path, list[tuple[str, AgentServer]], dict[str, InMemoryMember], str]:
     """Every member with its agent behind its HTTPS server on loopback: (the CA file, the servers by member name,
     the members, the bearer token)."""
-    from kubesched.testing.certificates import write_server_certificates
+    from kubesched.harness.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(workdir / "agent-pki")
     token = secrets.token_urlsafe(24)

@@ -61,7 +61,6 @@ from kubesched.bench.workload import (
     scan_workloads,
 )
 from kubesched.bounded_input import InputTooLarge, read_text
-from kubesched.cli.progress import Progress
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import default_config, load_config_dict, parse_yaml
 from kubesched.config.types import SchedulerConfiguration
@@ -70,6 +69,7 @@ from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.runtime.registry import Registry, with_entry_points
 from kubesched.heap import freeze_steady_state, thaw
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.progress import Progress
 from kubesched.run_async import run_returning
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -554,7 +554,7 @@ def _substitute(value: Any, substitutions: Mapping[str, str]) -> Any:
 
 def _serve(spec: OpaServerSpec, port_out: Connection, stop_in: Connection) -> None:
     """Child process: an OPA-compatible server with the workload's policy and data (its own core and GIL)."""
-    from kubesched.testing.opa_server import OpaTestServer
+    from kubesched.harness.opa_server import OpaTestServer
 
     policies = {path: Path(path).read_text() for path in spec.policies}
     data: dict[str, Any] = {}

@@ -27,8 +27,8 @@ from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
 from kubesched.cli.common import load_config, plugin_registry, warn
 from kubesched.cli.explain import add_explain_command, rfc3339_seconds
 from kubesched.cli.policy_test import UsageExitParser, add_policy_test_command
-from kubesched.cli.progress import Progress
 from kubesched.errors import KubeschedError
+from kubesched.progress import Progress
 
 if TYPE_CHECKING:
     from kubesched.scheduler.results import AttemptObserver, AttemptRecord

@@ -17,7 +17,7 @@ import bisect
 import logging
 import random
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -25,8 +25,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import DecisionCacheReporter, DecisionCacheStats
 from kubesched.framework.runtime.framework import Framework
-from kubesched.plugins.security.decision_cache import DecisionCache
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 from kubesched.scheduler.results import ERROR, SCHEDULED, UNSCHEDULABLE, AttemptObserver, AttemptRecord, Phase
@@ -158,7 +158,6 @@ class _Sources:
     cache: Cache
     frameworks: tuple[Framework, ...] = ()
     binding_tasks: Collection[object] | None = None
-    decision_caches: list[DecisionCache[object]] = field(default_factory=list)
 
 
 class SchedulerMetrics:
@@ -375,22 +374,21 @@ class SchedulerMetrics:
             cache_size.add_metric(["assumed_pods"], cache.assumed_pod_count())
             if sources.binding_tasks is not None:
                 goroutines.add_metric(["binding"], len(sources.binding_tasks))
-            caches = _decision_caches(sources.frameworks)
-            hits.add_metric([], sum(c.hits for c in caches))
-            misses.add_metric([], sum(c.misses for c in caches))
+            stats = _decision_cache_stats(sources.frameworks)
+            hits.add_metric([], sum(s.hits for s in stats))
+            misses.add_metric([], sum(s.misses for s in stats))
         yield from (histogram.collect() for histogram in self.histograms)
         yield from (pending, incoming, cache_size, goroutines, hits, misses)
 
 
-def _decision_caches(frameworks: Iterable[Framework]) -> list[DecisionCache[object]]:
-    """The decision caches of the frameworks' plugins (read where the plugin keeps it now: it may replace it)."""
-    found: list[DecisionCache[object]] = []
-    for fwk in frameworks:
-        for plugin in fwk.plugins.values():
-            cache = getattr(plugin, "cache", None)
-            if isinstance(cache, DecisionCache):
-                found.append(cache)
-    return found
+def _decision_cache_stats(frameworks: Iterable[Framework]) -> list[DecisionCacheStats]:
+    """What each plugin with a decision cache reports now (a plugin serving several points is counted once)."""
+    return [
+        plugin.decision_cache_stats()
+        for fwk in frameworks
+        for plugin in fwk.plugins.values()
+        if isinstance(plugin, DecisionCacheReporter)
+    ]
 
 
 class _ScrapeTimeCollector(Collector):

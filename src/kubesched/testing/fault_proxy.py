@@ -2,7 +2,7 @@
 
 Who calls it: ``tests/e2e/test_live_faults.py``. The scheduler under test talks plain HTTP to the proxy (through a
 kubeconfig or a :class:`ClusterConnection` from :meth:`FaultProxy.connection`); the proxy forwards every request over
-HTTPS to the :class:`~kubesched.testing.envtest.ControlPlane` and streams the answer back as it comes, so watches
+HTTPS to the :class:`~kubesched.harness.envtest.ControlPlane` and streams the answer back as it comes, so watches
 work. Between the two it injects the faults a real cluster shows now and then, on rules the test sets and changes
 while the scheduler runs (see :class:`FaultProxy`).
 """
@@ -26,7 +26,7 @@ import yaml
 from aiohttp import web
 
 from kubesched.backends.kube.kubeconfig import ClusterConnection
-from kubesched.testing.envtest import USERS, ControlPlane
+from kubesched.harness.envtest import USERS, ControlPlane
 
 __all__ = ["FaultProxy", "LoggedRequest", "Mutation", "Rule"]
 

@@ -554,7 +554,7 @@ def test_a_failing_exec_plugin_is_a_transport_error(tmp_path: Path, run_async: R
 def test_tls_with_the_kubeconfig_ca(tmp_path: Path, run_async: RunAsync[Any]) -> None:
     import ssl
 
-    from kubesched.testing.certificates import write_server_certificates
+    from kubesched.harness.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -818,7 +818,7 @@ def test_requests_and_watches_given_up_midway_over_tls_leave_no_socket_open(
     import ssl
     import warnings
 
-    from kubesched.testing.certificates import write_server_certificates
+    from kubesched.harness.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

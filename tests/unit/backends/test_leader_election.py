@@ -1,4 +1,4 @@
-"""LeaderElector against a real kube-apiserver (kubesched.testing.envtest), with short durations.
+"""LeaderElector against a real kube-apiserver (kubesched.harness.envtest), with short durations.
 
 Lease 2 s, renew deadline 1.5 s, retry period 0.3 s. What is checked, with measured times: one leader out of
 two; a graceful stop releases the Lease and the standby takes over within a candidate's pause (not a lease
@@ -43,7 +43,7 @@ from kubesched.backends.kube.leader_election import (
     microtime,
 )
 from kubesched.config.types import LeaderElectionConfig
-from kubesched.testing.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
+from kubesched.harness.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
 
 T = TypeVar("T")
 RunAsync = Callable[[Coroutine[Any, Any, T]], T]

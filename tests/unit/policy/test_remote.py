@@ -34,6 +34,8 @@ from hypothesis import strategies as st
 
 from kubesched.clock import VirtualClock
 from kubesched.framework.policy import Decision, PolicyClient, PolicyError, undefined_decision
+from kubesched.harness.certificates import write_server_certificates
+from kubesched.harness.opa_server import OpaTestServer
 from kubesched.policy import remote
 from kubesched.policy.contract import batch_module, interpret_result
 from kubesched.policy.remote import (
@@ -42,8 +44,6 @@ from kubesched.policy.remote import (
     RemoteOpaEngine,
     batch_module_id,
 )
-from kubesched.testing.certificates import write_server_certificates
-from kubesched.testing.opa_server import OpaTestServer
 
 T = TypeVar("T")
 RunAsync = Callable[[Coroutine[Any, Any, T]], T]

@@ -28,7 +28,7 @@ from kubesched.framework.events import (
     ClusterEventWithHint,
     EventResource,
 )
-from kubesched.framework.interface import Handle, PreFilterExtensions
+from kubesched.framework.interface import DecisionCacheStats, Handle, PreFilterExtensions
 from kubesched.framework.node_table import BatchFilterResult, BoolArray, ClassColumn, IntArray, NodeBatch, NodeTable
 from kubesched.framework.policy import (
     OPERATION_SCHEDULE,
@@ -359,6 +359,9 @@ class SecurityAuditFilter:
     @property
     def name(self) -> str:
         return names.SECURITY_AUDIT_FILTER
+
+    def decision_cache_stats(self) -> DecisionCacheStats:
+        return DecisionCacheStats(self.cache.hits, self.cache.misses)
 
     # ---- the attempt's state -------------------------------------------------------------------
 

@@ -22,13 +22,13 @@ from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
 from kubesched.framework.events import POLICY_REVISION_CHANGE, PolicyRevision, QueueingHint
+from kubesched.harness.opa_server import OpaTestServer
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.plugins.security.decided_revisions import DecidedRevisions
 from kubesched.plugins.security.security_audit_filter import SecurityAuditFilter
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.builders import make_node, make_pod
-from kubesched.testing.opa_server import OpaTestServer
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 ROOT = Path(__file__).resolve().parents[4]

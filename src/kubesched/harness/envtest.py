@@ -12,7 +12,7 @@ controller-runtime's envtest, found through the usual variable::
         plane.write_kubeconfig(tmp_path / "kubeconfig", user="scheduler")
 
 etcd listens on free loopback ports with its data in ``workdir`` (no fsync: throwaway data); kube-apiserver
-serves HTTPS on a free loopback port with a certificate from :mod:`kubesched.testing.certificates`, authorises
+serves HTTPS on a free loopback port with a certificate from :mod:`kubesched.harness.certificates`, authorises
 with RBAC, and knows two users by static bearer token: ``admin`` (group ``system:masters``) and
 ``system:kube-scheduler`` (no groups, so exactly the built-in scheduler role). With no controller manager and
 no kubelet, the ``ServiceAccount`` and ``TaintNodesByCondition`` admission plugins are off: pods need no
@@ -41,7 +41,7 @@ from typing import Any, Self
 
 import yaml
 
-from kubesched.testing.certificates import write_server_certificates, write_signing_key
+from kubesched.harness.certificates import write_server_certificates, write_signing_key
 
 __all__ = ["ASSETS_VARIABLE", "ControlPlane", "ControlPlaneError", "assets_directory"]
 
