@@ -68,6 +68,7 @@ from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
 from kubesched.federation.state import count_workloads, placed_capacity
 from kubesched.federation.wire import (
+    FENCED_REASON,
     HUB_POD_UID_ANNOTATION,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -411,7 +412,7 @@ class Agent:
         if token < newest:
             raise Refused(
                 409,
-                "Fenced",
+                FENCED_REASON,
                 f"fencing token {token} is older than {newest}, the newest this member has seen: another hub leads",
             )
         if token == newest:
@@ -552,8 +553,8 @@ class Agent:
 
     async def delete_pod(self, namespace: str, name: str, hub_uid: str, token: int = 0) -> bool:
         """Delete the member pod ``namespace/name`` that stands for hub pod ``hub_uid`` (its hub pod was deleted);
-        whether there was one to delete. A pod of that name for another hub pod (or none) is refused as
-        ``Conflict``: the agent deletes only what it made for this hub pod."""
+        whether this call deleted it (False: there is none, or it is being deleted already). A pod of that name for
+        another hub pod is refused as ``Conflict``: the agent deletes only what it made for this hub pod."""
         if not hub_uid:
             raise Refused(400, "Invalid", "hubPodUID: required")
         async with self._lock:
@@ -568,6 +569,8 @@ class Agent:
         metadata = pod.get("metadata") or {}
         if (metadata.get("annotations") or {}).get(HUB_POD_UID_ANNOTATION) != hub_uid:
             raise Refused(409, "Conflict", f"pod {namespace}/{name} in the member is not hub pod {hub_uid}'s")
+        if metadata.get("deletionTimestamp"):
+            return False  # its kubelet is stopping it: deleting again would only say so twice
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": metadata.get("uid")}}
         try:
             await self.client.request("DELETE", path, body=options, retry=False, timeout=self.request_timeout)

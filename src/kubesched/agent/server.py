@@ -35,8 +35,9 @@ integer, 0 when absent): one older than the newest the member has seen is ``409 
     ``200`` ``{pod: null|{namespace, name, uid, node}}``: the member pod made for hub pod UID, finished or not
     (with the hub pod's name, asked of the member itself too).
 ``DELETE /v1/pods/{namespace}/{name}?hubPodUID=UID``
-    ``200`` ``{deleted: true|false}`` (false: no such pod). ``409`` ``Conflict``: the pod of that name is not the
-    one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without ``hubPodUID``.
+    ``200`` ``{deleted: true|false}`` (false: no such pod, or it is being deleted already). ``409`` ``Conflict``:
+    the pod of that name is not the one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without
+    ``hubPodUID``.
 
 The member's API failing is ``502`` (it answered an error) or ``503`` (no answer), reason ``MemberUnavailable``.
 Expired reservations are swept every ``sweep_interval`` seconds on the agent's clock.

@@ -1,0 +1,431 @@
+"""Every hub pod runs in exactly one member, whatever crashes (issue 25), end to end against real kube-apiservers.
+
+A hub API server with the MemberCluster CRD, three envtest members, ``kubesched agent`` in front of each and
+``kubesched run`` as the hub, all separate processes (:mod:`kubesched.testing.federation`). Fault proxies sit
+between the hub and each agent and between each agent and its member's API server, so a process is SIGKILLed at
+an exact step of the commit (docs/explanation/cross-cluster-commit.md): the agent before the member pod is
+created, after it was created but before the reservation was deleted, and after that but before the hub heard;
+the hub after a reserve, and after the member bound the pod but before the hub pod was bound; the leader of two
+hub replicas mid-burst. Answers are dropped after the agent carried the request out; a member's API server is
+stopped and started again. A seeded chaos run kills agents and hubs at random and checks the invariant.
+
+Run the chaos test N times in a row (different seeds)::
+
+    KUBESCHED_CHAOS_RUNS=20 python -m pytest tests/e2e/test_commit_crashes.py -k chaos
+
+(``KUBESCHED_CHAOS_SEED`` fixes the first seed; each run prints its seed, and a failure names it.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kubesched.testing.envtest import ControlPlane
+from kubesched.testing.fault_proxy import FaultProxy, LoggedRequest, Rule
+from kubesched.testing.federation import CommitSettings, Federation, Member
+from kubesched.testing.processes import ChildProcess, HubProcess, ProxyLoop
+
+pytestmark = pytest.mark.e2e
+
+SETTLE_SECONDS = 90.0  # generous: a loaded 2-core machine runs three API servers, agents and hubs
+
+
+@pytest.fixture(scope="module")
+def member_planes(assets: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ControlPlane]]:
+    """Three members, each with its own etcd (one of them is stopped and started again by a test)."""
+    planes: dict[str, ControlPlane] = {}
+    try:
+        for name in ("a", "b", "c"):
+            planes[name] = ControlPlane(assets, tmp_path_factory.mktemp(f"member-{name}"))
+            planes[name].start()
+        yield planes
+    finally:
+        for plane in planes.values():
+            plane.stop()
+
+
+@pytest.fixture
+def proxies() -> Iterator[ProxyLoop]:
+    with ProxyLoop() as loop:
+        yield loop
+
+
+FederationFactory = Callable[..., Federation]
+
+
+@pytest.fixture
+def federation(
+    control_plane: ControlPlane, member_planes: dict[str, ControlPlane], tmp_path: Path, proxies: ProxyLoop
+) -> Iterator[FederationFactory]:
+    """``federation(settings, members=("a", "b"))``: a started Federation, closed after the test."""
+    made: list[Federation] = []
+
+    def make(
+        settings: CommitSettings | None = None, members: tuple[str, ...] = ("a", "b"), **kwargs: object
+    ) -> Federation:
+        planes = {name: member_planes[name] for name in members}
+        built = Federation(control_plane, planes, tmp_path / f"federation-{len(made)}", proxies, settings, **kwargs)  # type: ignore[arg-type]
+        made.append(built)
+        built.start()
+        return built
+
+    yield make
+    for built in made:
+        built.close()
+
+
+def _settled(fed: Federation, timeout: float = SETTLE_SECONDS) -> None:
+    """Wait until the invariant holds with every commit settled; fail with what still breaks it."""
+    last: list[str] = []
+
+    def holds() -> bool:
+        nonlocal last
+        last = fed.violations(settled=True)
+        return not last
+
+    try:
+        fed.wait(holds, timeout, "the invariant after settling")
+    except AssertionError as error:
+        raise AssertionError(f"{last}\n{error}") from None
+
+
+def _all_bound(fed: Federation, timeout: float) -> None:
+    """Wait until every hub pod (not being deleted) is bound; fail naming those that are not."""
+    pending: list[str] = []
+
+    def bound() -> bool:
+        nonlocal pending
+        pending = sorted(pod.name for pod in fed.hub_pods().values() if not pod.node and not pod.terminating)
+        return not pending
+
+    try:
+        fed.wait(bound, timeout, "every hub pod is bound")
+    except AssertionError as error:
+        raise AssertionError(f"not bound: {pending}\n{error}") from None
+
+
+def _kill_once(
+    fed: Federation, victim: Callable[[Member], ChildProcess]
+) -> tuple[list[str], Callable[[str], Callable[[LoggedRequest], None]]]:
+    """(the members whose hook fired -- at most one --, a factory of hook callbacks per member): the first hook to
+    fire SIGKILLs ``victim(member)``; later ones do nothing."""
+    fired: list[str] = []
+
+    def callback(short: str) -> Callable[[LoggedRequest], None]:
+        def kill(entry: LoggedRequest) -> None:
+            if fired:
+                return
+            fired.append(short)
+            victim(fed.members[short]).kill()
+
+        return kill
+
+    return fired, callback
+
+
+def _then_kill_at_delete(proxy: FaultProxy, kill: Callable[[LoggedRequest], None]) -> Callable[[LoggedRequest], None]:
+    """A hook callback that arms ``kill`` for when the answer to the next reservation delete passes ``proxy``."""
+
+    def arm(entry: LoggedRequest) -> None:
+        proxy.hook("DELETE", r"/configmaps/kubesched-reservation-", kill, when="answer")
+
+    return arm
+
+
+def _pods_path(fed: Federation) -> str:
+    return rf"^/api/v1/namespaces/{fed.namespace}/pods$"
+
+
+def _remove_rules(fed: Federation, rules: list[tuple[Member, Rule]]) -> None:
+    def remove() -> None:
+        for member, rule in rules:
+            member.api_proxy.remove(rule)
+            member.agent_proxy.remove(rule)
+
+    fed.proxies.call(remove)
+
+
+# ------------------------------------------------------------------------------------------ the agent killed
+
+
+@pytest.mark.parametrize("step", ["before-create", "after-create", "after-reservation-delete"])
+def test_an_agent_killed_at_each_step_of_bind_leaves_the_pod_in_exactly_one_member(
+    federation: FederationFactory, step: str
+) -> None:
+    fed = federation()
+    fired, kill = _kill_once(fed, lambda member: member.agent)
+    rules: list[tuple[Member, Rule]] = []
+
+    def arm() -> None:
+        for short, member in fed.members.items():
+            proxy = member.api_proxy
+            if step == "before-create":  # the bind's create never reaches the member
+                rules.append((member, proxy.hook("POST", _pods_path(fed), kill(short), when="request")))
+            elif step == "after-create":  # the member made the pod; the agent never hears
+                rules.append((member, proxy.hook("POST", _pods_path(fed), kill(short), when="answer")))
+            else:  # the member made the pod and deleted the reservation; the hub never hears
+                rules.append(
+                    (
+                        member,
+                        proxy.hook(
+                            "POST", _pods_path(fed), _then_kill_at_delete(proxy, kill(short)), when="answer", drop=False
+                        ),
+                    )
+                )
+
+    fed.proxies.call(arm)
+    hub = fed.hub("h1")
+    hub.start()
+    fed.create_pod("web")
+    fed.wait(lambda: bool(fired), 60, f"an agent is killed {step}")
+    [short] = fired
+    killed = fed.members[short]
+    killed.agent.wait_dead()
+    _remove_rules(fed, rules)
+    made = [pod for pod in fed.member_pods(short) if pod.copy]
+    assert len(made) == (0 if step == "before-create" else 1), made
+    if step == "after-reservation-delete":
+        assert fed.reservations(short) == []  # the bind deleted it: the agent died before answering
+    elif step == "after-create":
+        assert len(fed.reservations(short)) == 1
+
+    killed.agent.start()
+    fed.wait(lambda: "web" in fed.bound(), SETTLE_SECONDS, "the hub pod is bound")
+    if step != "before-create":
+        assert fed.bound()["web"] == killed.name  # the pod made there is the commit: the hub binds it there
+    _settled(fed)
+    assert hub.alive, hub.output()
+
+
+# -------------------------------------------------------------------------------------------- the hub killed
+
+
+@pytest.mark.parametrize("step", ["after-reserve", "after-member-bind"])
+def test_a_hub_killed_mid_commit_and_restarted_leaves_the_pod_in_exactly_one_member(
+    federation: FederationFactory, step: str
+) -> None:
+    fed = federation()
+    first = fed.hub("h1")
+    fired, kill = _kill_once(fed, lambda member: first)
+    path = r"^/v1/reservations$" if step == "after-reserve" else r"^/v1/bind$"
+
+    def arm() -> list[tuple[Member, Rule]]:
+        return [
+            (member, member.agent_proxy.hook("POST", path, kill(short), when="answer"))
+            for short, member in fed.members.items()
+        ]
+
+    rules = fed.proxies.call(arm)
+    first.start()
+    uid = fed.create_pod("web")
+    fed.wait(lambda: bool(fired), 60, f"the hub is killed {step}")
+    first.wait_dead()
+    _remove_rules(fed, rules)
+    [short] = fired
+    cluster = fed.members[short].name
+    assert "web" not in fed.bound()
+    copies = [pod for pod in fed.member_pods(short) if pod.copy]
+    assert len(copies) == (0 if step == "after-reserve" else 1), copies
+
+    second = fed.hub("h2")
+    second.start()
+    fed.wait(lambda: "web" in fed.bound(), SETTLE_SECONDS, "the restarted hub binds the pod")
+    _settled(fed)
+    if step == "after-member-bind":
+        assert fed.bound()["web"] == cluster  # adopted where it was made
+        fed.wait(lambda: _adopted(fed, second, uid), 30, "the audit record says adopted")
+    assert second.alive, second.output()
+
+
+def _adopted(fed: Federation, hub: HubProcess, uid: str) -> bool:
+    for record in fed.audit_records(hub):
+        if record["pod"]["uid"] != uid or record["result"] != "Scheduled":
+            continue
+        reasons = [reason for verdict in record["verdicts"] for reason in verdict["reasons"]]
+        return any(reason.startswith("adopted: cluster ") for reason in reasons)
+    return False
+
+
+# -------------------------------------------------------------------------------- two hubs, the leader killed
+
+
+def _leader(fed: Federation) -> str:
+    """The hostname of the hub replica holding the Lease ("" none)."""
+    status, lease = fed.hub_plane.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{fed.namespace}/leases/kubesched-hub"
+    )
+    holder = str(lease["spec"].get("holderIdentity") or "") if status == 200 else ""
+    return holder.split("_")[0]
+
+
+def test_of_two_hub_replicas_the_leader_killed_mid_burst_every_pod_lands_in_exactly_one_member(
+    federation: FederationFactory,
+) -> None:
+    fed = federation(CommitSettings(leader_elect=True), members=("a", "b", "c"))
+    replicas = {name: fed.hub(name) for name in ("h1", "h2")}
+    for replica in replicas.values():
+        replica.start()
+    fed.wait(lambda: _leader(fed) in replicas, 60, "a replica leads")
+    leader = _leader(fed)
+    fired: list[str] = []
+
+    def kill_leader(entry: LoggedRequest) -> None:
+        if not fired:
+            fired.append(leader)
+            replicas[leader].kill()
+
+    pods = 60
+    for index in range(pods):
+        fed.create_pod(f"burst-{index}")
+    fed.wait(lambda: len(fed.bound()) >= 10, 120, "the leader binds the first pods")
+    # The leader dies the moment a member answers one of its binds: that pod was made, its hub pod is not bound.
+    rules = fed.proxies.call(
+        lambda: [
+            (m, m.agent_proxy.hook("POST", r"^/v1/bind$", kill_leader, when="answer")) for m in fed.members.values()
+        ]
+    )
+    fed.wait(lambda: bool(fired), 60, "the leader is killed at a bind's answer")
+    replicas[leader].wait_dead()
+    _remove_rules(fed, rules)
+    bound_at_kill = fed.bound()
+    assert len(bound_at_kill) < pods, "every pod was bound before the kill: the test proves nothing"
+    assert not fed.violations(settled=False)
+    standby = next(name for name in replicas if name != leader)
+    fed.wait(lambda: _leader(fed) == standby, 60, "the standby takes over")
+    replicas[leader].start()  # back as the standby
+    fed.wait(lambda: len(fed.bound()) == pods, SETTLE_SECONDS * 2, "every pod is bound")
+    bound = fed.bound()
+    assert all(bound[name] == cluster for name, cluster in bound_at_kill.items())  # nobody moved
+    _settled(fed)
+    assert all(replica.alive for replica in replicas.values()), fed.logs()
+
+
+def test_a_hub_pod_deleted_while_the_standby_takes_over_has_its_copy_deleted_by_the_new_leader(
+    federation: FederationFactory,
+) -> None:
+    """The standby hears of a deletion before it leads: the member's copy must still go once it leads (not only
+    by a leader that was running when the pod was deleted), and the hub pod must not stay terminating. One member:
+    it has seen the second term's fencing token."""
+    fed = federation(CommitSettings(leader_elect=True), members=("a",))
+    replicas = {name: fed.hub(name) for name in ("h1", "h2")}
+    for replica in replicas.values():
+        replica.start()
+    fed.wait(lambda: _leader(fed) in replicas, 60, "a replica leads")
+    first = _leader(fed)
+    fed.create_pod("web")
+    fed.wait(lambda: "web" in fed.bound(), SETTLE_SECONDS, "the first leader binds web")
+    # A failover: the members now refuse the first term's fencing token.
+    replicas[first].kill()
+    replicas[first].wait_dead()
+    second = next(name for name in replicas if name != first)
+    fed.wait(lambda: _leader(fed) == second, 60, "the standby takes over")
+    fed.create_pod("api")
+    fed.wait(lambda: "api" in fed.bound(), SETTLE_SECONDS, "the second leader binds api")
+    replicas[first].start()  # a standby again, on the informers
+    fed.wait(lambda: "informers synced" in replicas[first].since_start(), 60, "the restarted replica is synced")
+    # The leader dies; the web pod is deleted before the restarted replica holds the Lease.
+    replicas[second].kill()
+    replicas[second].wait_dead()
+    web_cluster = fed.bound()["web"]
+    fed.delete_pod("web")
+    fed.wait(lambda: _leader(fed) == first, 60, "the restarted replica takes over")
+    fed.wait(lambda: "web" not in {pod.name for pod in fed.hub_pods().values()}, SETTLE_SECONDS, "the hub pod is gone")
+    _settled(fed)
+    assert web_cluster in {member.name for member in fed.members.values()}
+
+
+def test_a_deleted_hub_pod_has_its_copy_deleted_once_and_no_deletion_recorded_twice(
+    federation: FederationFactory,
+) -> None:
+    """The hub deletes the copy of a deleted hub pod and removes the hub pod; the copy is then terminating for as
+    long as its kubelet takes (for ever in envtest): reconciliation must leave it be, not delete it again at every
+    refresh and write a Deleted audit record each time."""
+    fed = federation(members=("a",))
+    hub = fed.hub("h1")
+    hub.start()
+    uid = fed.create_pod("web")
+    fed.wait(lambda: "web" in fed.bound(), SETTLE_SECONDS, "web is bound")
+    fed.delete_pod("web")
+    fed.wait(lambda: uid not in fed.hub_pods(), SETTLE_SECONDS, "the hub pod is removed")
+    [copy] = fed.member_pods("a")
+    assert copy.terminating  # the hub deleted it (envtest has no kubelet to finish it)
+    proxy = fed.members["a"].agent_proxy
+    refreshes = len(proxy.requests("GET", r"^/v1/state$"))
+    fed.wait(lambda: len(proxy.requests("GET", r"^/v1/state$")) >= refreshes + 6, 60, "six more refreshes")
+    deleted = [r for r in fed.audit_records(hub) if r["pod"]["uid"] == uid and r["result"] == "Deleted"]
+    assert deleted == []
+    assert len(proxy.requests("DELETE", r"^/v1/pods/")) <= 2  # the hub's own deletion, and one look by reconciliation
+
+
+# ------------------------------------------------------------------------------------------ answers dropped
+
+
+def test_answers_dropped_after_the_agent_acted_never_make_a_second_copy(federation: FederationFactory) -> None:
+    """A proxy between hub and agent lets each request through and drops the agent's answer: a reserve (repeated:
+    the same reservation), a bind (repeated: the member answers the pod it made), every bind of a pod and then the
+    release that settles it (asked again: the member answers the pod)."""
+    fed = federation(CommitSettings(bind_attempts=2))
+    hub = fed.hub("h1")
+    hub.start()
+
+    def drop_on_every_agent(method: str, path: str, times: int) -> list[tuple[Member, Rule]]:
+        return fed.proxies.call(
+            lambda: [
+                (m, m.agent_proxy.drop(method, path, times, after_upstream=True, watch=False))
+                for m in fed.members.values()
+            ]
+        )
+
+    def dropped(method: str, path: str) -> list[LoggedRequest]:
+        return [
+            entry
+            for member in fed.members.values()
+            for entry in member.agent_proxy.requests(method, path)
+            if entry.fault.endswith("drop")
+        ]
+
+    cases = [
+        ("reserve", [("POST", r"^/v1/reservations$", 1)]),
+        ("bind", [("POST", r"^/v1/bind$", 1)]),
+        ("bind-and-release", [("POST", r"^/v1/bind$", 2), ("DELETE", r"^/v1/reservations/", 1)]),
+    ]
+    for name, drops in cases:
+        before = {(method, path): len(dropped(method, path)) for method, path, _ in drops}
+        rules = [rule for method, path, times in drops for rule in drop_on_every_agent(method, path, times)]
+        fed.create_pod(name)
+        fed.wait(lambda name=name: name in fed.bound(), SETTLE_SECONDS, f"pod {name} is bound")  # type: ignore[misc]
+        _remove_rules(fed, rules)
+        for method, path, times in drops:  # each answer was dropped as often as asked (one member was used)
+            assert len(dropped(method, path)) - before[(method, path)] == times, (name, method, path)
+        assert not fed.violations(settled=False)
+    _settled(fed)
+    assert hub.alive, hub.output()
+
+
+# ----------------------------------------------------------------------------------- a member's API server down
+
+
+def test_a_member_api_server_stopped_and_started_again_every_pod_lands_in_exactly_one_member(
+    federation: FederationFactory, member_planes: dict[str, ControlPlane]
+) -> None:
+    fed = federation()
+    hub = fed.hub("h1")
+    hub.start()
+    for index in range(20):
+        fed.create_pod(f"before-{index}")
+    fed.wait(lambda: len(fed.bound()) >= 5, 120, "the first pods are bound")
+    plane = member_planes["a"]
+    plane.stop()  # etcd and kube-apiserver; etcd's data directory stays
+    try:
+        for index in range(20):
+            fed.create_pod(f"during-{index}")
+        time.sleep(5)  # commits to the stopped member fail meanwhile; the other takes what it can
+    finally:
+        plane.start()
+    fed.wait(lambda: len(fed.bound()) == 40, SETTLE_SECONDS * 2, "every pod is bound")
+    _settled(fed)
+    assert hub.alive and all(m.agent.alive for m in fed.members.values()), fed.logs()
