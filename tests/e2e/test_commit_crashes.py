@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from kubesched.federation.wire import HUB_POD_UID_ANNOTATION
 from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.fault_proxy import FaultProxy, LoggedRequest, Rule
 from kubesched.testing.federation import CommitSettings, Federation, Member
@@ -193,10 +194,16 @@ def test_an_agent_killed_at_each_step_of_bind_leaves_the_pod_in_exactly_one_memb
     elif step == "after-create":
         assert len(fed.reservations(short)) == 1
 
+    # No new pod fits there any more: a placement made again goes to the other member, so only the truth (the pod
+    # made there is the commit) keeps the hub pod there.
+    fed.cordon(short)
+    # The agent is started again once the hub has given up repeating the bind and asks to settle the commit: the
+    # restarted agent's answer to that release is what decides where the pod goes.
+    fed.wait(lambda: bool(killed.agent_proxy.requests("DELETE", r"^/v1/reservations/")), 60, "the hub settles")
     killed.agent.start()
     fed.wait(lambda: "web" in fed.bound(), SETTLE_SECONDS, "the hub pod is bound")
-    if step != "before-create":
-        assert fed.bound()["web"] == killed.name  # the pod made there is the commit: the hub binds it there
+    other = next(member.name for member in fed.members.values() if member is not killed)
+    assert fed.bound()["web"] == (other if step == "before-create" else killed.name)
     _settled(fed)
     assert hub.alive, hub.output()
 
@@ -230,6 +237,8 @@ def test_a_hub_killed_mid_commit_and_restarted_leaves_the_pod_in_exactly_one_mem
     assert "web" not in fed.bound()
     copies = [pod for pod in fed.member_pods(short) if pod.copy]
     assert len(copies) == (0 if step == "after-reserve" else 1), copies
+    assert len(fed.reservations(short)) == (1 if step == "after-reserve" else 0)
+    fed.cordon(short)  # a placement made again goes to the other member
 
     second = fed.hub("h2")
     second.start()
@@ -238,6 +247,9 @@ def test_a_hub_killed_mid_commit_and_restarted_leaves_the_pod_in_exactly_one_mem
     if step == "after-member-bind":
         assert fed.bound()["web"] == cluster  # adopted where it was made
         fed.wait(lambda: _adopted(fed, second, uid), 30, "the audit record says adopted")
+    else:  # placed anew; the first reservation expires by its TTL
+        assert fed.bound()["web"] != cluster
+        fed.wait(lambda: not fed.reservations(short), SETTLE_SECONDS, "the reservation left behind expires")
     assert second.alive, second.output()
 
 
@@ -359,6 +371,36 @@ def test_a_deleted_hub_pod_has_its_copy_deleted_once_and_no_deletion_recorded_tw
     deleted = [r for r in fed.audit_records(hub) if r["pod"]["uid"] == uid and r["result"] == "Deleted"]
     assert deleted == []
     assert len(proxy.requests("DELETE", r"^/v1/pods/")) <= 2  # the hub's own deletion, and one look by reconciliation
+
+
+def test_a_copy_is_not_deleted_for_a_copy_that_is_itself_being_deleted(federation: FederationFactory) -> None:
+    """Reconciliation deletes a member's copy of a hub pod bound elsewhere only once the other member confirms its
+    own copy: one being deleted (evicted, drained) is no confirmation -- deleting this one would leave none."""
+    fed = federation()
+    hub = fed.hub("h1")
+    hub.start()
+    uid = fed.create_pod("web")
+    fed.wait(lambda: "web" in fed.bound(), SETTLE_SECONDS, "web is bound")
+    bound_to = fed.bound()["web"]
+    [here] = [short for short, member in fed.members.items() if member.name == bound_to]
+    [there] = [short for short in fed.members if short != here]
+    # A second copy where the hub pod is not bound (an operator placed it again while the member was away, say) ...
+    stray = fed.pod("web")
+    stray["metadata"]["annotations"] = {HUB_POD_UID_ANNOTATION: uid}
+    stray["spec"]["nodeName"] = next(iter(fed.allocatable(there)))
+    del stray["spec"]["nodeSelector"], stray["spec"]["schedulerName"]
+    plane = fed.members[there].plane
+    status, answer = plane.request("POST", f"/api/v1/namespaces/{fed.namespace}/pods", stray)
+    assert status == 201, answer
+    # ... and the copy where it is bound is being deleted (envtest has no kubelet: it stays so).
+    status, answer = fed.members[here].plane.request("DELETE", f"/api/v1/namespaces/{fed.namespace}/pods/web")
+    assert status == 200, answer
+    asked, refreshed = fed.members[here].agent_proxy, fed.members[there].agent_proxy
+    fed.wait(lambda: bool(asked.requests("GET", r"^/v1/hubpods/")), 60, "reconciliation asks the bound member")
+    refreshes = len(refreshed.requests("GET", r"^/v1/state$"))
+    fed.wait(lambda: len(refreshed.requests("GET", r"^/v1/state$")) >= refreshes + 4, 60, "four more refreshes")
+    assert [pod.name for pod in fed.member_pods(there) if pod.copy] == ["web"]  # the only running copy is kept
+    assert [r for r in fed.audit_records(hub) if r["result"] == "Deleted"] == []
 
 
 # ------------------------------------------------------------------------------------------ answers dropped

@@ -345,9 +345,18 @@ class Agent:
 
     async def find(self, hub_pod: HubPodRef) -> dict[str, str] | None:
         """The member pod made for ``hub_pod`` (finished or not), or None: the view's, else the member's own answer
-        for the hub pod's name."""
+        for the hub pod's name. One being deleted is None: it is no copy another member's may be deleted for."""
         await self._view.current()
-        return await self._made_for(hub_pod.uid, hub_pod, "")
+        seen = self._view.hub_pod(hub_pod.uid)
+        if seen is not None:
+            return None if seen.deleting else seen.summary()
+        if not hub_pod.name:
+            return None
+        namespace = hub_pod.namespace or "default"
+        pod = await self._earlier_bind(f"/api/v1/namespaces/{namespace}/pods", hub_pod.name, "", hub_pod.uid)
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        return member_pod_summary(pod)
 
     async def _made_for(self, hub_uid: str, hub_pod: HubPodRef | None, rid: str) -> dict[str, str] | None:
         """The member pod made for hub pod ``hub_uid`` (or under ``rid``), from the view or -- with the hub pod's name
@@ -578,7 +587,7 @@ class Agent:
             if is_status(error, 404):
                 return False
             raise
-        log.info("deleted %s/%s: its hub pod %s is gone", namespace, name, hub_uid)
+        log.info("deleted %s/%s, made for hub pod %s", namespace, name, hub_uid)
         return True
 
 

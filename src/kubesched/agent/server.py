@@ -33,7 +33,7 @@ integer, 0 when absent): one older than the newest the member has seen is ``409 
 
 ``GET /v1/hubpods/{uid}[?namespace=NS&name=NAME]``
     ``200`` ``{pod: null|{namespace, name, uid, node}}``: the member pod made for hub pod UID, finished or not
-    (with the hub pod's name, asked of the member itself too).
+    (with the hub pod's name, asked of the member itself too); ``null`` for one being deleted.
 ``DELETE /v1/pods/{namespace}/{name}?hubPodUID=UID``
     ``200`` ``{deleted: true|false}`` (false: no such pod, or it is being deleted already). ``409`` ``Conflict``:
     the pod of that name is not the one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without

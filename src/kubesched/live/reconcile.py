@@ -8,8 +8,8 @@ while the process leads. The member's state names, by hub pod uid, every pod an 
 * its hub pod is bound to this member, or not bound at all: it is kept (an unbound one is adopted by the
   scheduler, :mod:`~kubesched.plugins.multicluster.reservation`);
 * its hub pod is bound to another member: the copy here is deleted only once the hub API server confirms that
-  binding (same uid) **and** the other member's agent confirms its own copy exists; otherwise it is kept and
-  looked at again after the next refresh;
+  binding (same uid) **and** the other member's agent confirms its own copy exists (one being deleted is no
+  confirmation); otherwise it is kept and looked at again after the next refresh;
 * its hub pod does not exist: deleted once the hub API server answers that no pod of that name has that uid
   (a finished hub pod, which the informers no longer list, still exists: its copy is kept);
 * a copy deleted -- or found being deleted already, its kubelet stopping it -- is not looked at again for

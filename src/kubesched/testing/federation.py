@@ -531,6 +531,19 @@ class Federation:
             for item in answer["items"]
         }
 
+    def cordon(self, short: str) -> None:
+        """Mark every node of member ``short`` unschedulable: it takes no new pod (its pods stay)."""
+        plane = self.members[short].plane
+        for node in self.allocatable(short):
+            status, answer = plane.request(
+                "PATCH",
+                f"/api/v1/nodes/{node}",
+                {"spec": {"unschedulable": True}},
+                content_type="application/merge-patch+json",
+            )
+            if status != 200:
+                raise RuntimeError(f"cordoning node {node} of {short}: {status} {answer}")
+
     def snapshot(self) -> FederationSnapshot:
         """Members first (pods, then reservations: a bind between the two reads is counted once at most), then
         the hub."""
