@@ -18,8 +18,11 @@ Run the chaos test N times in a row (different seeds)::
 
 from __future__ import annotations
 
+import os
+import random
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,7 +30,7 @@ import pytest
 from kubesched.federation.wire import HUB_POD_UID_ANNOTATION
 from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.fault_proxy import FaultProxy, LoggedRequest, Rule
-from kubesched.testing.federation import CommitSettings, Federation, Member
+from kubesched.testing.federation import CommitSettings, Federation, Member, commit_violations
 from kubesched.testing.processes import ChildProcess, HubProcess, ProxyLoop
 
 pytestmark = pytest.mark.e2e
@@ -38,15 +41,14 @@ SETTLE_SECONDS = 90.0  # generous: a loaded 2-core machine runs three API server
 @pytest.fixture(scope="module")
 def member_planes(assets: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ControlPlane]]:
     """Three members, each with its own etcd (one of them is stopped and started again by a test)."""
-    planes: dict[str, ControlPlane] = {}
+    planes = {name: ControlPlane(assets, tmp_path_factory.mktemp(f"member-{name}")) for name in ("a", "b", "c")}
     try:
-        for name in ("a", "b", "c"):
-            planes[name] = ControlPlane(assets, tmp_path_factory.mktemp(f"member-{name}"))
-            planes[name].start()
+        with ThreadPoolExecutor(len(planes)) as pool:  # each waits seconds for its API server: together
+            list(pool.map(ControlPlane.start, planes.values()))
         yield planes
     finally:
-        for plane in planes.values():
-            plane.stop()
+        with ThreadPoolExecutor(len(planes)) as pool:
+            list(pool.map(ControlPlane.stop, planes.values()))
 
 
 @pytest.fixture
@@ -316,6 +318,59 @@ def test_of_two_hub_replicas_the_leader_killed_mid_burst_every_pod_lands_in_exac
     assert all(replica.alive for replica in replicas.values()), fed.logs()
 
 
+def test_a_leader_frozen_with_its_bind_in_flight_is_fenced_out_after_the_standby_took_over(
+    federation: FederationFactory,
+) -> None:
+    """The leader freezes (SIGSTOP: a long GC pause, a suspended VM) the moment its bind leaves for a member, and
+    that bind is held up on the way; the standby takes over, settles the open commit and places the pod. When the
+    old bind arrives it carries the old term's fencing token and is refused; the old leader, woken up, has lost its
+    Lease and stops. One copy, where the new leader bound the hub pod."""
+    fed = federation(CommitSettings(leader_elect=True))
+    replicas = {name: fed.hub(name) for name in ("h1", "h2")}
+    for replica in replicas.values():
+        replica.start()
+    fed.wait(lambda: _leader(fed) in replicas, 60, "a replica leads")
+    leader = _leader(fed)
+    standby = next(name for name in replicas if name != leader)
+    frozen: list[Member] = []
+    rules: list[tuple[Member, Rule]] = []
+
+    def freeze(member: Member) -> Callable[[LoggedRequest], None]:
+        def callback(entry: LoggedRequest) -> None:
+            if frozen:
+                return
+            frozen.append(member)
+            replicas[leader].pause()
+            for other, rule in rules:
+                if other is not member:
+                    other.agent_proxy.remove(rule)
+
+        return callback
+
+    def arm() -> None:
+        for member in fed.members.values():
+            rules.append((member, member.agent_proxy.delay("POST", r"^/v1/bind$", 10.0, 1)))
+            rules.append(
+                (member, member.agent_proxy.hook("POST", r"^/v1/bind$", freeze(member), when="request", drop=False))
+            )
+
+    fed.proxies.call(arm)
+    fed.create_pod("web")
+    fed.wait(lambda: bool(frozen), 60, "the leader freezes as its bind leaves")
+    [member] = frozen
+    try:
+        fed.wait(lambda: _leader(fed) == standby, 60, "the standby takes over")
+        fed.wait(lambda: "web" in fed.bound(), SETTLE_SECONDS, "the new leader binds the pod")
+        old_bind = next(e for e in member.agent_proxy.requests("POST", r"^/v1/bind$") if "delay" in e.fault)
+        fed.wait(lambda: old_bind.ended is not None, 60, "the old leader's bind arrives")
+        assert old_bind.status == 409  # Fenced: a newer hub has spoken to this member since
+    finally:
+        replicas[leader].resume()
+    fed.wait(lambda: not replicas[leader].alive, 60, "the old leader stops: it lost its Lease")
+    _settled(fed)
+    assert replicas[standby].alive, replicas[standby].output()
+
+
 def test_a_hub_pod_deleted_while_the_standby_takes_over_has_its_copy_deleted_by_the_new_leader(
     federation: FederationFactory,
 ) -> None:
@@ -471,3 +526,220 @@ def test_a_member_api_server_stopped_and_started_again_every_pod_lands_in_exactl
     fed.wait(lambda: len(fed.bound()) == 40, SETTLE_SECONDS * 2, "every pod is bound")
     _settled(fed)
     assert hub.alive and all(m.agent.alive for m in fed.members.values()), fed.logs()
+
+
+# ------------------------------------------------------------------------------------------------ chaos
+
+CHAOS_RUNS = int(os.environ.get("KUBESCHED_CHAOS_RUNS", "1"))
+CHAOS_SEED = int(os.environ.get("KUBESCHED_CHAOS_SEED", str(random.SystemRandom().randrange(1 << 32))))
+CHAOS_PODS = 200
+CHAOS_DELETED = 10
+CHAOS_SECONDS = 45.0  # kills go on this long after the first pods were created
+
+
+class Chaos:
+    """Faults at random moments and at random steps of the commit: SIGKILLs of agents and hubs (started again a
+    moment later), answers lost between hub and agent and between agent and member, a hub cut off from an agent."""
+
+    def __init__(self, fed: Federation, hubs: list[HubProcess], rng: random.Random) -> None:
+        self.fed = fed
+        self.hubs = hubs
+        self.rng = rng
+        self.restart_at: dict[int, float] = {}  # id(process) -> when to start it again
+        self.events: list[str] = []
+        self.rules: list[tuple[Member, Rule]] = []
+        self.lifted_at: list[tuple[float, Member, Rule]] = []  # faults that end by themselves
+        self.paused: list[tuple[float, ChildProcess]] = []  # (when to resume, process)
+        self.violations: list[str] = []
+        self.leading: HubProcess | None = None
+        self.agents_up: dict[str, float] = {short: time.time() for short in fed.members}  # wall clock of the start
+
+    def processes(self) -> list[ChildProcess]:
+        return [*self.hubs, *(member.agent for member in self.fed.members.values())]
+
+    def observe(self) -> None:
+        """Note which replica leads (the hooks kill it from the proxies' thread without asking the API server)."""
+        name = _leader(self.fed)
+        self.leading = next((hub for hub in self.hubs if hub.name == f"hub {name}" and hub.alive), None)
+
+    def act(self) -> None:
+        """One random fault."""
+        rng, fed = self.rng, self.fed
+        short = rng.choice(sorted(fed.members))
+        member = fed.members[short]
+        choice = rng.random()
+        if choice < 0.2:
+            if member.agent.kill():
+                self.events.append(f"kill agent {short}")
+        elif choice < 0.27:
+            hub = self.leading or rng.choice(self.hubs)
+            if hub.kill():
+                self.events.append(f"kill {hub.name}")
+        elif choice < 0.3:  # frozen past its Lease: the other replica takes over, then it wakes up mid-commit
+            leader = self.leading
+            seconds = rng.uniform(4.0, 7.0)
+            if leader is not None and all(process is not leader for _, process in self.paused) and leader.pause():
+                self.paused.append((time.monotonic() + seconds, leader))
+                self.events.append(f"pause {leader.name} for {seconds:.1f} s")
+        elif choice < 0.7:
+            self.arm_step_kill(short)
+        elif choice < 0.8:
+            method, path = rng.choice(
+                [("POST", r"^/v1/bind$"), ("DELETE", r"^/v1/reservations/"), ("POST", r"^/v1/reservations$")]
+            )
+            times = rng.randint(1, 3)
+            self._rule(member, lambda: member.agent_proxy.drop(method, path, times, after_upstream=True, watch=False))
+            self.events.append(f"drop {times} answer(s) of {method} {path} from agent {short}")
+        elif choice < 0.9:
+            method, path = rng.choice(
+                [
+                    ("POST", _pods_path(fed)),
+                    ("DELETE", r"/configmaps/kubesched-reservation-"),
+                    ("POST", r"/configmaps$"),
+                ]
+            )
+            self._rule(member, lambda: member.api_proxy.drop(method, path, 1, after_upstream=True, watch=False))
+            self.events.append(f"drop the member's answer to {method} {path} ({short})")
+        else:
+            seconds = rng.uniform(1.0, 4.0)
+            rule = self._rule(member, lambda: member.agent_proxy.drop(None, r"^/", None))
+            self.lifted_at.append((time.monotonic() + seconds, member, rule))
+            self.events.append(f"cut the hub off agent {short} for {seconds:.1f} s")
+
+    def _rule(self, member: Member, add: Callable[[], Rule]) -> Rule:
+        rule = self.fed.proxies.call(add)
+        self.rules.append((member, rule))
+        return rule
+
+    def arm_step_kill(self, short: str) -> None:
+        """Kill a process when the next request of one step of the commit passes one of ``short``'s proxies."""
+        fed, member = self.fed, self.fed.members[short]
+        pods = _pods_path(fed)
+        steps: list[tuple[str, str, str, str, str]] = [  # (victim, proxy, method, path, when)
+            ("agent", "api", "POST", pods, "request"),  # the create never reaches the member
+            ("agent", "api", "POST", pods, "in flight"),  # it reaches the member after the agent died
+            ("agent", "api", "POST", pods, "answer"),  # the member made the pod
+            ("agent", "api", "DELETE", r"/configmaps/kubesched-reservation-", "answer"),
+            ("agent", "api", "POST", r"/configmaps$", "answer"),  # a reservation (or a fence) stored
+            ("hub", "agent", "POST", r"^/v1/reservations$", "answer"),
+            ("hub", "agent", "POST", r"^/v1/bind$", "answer"),
+            ("hub", "agent", "DELETE", r"^/v1/reservations/", "answer"),
+        ]
+        victim, side, method, path, when = self.rng.choice(steps)
+        proxy = member.api_proxy if side == "api" else member.agent_proxy
+        label = f"kill {victim} at {method} {path} {when} ({short})"
+
+        def kill(entry: LoggedRequest) -> None:
+            process = member.agent if victim == "agent" else self.leading
+            if process is not None and process.kill():
+                self.events.append(label)
+
+        if when == "in flight":
+            delay = self.rng.uniform(0.2, 1.5)  # within the agent's request timeout: the member still takes it
+            self._rule(member, lambda: proxy.delay(method, path, delay, 1))
+            self._rule(member, lambda: proxy.hook(method, path, kill, when="request", drop=False))
+        else:
+            self._rule(member, lambda: proxy.hook(method, path, kill, when="answer" if when == "answer" else "request"))
+
+    def restart_dead(self) -> None:
+        now = time.monotonic()
+        for lifted in [entry for entry in self.lifted_at if entry[0] <= now]:
+            self.lifted_at.remove(lifted)
+            _remove_rules(self.fed, [lifted[1:]])
+        for paused in [entry for entry in self.paused if entry[0] <= now]:
+            self.paused.remove(paused)
+            paused[1].resume()
+        for process in self.processes():
+            key = id(process)
+            if process.alive:
+                self.restart_at.pop(key, None)
+                continue
+            when = self.restart_at.setdefault(key, now + self.rng.uniform(0.2, 3.0))
+            if when <= now:
+                self._start(process)
+
+    def _start(self, process: ChildProcess) -> None:
+        process.wait_dead()
+        process.start()
+        self.restart_at.pop(id(process), None)
+        for short, member in self.fed.members.items():
+            if member.agent is process:
+                self.agents_up[short] = time.time()
+
+    def check(self) -> None:
+        """The invariant's every-moment half, and no reservation stored long past its expiry by an agent that ran
+        all that time (5 s of slack for a loaded machine)."""
+        snapshot = self.fed.snapshot()
+        problems = commit_violations(snapshot, settled=False)
+        grace = self.fed.settings.reservation_grace + 5.0
+        for short, member in self.fed.members.items():
+            if not member.agent.alive or snapshot.taken_at - self.agents_up[short] < grace:
+                continue
+            for reservation in snapshot.members[member.name].reservations:
+                late = snapshot.taken_at - reservation.expires_at
+                if late > grace:
+                    problems.append(f"reservation {reservation.name} in {member.name} is {late:.1f} s past its expiry")
+        for problem in problems:
+            if problem not in self.violations:
+                self.violations.append(problem)
+
+    def calm(self) -> None:
+        """No more faults; every process running."""
+        _remove_rules(self.fed, self.rules)
+        self.rules.clear()
+        self.lifted_at.clear()
+        for _, process in self.paused:
+            process.resume()
+        self.paused.clear()
+        for process in self.processes():
+            if not process.alive:
+                self._start(process)
+
+
+@pytest.mark.parametrize("run", range(CHAOS_RUNS))
+def test_chaos_every_hub_pod_runs_in_exactly_one_member(federation: FederationFactory, run: int) -> None:
+    seed = CHAOS_SEED + run
+    rng = random.Random(seed)
+    settings = CommitSettings(ttl_seconds=6.0, in_flight_seconds=3.0, leader_elect=True)
+    fed = federation(settings, members=("a", "b", "c"), nodes_per_member=2, node_cpu="10")
+    hubs = [fed.hub(name) for name in ("h1", "h2")]
+    for hub in hubs:
+        hub.start()
+    chaos = Chaos(fed, hubs, rng)
+    names = [f"chaos-{index}" for index in range(CHAOS_PODS)]
+    cpus = ["100m", "200m", "300m"]
+    to_delete = set(rng.sample(names, CHAOS_DELETED))
+    created = 0
+    started = time.monotonic()
+    next_fault = started + rng.uniform(0.5, 2.0)
+    try:
+        while time.monotonic() - started < CHAOS_SECONDS or created < CHAOS_PODS:
+            chaos.observe()
+            for name in names[created : created + rng.randint(3, 12)]:
+                fed.create_pod(name, rng.choice(cpus))
+                created += 1
+            if to_delete and rng.random() < 0.2:
+                victim = rng.choice(sorted(set(names[:created]) & to_delete) or [""])
+                if victim:
+                    fed.delete_pod(victim)
+                    to_delete.discard(victim)
+            if time.monotonic() >= next_fault:
+                chaos.act()
+                next_fault = time.monotonic() + rng.uniform(0.3, 1.5)
+            chaos.restart_dead()
+            chaos.check()
+            time.sleep(0.2)
+        chaos.calm()
+        for name in sorted(to_delete):  # deletions the loop did not get to
+            fed.delete_pod(name)
+        _all_bound(fed, SETTLE_SECONDS * 2)
+        _settled(fed, SETTLE_SECONDS * 2)
+        chaos.check()
+    except AssertionError as error:
+        raise AssertionError(
+            f"chaos seed {seed} (KUBESCHED_CHAOS_SEED={seed}); faults: {chaos.events}\n"
+            f"violations seen during the run: {chaos.violations}\n{error}"
+        ) from None
+    assert not chaos.violations, f"chaos seed {seed}: {chaos.violations}\nfaults: {chaos.events}\n{fed.logs()}"
+    assert chaos.events, "no fault was injected"
+    print(f"chaos seed {seed}: {len(chaos.events)} faults, {len(fed.deleted)} hub pods deleted: {chaos.events}")

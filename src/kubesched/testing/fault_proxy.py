@@ -34,12 +34,12 @@ request ends there), else, for a watch, the first matching stream rule (``drop(a
 request lands in :attr:`FaultProxy.log` with its method, path, query, status (``None``: no answer) and the
 fault applied.
 
-A ``hook`` calls a function of the test when a matching request arrives (``when="request"``: before it is
-forwarded) or when its answer came back from upstream (``when="answer"``: the server has carried it out, the
-client has not heard), with the :class:`LoggedRequest`; then the request goes on (``drop=False``) or the client's
-connection is closed without an answer (``drop=True``, the default) -- e.g. SIGKILL the client process at that
-exact step. A hook is terminal like ``fail`` and ``drop``. The callback runs in the proxy's event loop: it must
-not block.
+A ``hook`` calls a function of the test when a matching request arrives (``when="request"``: before any delay
+and before it is forwarded) or when its answer came back from upstream (``when="answer"``: the server has carried
+it out, the client has not heard), with the :class:`LoggedRequest`; then the request goes on (``drop=False``) or
+the client's connection is closed without an answer (``drop=True``, the default) -- e.g. SIGKILL the client
+process at that exact step. A hook is terminal like ``fail`` and ``drop``. The callback runs in the proxy's event
+loop: it must not block.
 """
 
 from __future__ import annotations
@@ -456,9 +456,14 @@ class FaultProxy:
         query = urllib.parse.unquote_plus(request.query_string)
         seconds, rule, mutations = self._select(request.method, request.path, query, watch)
         faults = []
+        if rule is not None and rule.action == "hook" and rule.when == "request":
+            faults.append("hook")  # on arrival, before any delay
+            entry.fault = "hook"
+            assert rule.callback is not None
+            rule.callback(entry)
         if seconds:
             faults.append("delay")
-            entry.fault = "delay"
+            entry.fault = "+".join(faults)
             await asyncio.sleep(seconds)
         if rule is not None and rule.action == "fail":
             entry.fault = "+".join([*faults, "fail"])
@@ -469,12 +474,8 @@ class FaultProxy:
         if rule is not None and rule.action == "drop" and rule.after_events is None and not rule.after_upstream:
             entry.fault = "+".join([*faults, "drop"])
             self._abort(request)
-        if rule is not None and rule.action == "hook" and rule.when == "request":
-            entry.fault = "+".join([*faults, "hook"])
-            assert rule.callback is not None
-            rule.callback(entry)
-            if rule.after_upstream:  # drop
-                self._abort(request)
+        if rule is not None and rule.action == "hook" and rule.when == "request" and rule.after_upstream:  # drop
+            self._abort(request)
         assert self._session is not None
         url = self.upstream + request.path_qs
         try:

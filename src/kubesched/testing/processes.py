@@ -109,6 +109,20 @@ class ChildProcess:
         self.kills += 1
         return True
 
+    def pause(self) -> bool:
+        """SIGSTOP: frozen as by a long GC pause or a suspended VM, sockets open; whether it was running."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return False
+        process.send_signal(signal.SIGSTOP)
+        return True
+
+    def resume(self) -> None:
+        """SIGCONT: it goes on where it stopped, unaware of the time that passed."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+
     def wait_dead(self, timeout: float = 10.0) -> None:
         if self.process is not None:
             self.process.wait(timeout)
@@ -120,6 +134,7 @@ class ChildProcess:
             return None
         if process.poll() is None:
             process.terminate()
+            process.send_signal(signal.SIGCONT)  # a paused process acts on SIGTERM only once it runs again
             try:
                 process.wait(STOP_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
