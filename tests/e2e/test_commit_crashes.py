@@ -6,8 +6,10 @@ between the hub and each agent and between each agent and its member's API serve
 an exact step of the commit (docs/explanation/cross-cluster-commit.md): the agent before the member pod is
 created, after it was created but before the reservation was deleted, and after that but before the hub heard;
 the hub after a reserve, and after the member bound the pod but before the hub pod was bound; the leader of two
-hub replicas mid-burst. Answers are dropped after the agent carried the request out; a member's API server is
-stopped and started again. A seeded chaos run kills agents and hubs at random and checks the invariant.
+hub replicas mid-burst, or frozen (SIGSTOP) with its bind on the way. Answers are dropped after the agent carried
+the request out; a member's API server is stopped and started again. Deletions: a hub pod deleted while the standby
+takes over, a copy deleted once, never a copy for one that is itself being deleted. A seeded chaos run kills,
+freezes and cuts off agents and hubs at random and checks the invariant during the run and after it settles.
 
 Run the chaos test N times in a row (different seeds)::
 
@@ -64,14 +66,22 @@ FederationFactory = Callable[..., Federation]
 def federation(
     control_plane: ControlPlane, member_planes: dict[str, ControlPlane], tmp_path: Path, proxies: ProxyLoop
 ) -> Iterator[FederationFactory]:
-    """``federation(settings, members=("a", "b"))``: a started Federation, closed after the test."""
+    """``federation(settings, members=("a", "b"), nodes_per_member=1, node_cpu="8")``: a started Federation, closed
+    after the test."""
     made: list[Federation] = []
 
     def make(
-        settings: CommitSettings | None = None, members: tuple[str, ...] = ("a", "b"), **kwargs: object
+        settings: CommitSettings | None = None,
+        members: tuple[str, ...] = ("a", "b"),
+        *,
+        nodes_per_member: int = 1,
+        node_cpu: str = "8",
     ) -> Federation:
         planes = {name: member_planes[name] for name in members}
-        built = Federation(control_plane, planes, tmp_path / f"federation-{len(made)}", proxies, settings, **kwargs)  # type: ignore[arg-type]
+        workdir = tmp_path / f"federation-{len(made)}"
+        built = Federation(
+            control_plane, planes, workdir, proxies, settings, nodes_per_member=nodes_per_member, node_cpu=node_cpu
+        )
         made.append(built)
         built.start()
         return built
@@ -503,6 +513,54 @@ def test_answers_dropped_after_the_agent_acted_never_make_a_second_copy(federati
     assert hub.alive, hub.output()
 
 
+def test_a_pod_create_the_member_answered_504_and_carried_out_later_is_waited_for_not_placed_again(
+    federation: FederationFactory,
+) -> None:
+    """A member API server whose etcd is slow answers a create ``504 Timeout`` and writes the pod a moment later
+    (kube-apiserver: "the server may still be processing the request"). The agent cannot say the pod was not made:
+    a release must wait for the pod (Settling) instead of answering released, or the hub places the pod again
+    elsewhere and the late write makes a second copy."""
+    fed = federation()
+    hub = fed.hub("h1")
+    hub.start()
+    late_writes = fed.proxies.call(
+        lambda: {
+            short: member.api_proxy.fail("POST", _pods_path(fed), 504, forward_after=3.0)
+            for short, member in fed.members.items()
+        }
+    )
+    uid = fed.create_pod("web")
+
+    def answered_504() -> str:
+        return next((short for short, rule in late_writes.items() if rule.hits), "")
+
+    fed.wait(lambda: bool(answered_504()), 60, "a member answers a create 504")
+    short = answered_504()
+    _remove_rules(fed, [(fed.members[other], rule) for other, rule in late_writes.items() if other != short])
+    fed.cordon(short)  # a placement made again goes to the other member
+    seen: list[str] = []
+
+    def bound_without_a_second_copy() -> bool:
+        seen.extend(problem for problem in fed.violations(settled=False) if problem not in seen)
+        return "web" in fed.bound()
+
+    fed.wait(bound_without_a_second_copy, SETTLE_SECONDS, "web is bound")
+    _remove_rules(fed, [(fed.members[short], late_writes[short])])
+    proxy = fed.members[short].api_proxy
+
+    def written_late() -> bool:  # every create answered 504 has reached the member since
+        late = [entry for entry in proxy.log if entry.fault == "late"]
+        return len(late) == late_writes[short].hits and all(entry.ended is not None for entry in late)
+
+    fed.wait(written_late, 60, "the late writes land")
+    assert any(entry.status == 201 for entry in proxy.log if entry.fault == "late")  # the member made the pod
+    bound_without_a_second_copy()
+    _settled(fed)
+    assert seen == []
+    assert fed.bound()["web"] == fed.members[short].name  # where the late write made it
+    assert [r for r in fed.audit_records(hub) if r["pod"]["uid"] == uid and r["result"] == "Deleted"] == []
+
+
 # ----------------------------------------------------------------------------------- a member's API server down
 
 
@@ -539,7 +597,8 @@ CHAOS_SECONDS = 45.0  # kills go on this long after the first pods were created
 
 class Chaos:
     """Faults at random moments and at random steps of the commit: SIGKILLs of agents and hubs (started again a
-    moment later), answers lost between hub and agent and between agent and member, a hub cut off from an agent."""
+    moment later), a leader frozen past its Lease, answers lost between hub and agent and between agent and member,
+    a member answering a create 504 and writing it later, a hub cut off from an agent."""
 
     def __init__(self, fed: Federation, hubs: list[HubProcess], rng: random.Random) -> None:
         self.fed = fed
@@ -583,13 +642,17 @@ class Chaos:
                 self.events.append(f"pause {leader.name} for {seconds:.1f} s")
         elif choice < 0.7:
             self.arm_step_kill(short)
-        elif choice < 0.8:
+        elif choice < 0.78:
             method, path = rng.choice(
                 [("POST", r"^/v1/bind$"), ("DELETE", r"^/v1/reservations/"), ("POST", r"^/v1/reservations$")]
             )
             times = rng.randint(1, 3)
             self._rule(member, lambda: member.agent_proxy.drop(method, path, times, after_upstream=True, watch=False))
             self.events.append(f"drop {times} answer(s) of {method} {path} from agent {short}")
+        elif choice < 0.85:  # a slow etcd: the member answers 504 and writes the pod a moment later
+            later = rng.uniform(0.3, 1.0)  # well within the agents' in-flight window
+            self._rule(member, lambda: member.api_proxy.fail("POST", _pods_path(fed), 504, 1, forward_after=later))
+            self.events.append(f"the member answers a create 504 and makes the pod {later:.1f} s later ({short})")
         elif choice < 0.9:
             method, path = rng.choice(
                 [

@@ -31,9 +31,10 @@ benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
 * **The member pod is the commit record.** A bind for a hub pod that already has a pod in the member answers
   that pod, whatever the reservation; a release or a sweep of a reservation under which a pod was made reports
   it bound (the reservation's hold is dropped: the pod holds the capacity now). A pod create whose answer was
-  lost -- or one a killed predecessor process may have sent -- can still take effect for
-  ``in_flight_seconds``; a release of its reservation then answers ``503 Settling`` instead of guessing, and the
-  sweep leaves it for a later round (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth).
+  lost or answered with a server error (``504``: the member's own timeout passed, its write may still land) -- or
+  one a killed predecessor process may have sent -- can still take effect for ``in_flight_seconds``; a release of
+  its reservation then answers ``503 Settling`` instead of guessing, and the sweep leaves it for a later round
+  (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth).
 * **Fencing**: every mutating call carries the hub's fencing token; a token older than the newest the member has
   seen is refused (``409 Fenced``), a newer one is recorded in the member first
   (docs/explanation/cross-cluster-commit.md#fencing).
@@ -523,10 +524,11 @@ class Agent:
                 self._unknown_creates[rid] = self.clock.now()  # it may still be written: a release must wait
                 raise
             except KubeApiError as error:
+                if error.status >= 500:  # 504: its own timeout passed, the write may still land -- as if unanswered
+                    self._unknown_creates[rid] = self.clock.now()
+                    raise
                 if error.status != 409:
-                    raise Refused(
-                        422 if 400 <= error.status < 500 else 502, "MemberRejected", f"the member: {error}"
-                    ) from error
+                    raise Refused(422, "MemberRejected", f"the member: {error}") from error
                 earlier = await self._earlier_bind(pod_path, name, rid, hub_uid)
                 if earlier is None:
                     taken = f"pod {namespace}/{name} exists in the member"

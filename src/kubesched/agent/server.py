@@ -29,7 +29,8 @@ integer, 0 when absent): one older than the newest the member has seen is ``409 
     node}}``.
     ``404`` ``NotFound`` (no such reservation: expired and swept, released, never made), ``410`` ``Expired``,
     ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
-    ``422`` ``MemberRejected`` (the member's API refused the pod).
+    ``422`` ``MemberRejected`` (the member's API refused the pod with a ``4xx``; a ``5xx`` is ``502``
+    ``MemberUnavailable``: the pod may still be written).
 
 ``GET /v1/hubpods/{uid}[?namespace=NS&name=NAME]``
     ``200`` ``{pod: null|{namespace, name, uid, node}}``: the member pod made for hub pod UID, finished or not

@@ -207,6 +207,7 @@ class FaultProxy:
         self.log: list[LoggedRequest] = []
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
+        self._late: set[asyncio.Task[None]] = set()  # requests forwarded after their client was answered
 
     # ---------------------------------------------------------------------------------------------- lifecycle
 
@@ -241,6 +242,9 @@ class FaultProxy:
     async def stop(self) -> None:
         """Close the listener and every open connection (watches included), then the upstream session."""
         runner, self._runner = self._runner, None
+        for late in list(self._late):
+            late.cancel()
+        await asyncio.gather(*self._late, return_exceptions=True)
         session, self._session = self._session, None
         try:
             if runner is not None:
@@ -308,11 +312,15 @@ class FaultProxy:
         watch: bool | None = None,
         query: str | None = None,
         per_path: bool = False,
+        forward_after: float | None = None,
     ) -> Rule:
-        """Answer ``status`` with ``body`` (default: a ``Status`` object) and ``headers``; not forwarded."""
+        """Answer ``status`` with ``body`` (default: a ``Status`` object) and ``headers``; not forwarded -- or, with
+        ``forward_after``, forwarded that many seconds later all the same, its answer discarded: a server that
+        answered ``504`` while still carrying the request out (a slow etcd write)."""
         return self._add(Rule(
             "fail", method, re.compile(path_regex), times, per_path, watch, _compile(query), status,
-            dict(headers or {}), body if body is not None else status_body(status),
+            dict(headers or {}), body if body is not None else status_body(status), seconds=forward_after or 0.0,
+            after_upstream=forward_after is not None,
         ))  # fmt: skip
 
     def drop(
@@ -468,6 +476,12 @@ class FaultProxy:
         if rule is not None and rule.action == "fail":
             entry.fault = "+".join([*faults, "fail"])
             entry.status = rule.status
+            if rule.after_upstream:
+                late = asyncio.get_running_loop().create_task(
+                    self._forward_late(request.method, request.path_qs, dict(request.headers), body, rule.seconds)
+                )
+                self._late.add(late)
+                late.add_done_callback(self._late.discard)
             text = rule.body if isinstance(rule.body, str | bytes) else json.dumps(rule.body)
             headers = {"Content-Type": "application/json", **rule.headers}
             return web.Response(status=rule.status, body=text, headers=headers)
@@ -568,6 +582,25 @@ class FaultProxy:
                     await forward(buffer)
         await response.write_eof()
         return response
+
+    async def _forward_late(
+        self, method: str, path_qs: str, headers: dict[str, str], body: bytes, seconds: float
+    ) -> None:
+        """Send a request the client was already answered for, ``seconds`` from now; the answer is logged only."""
+        await asyncio.sleep(seconds)
+        entry = LoggedRequest(method, path_qs.split("?", 1)[0], {}, time.monotonic(), fault="late")
+        self.log.append(entry)
+        assert self._session is not None
+        try:
+            async with self._session.request(
+                method, self.upstream + path_qs, headers=_forwarded(headers), data=body or None, allow_redirects=False
+            ) as answer:
+                await answer.read()
+                entry.status = answer.status
+        except (aiohttp.ClientError, OSError):
+            entry.status = 502
+        finally:
+            entry.ended = time.monotonic()
 
     @staticmethod
     def _abort(request: web.Request) -> None:
