@@ -301,13 +301,15 @@ def test_the_agent_deletes_only_the_member_pod_of_the_hub_pod_named(
                 await agent.call("DELETE", f"{path}?hubPodUID=uid-b"),
                 await agent.call("DELETE", path),
                 await agent.call("DELETE", f"{path}?hubPodUID=uid-a"),
+                await agent.call("DELETE", f"{path}?hubPodUID=uid-a"),
                 await agent.call("DELETE", "/v1/pods/nowhere/none?hubPodUID=uid-a"),
             ]
 
-    other, without, mine, none = asyncio.run(run())
+    other, without, mine, again, none = asyncio.run(run())
     assert (other[0], other[1]["reason"]) == (409, "Conflict")
     assert (without[0], without[1]["reason"]) == (400, "Invalid")
     assert mine == (200, {"deleted": True})
+    assert again == (200, {"deleted": False})  # being deleted already (no kubelet finishes it): not deleted twice
     assert none == (200, {"deleted": False})
 
 

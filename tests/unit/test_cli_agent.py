@@ -1,10 +1,14 @@
-"""``kubesched agent``'s flags: the listen address (the command itself is tested in tests/e2e/test_agent.py)."""
+"""``kubesched agent``'s flags: the listen address, the timeouts (the command itself is tested in
+tests/e2e/test_agent.py); and ``kubesched run``'s member refresh interval."""
 
 from __future__ import annotations
+
+import argparse
 
 import pytest
 
 from kubesched.cli.agent import AgentUsageError, parse_listen
+from kubesched.cli.main import build_parser
 
 
 @pytest.mark.parametrize(
@@ -23,3 +27,28 @@ def test_listen_addresses(listen: str, expected: tuple[str, int]) -> None:
 def test_a_bad_listen_address_is_one_error(listen: str) -> None:
     with pytest.raises(AgentUsageError, match="must be HOST:PORT"):
         parse_listen(listen)
+
+
+def _agent_args(*extra: str) -> argparse.Namespace:
+    return build_parser().parse_args(
+        ["agent", "--listen", ":8443", "--token-file", "t", "--tls-cert", "c", "--tls-key", "k", *extra]
+    )
+
+
+def test_the_request_timeout_and_in_flight_window_are_flags() -> None:
+    args = _agent_args("--request-timeout", "2", "--in-flight-seconds", "4.5")
+    assert (args.request_timeout, args.in_flight_seconds) == (2.0, 4.5)
+    defaults = _agent_args()
+    assert (defaults.request_timeout, defaults.in_flight_seconds) == (10.0, None)  # in flight: timeout + 5
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_number_of_seconds_is_refused_naming_the_flag(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _agent_args("--in-flight-seconds", value)
+    assert "--in-flight-seconds" in capsys.readouterr().err
+
+
+def test_the_hub_refresh_interval_is_a_flag_of_run() -> None:
+    assert build_parser().parse_args(["run", "--member-refresh-interval", "0.5"]).member_refresh_interval == 0.5
+    assert build_parser().parse_args(["run"]).member_refresh_interval == 5.0

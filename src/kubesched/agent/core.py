@@ -7,7 +7,8 @@ member of the benchmark and unit tests). State is read from the agent's :class:`
 a reservation is a ConfigMap ``kubesched-reservation-<id>`` in the agent's namespace, so the member itself stores it;
 a reservation past ``expiresAt`` (on the agent's clock) holds nothing and is swept; a bind creates the pod on the
 reserved node. The member pod is the commit record: a bind, release or sweep that finds the pod made for a hub pod
-answers with it, and a release whose pod create may still land answers ``503 Settling``
+answers with it, and a release whose pod create may still land (no answer, or a ``5xx``: the member's own timeout
+passed, its write may still be done) answers ``503 Settling``
 (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth). Every mutating call carries the hub's fencing
 token; an older one than the member has seen is refused (docs/explanation/cross-cluster-commit.md#fencing).
 Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. What the member pod
@@ -40,6 +41,7 @@ from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
 from kubesched.federation.state import count_workloads, placed_capacity
 from kubesched.federation.wire import (
+    FENCED_REASON,
     HUB_POD_UID_ANNOTATION,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -317,9 +319,18 @@ class Agent:
 
     async def find(self, hub_pod: HubPodRef) -> dict[str, str] | None:
         """The member pod made for ``hub_pod`` (finished or not), or None: the view's, else the member's own answer
-        for the hub pod's name."""
+        for the hub pod's name. One being deleted is None: it is no copy another member's may be deleted for."""
         await self._view.current()
-        return await self._made_for(hub_pod.uid, hub_pod, "")
+        seen = self._view.hub_pod(hub_pod.uid)
+        if seen is not None:
+            return None if seen.deleting else seen.summary()
+        if not hub_pod.name:
+            return None
+        namespace = hub_pod.namespace or "default"
+        pod = await self._earlier_bind(f"/api/v1/namespaces/{namespace}/pods", hub_pod.name, "", hub_pod.uid)
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        return member_pod_summary(pod)
 
     async def _made_for(self, hub_uid: str, hub_pod: HubPodRef | None, rid: str) -> dict[str, str] | None:
         """The member pod made for hub pod ``hub_uid`` (or under ``rid``), from the view or -- with the hub pod's name
@@ -384,7 +395,7 @@ class Agent:
         if token < newest:
             raise Refused(
                 409,
-                "Fenced",
+                FENCED_REASON,
                 f"fencing token {token} is older than {newest}, the newest this member has seen: another hub leads",
             )
         if token == newest:
@@ -487,10 +498,11 @@ class Agent:
                 self._unknown_creates[rid] = self.clock.now()  # it may still be written: a release must wait
                 raise
             except KubeApiError as error:
+                if error.status >= 500:  # 504: its own timeout passed, the write may still land -- as if unanswered
+                    self._unknown_creates[rid] = self.clock.now()
+                    raise
                 if error.status != 409:
-                    raise Refused(
-                        422 if 400 <= error.status < 500 else 502, "MemberRejected", f"the member: {error}"
-                    ) from error
+                    raise Refused(422, "MemberRejected", f"the member: {error}") from error
                 earlier = await self._earlier_bind(pod_path, name, rid, hub_uid)
                 if earlier is None:
                     taken = f"pod {namespace}/{name} exists in the member"
@@ -526,8 +538,8 @@ class Agent:
 
     async def delete_pod(self, namespace: str, name: str, hub_uid: str, token: int = 0) -> bool:
         """Delete the member pod ``namespace/name`` that stands for hub pod ``hub_uid`` (its hub pod was deleted);
-        whether there was one to delete. A pod of that name for another hub pod (or none) is refused as
-        ``Conflict``: the agent deletes only what it made for this hub pod."""
+        whether this call deleted it (False: there is none, or it is being deleted already). A pod of that name for
+        another hub pod is refused as ``Conflict``: the agent deletes only what it made for this hub pod."""
         if not hub_uid:
             raise Refused(400, "Invalid", "hubPodUID: required")
         async with self._lock:
@@ -542,6 +554,8 @@ class Agent:
         metadata = pod.get("metadata") or {}
         if (metadata.get("annotations") or {}).get(HUB_POD_UID_ANNOTATION) != hub_uid:
             raise Refused(409, "Conflict", f"pod {namespace}/{name} in the member is not hub pod {hub_uid}'s")
+        if metadata.get("deletionTimestamp"):
+            return False  # its kubelet is stopping it: deleting again would only say so twice
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": metadata.get("uid")}}
         try:
             await self.client.request("DELETE", path, body=options, retry=False, timeout=self.request_timeout)
@@ -549,7 +563,7 @@ class Agent:
             if is_status(error, 404):
                 return False
             raise
-        log.info("deleted %s/%s: its hub pod %s is gone", namespace, name, hub_uid)
+        log.info("deleted %s/%s, made for hub pod %s", namespace, name, hub_uid)
         return True
 
 

@@ -79,6 +79,8 @@ class MemberPod:
     name: str = ""
     reservation: str = ""
     """The reservation a bind made it under (its :data:`~kubesched.federation.wire.RESERVATION_ANNOTATION`)."""
+    deleting: bool = False
+    """It has a ``deletionTimestamp``: its kubelet is stopping it (it still holds its capacity meanwhile)."""
 
     def summary(self) -> dict[str, str]:
         """The pod as the agent's answers name it."""
@@ -103,6 +105,7 @@ def member_pod(metadata: ObjectMeta, node: str, phase: str, requests: Mapping[st
         metadata.namespace,
         metadata.name,
         metadata.annotations.get(RESERVATION_ANNOTATION, ""),
+        metadata.deletion_timestamp is not None,
     )
 
 

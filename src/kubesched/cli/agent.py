@@ -11,6 +11,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from kubesched.cli.common import positive_seconds
 from kubesched.errors import KubeschedError
 
 log = logging.getLogger("kubesched")
@@ -50,6 +51,20 @@ def add_agent_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     agent.add_argument(
         "--sweep-interval", type=float, default=5.0, help="seconds between expired-reservation sweeps (default 5)"
     )
+    agent.add_argument(
+        "--request-timeout",
+        type=positive_seconds,
+        default=10.0,
+        help="seconds each call to the member's API server may take; a pod create is also told to give up then "
+        "(default 10)",
+    )
+    agent.add_argument(
+        "--in-flight-seconds",
+        type=positive_seconds,
+        default=None,
+        help="seconds a pod create with no answer (or one a killed predecessor may have sent) may still take effect "
+        "in the member; releases answer Settling until then (default: --request-timeout + 5)",
+    )
     agent.set_defaults(func=cmd_agent)
 
 
@@ -73,9 +88,16 @@ def cmd_agent(args: argparse.Namespace) -> int:
     async def serve() -> None:
         stop = asyncio.Event()
         install_signal_handlers(stop)
-        client = KubeClient(connection, user_agent="kubesched-agent")
+        client = KubeClient(connection, user_agent="kubesched-agent", timeout=args.request_timeout)
         try:
-            agent = Agent(client, clock=RealClock(), namespace=args.namespace, cluster_name=args.cluster_name)
+            agent = Agent(
+                client,
+                clock=RealClock(),
+                namespace=args.namespace,
+                cluster_name=args.cluster_name,
+                request_timeout=args.request_timeout,
+                in_flight_seconds=args.in_flight_seconds,
+            )
             server = AgentServer(
                 agent, token=token, ssl_context=context, host=host, port=port, sweep_interval=args.sweep_interval
             )

@@ -24,7 +24,7 @@ import yaml
 
 from kubesched.cli.agent import add_agent_command
 from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
-from kubesched.cli.common import load_config, plugin_registry, warn
+from kubesched.cli.common import load_config, plugin_registry, positive_seconds, warn
 from kubesched.cli.explain import add_explain_command, rfc3339_seconds
 from kubesched.cli.policy_test import UsageExitParser, add_policy_test_command
 from kubesched.errors import KubeschedError
@@ -137,6 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
     from kubesched.backends.kube.kubeconfig import load_connection
+    from kubesched.live.hub import HubOptions
     from kubesched.live.run import LiveOptions, LiveScheduler, install_signal_handlers
 
     registry = plugin_registry()
@@ -159,6 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         disable_created_metrics()  # type: ignore[no-untyped-call]  # as kube-scheduler: no <counter>_created
         options = LiveOptions(
+            hub=HubOptions(refresh_interval=args.member_refresh_interval),
             audit_sinks=sinks,
             audit_events=args.audit_events,
             hostname=args.hostname,
@@ -334,6 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_simulate_arguments(run)
     run.add_argument("--audit-events", action="store_true", help="report every decision as a PolicyAudit event")
+    run.add_argument(
+        "--member-refresh-interval",
+        type=positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="with cluster profiles: seconds between two state refreshes of a member cluster (default 5)",
+    )
     run.set_defaults(func=cmd_run)
 
     simulate = commands.add_parser("simulate", help="schedule the pending pods of manifest files in memory")

@@ -121,6 +121,8 @@ class ControlPlane:
         self._etcd: subprocess.Popen[bytes] | None = None
         self._apiserver: subprocess.Popen[bytes] | None = None
         self._etcd_url = ""
+        self._etcd_ports: tuple[int, int] | None = None  # (client, peer), kept for a start after a stop
+        self._prepared = False
         self._port = 0
         self._ssl: ssl.SSLContext | None = None
         pki = workdir / "pki"
@@ -146,11 +148,17 @@ class ControlPlane:
         return f"https://127.0.0.1:{self._port}"
 
     def start(self) -> None:
-        """Write certificates, keys and tokens, start etcd and then kube-apiserver, and wait for ``/readyz``."""
+        """Write certificates, keys and tokens, start etcd and then kube-apiserver, and wait for ``/readyz``.
+
+        After :meth:`stop` it starts again as the same cluster: the same certificates, tokens and ports, and etcd
+        on its data directory (what was stored before the stop is there again), as a member whose control plane
+        was down for a while."""
         if self._etcd is not None or self._apiserver is not None:
             raise RuntimeError("the control plane is already started")
         try:
-            self._prepare()
+            if not self._prepared:
+                self._prepare()
+                self._prepared = True
             if self.etcd_of is None:
                 self._start_etcd()
             else:
@@ -313,7 +321,9 @@ class ControlPlane:
             )
 
     def _start_etcd(self) -> None:
-        client, peer = _free_port(), _free_port()
+        if self._etcd_ports is None:
+            self._etcd_ports = (_free_port(), _free_port())
+        client, peer = self._etcd_ports
         self._etcd_url = f"http://127.0.0.1:{client}"
         peer_url = f"http://127.0.0.1:{peer}"
         self._etcd = self._launch(
