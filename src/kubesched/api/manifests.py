@@ -84,6 +84,8 @@ class LoadedManifests:
     origins: dict[tuple[str, str, str], str] = field(default_factory=dict)
     strict: bool = False
     """Validation findings (unknown fields, invalid names, ...) are errors rather than warnings."""
+    objects_read: int = 0
+    """Objects found in the input, those of skipped kinds too: 0 means the input was empty."""
 
     def finding(self, message: str) -> None:
         """A problem kubectl's strict validation would refuse: a warning, or the error under ``strict``."""
@@ -131,7 +133,8 @@ def load_manifests(
     paths: Sequence[str], *, strict: bool = False, on_object: Callable[[str], None] | None = None
 ) -> LoadedManifests:
     """Load files (or every .yaml/.yml/.json file directly inside a directory, in name order; a file named
-    twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities. What ``kubectl apply
+    twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities. An input without a single
+    object (an empty file, a directory without manifest files) is a warning naming it. What ``kubectl apply
     --validate=strict`` would refuse (:mod:`kubesched.api.manifest_checks`) is a warning, or with ``strict`` an
     error. ``on_object(source)`` hears of each object read (items of a List one by one), for a progress line."""
     loaded = LoadedManifests(strict=strict)
@@ -147,9 +150,15 @@ def load_manifests(
                 raise ManifestError(str(exc)) from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{STDIN_SOURCE}: could not read: {exc}") from None
+            before = loaded.objects_read
             _load_text(loaded, text, STDIN_SOURCE, on_object)
+            if loaded.objects_read == before:
+                loaded.warnings.append(f"{STDIN_SOURCE}: no objects")
             continue
-        for file in _expand(path):
+        files = _expand(path)
+        if not files:
+            loaded.warnings.append(f"{path}: no {', '.join(MANIFEST_SUFFIXES[:-1])} or {MANIFEST_SUFFIXES[-1]} files")
+        for file in files:
             # "-f dir -f dir/pods.yaml" names one file twice; reading it once avoids false duplicates.
             real = os.path.realpath(file)
             if real in seen:
@@ -163,7 +172,10 @@ def load_manifests(
                 raise ManifestError(f"{file}: no such file") from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{file}: could not read file: {exc}") from None
+            before = loaded.objects_read
             _load_text(loaded, text, file, on_object)
+            if loaded.objects_read == before:
+                loaded.warnings.append(f"{file}: no objects")
     resolve_priorities(loaded)
     return loaded
 
@@ -281,6 +293,7 @@ def _add_object(
     source: str,
     doc_where: str,
 ) -> None:
+    loaded.objects_read += 1
     metadata = document.get("metadata")
     meta: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
     name = meta.get("name") if isinstance(meta.get("name"), str) else None

@@ -81,6 +81,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress.clear()
         warn(manifests.warnings)
         warn(config.warnings)
+        if args.exit_code and not manifests.objects_read:
+            # Most often a step before failed and wrote nothing (kubectl get without a cluster): a gate must not pass.
+            raise KubeschedError("the input holds no objects: nothing was scheduled")
         history = None
         if args.output == "html":
             from kubesched.explain.run import AttemptHistory
@@ -358,8 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--exit-code",
         action="store_true",
-        help="exit 1 when any pod ends Unschedulable or Error (a CI gate: do my workloads still fit?); "
-        "SchedulingGated pods, never tried, do not count",
+        help="exit 1 when any pod ends Unschedulable or Error (a CI gate: do my workloads still fit?), or when the "
+        "input holds no objects at all (an empty file or directory is a warning without it); SchedulingGated pods, "
+        "never tried, do not count",
     )
     simulate.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
     simulate.add_argument(
