@@ -109,6 +109,7 @@ def test_an_input_without_objects_is_a_warning_and_fails_the_exit_code(
     assert main(["simulate", "-f", str(target), "--exit-code"]) == 1
     out, err = capsys.readouterr()
     assert "error: the input holds no objects: nothing was scheduled" in err.splitlines()
+    assert out == ""  # no report of nothing
 
 
 def test_one_empty_input_among_others_is_only_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
