@@ -170,7 +170,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             health_address=None if args.port == 0 else (args.bind_address, args.port),
             registry=REGISTRY,  # also holds the audit trail's counters
         )
-        live = LiveScheduler(config, registry, connection, options)
+        try:
+            live = LiveScheduler(config, registry, connection, options)
+        except BaseException:
+            for sink in sinks:
+                sink.close_unused()  # a plugin that cannot be built leaves no empty log behind
+            raise
         stop = asyncio.Event()
         install_signal_handlers(stop)
         await live.run(stop)
