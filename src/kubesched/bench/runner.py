@@ -538,7 +538,8 @@ def _load_config(workload: Workload, registry: Registry, substitutions: Mapping[
         raise WorkloadError(f"{workload.source}: config: {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{workload.source}: config: {path}: not UTF-8 text ({exc.reason})") from None
-    return load_config_dict(_substitute(parse_yaml(text, path), substitutions), path, registry)
+    document = _substitute(parse_yaml(text, path), substitutions)
+    return load_config_dict(document, path, registry, base_dir=os.path.dirname(path))
 
 
 def _substitute(value: Any, substitutions: Mapping[str, str]) -> Any:

@@ -26,7 +26,7 @@ import yaml
 
 from kubesched.cli.agent import add_agent_command
 from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
-from kubesched.cli.common import load_config, plugin_registry, warn
+from kubesched.cli.common import CONFIG_HELP, load_config, plugin_registry, warn
 from kubesched.cli.explain import add_explain_command, rfc3339_seconds
 from kubesched.cli.policy_test import UsageExitParser, add_policy_test_command
 from kubesched.cli.progress import Progress
@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="schedule the pods of a real cluster, beside kube-scheduler")
-    run.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    run.add_argument("--config", help=CONFIG_HELP)
     run.add_argument(
         "--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then KUBECONFIG, then in-cluster)"
     )
@@ -370,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
         "input holds no objects at all (an empty file or directory is a warning without it); SchedulingGated pods, "
         "never tried, do not count",
     )
-    simulate.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    simulate.add_argument("--config", help=CONFIG_HELP)
     simulate.add_argument(
         "--output",
         "-o",
@@ -398,10 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="work with KubeSchedulerConfiguration files")
     config_commands = config.add_subparsers(dest="config_command", required=True)
     validate = config_commands.add_parser("validate", help="check a configuration; list every error")
-    validate.add_argument("file")
+    validate.add_argument("file", help=CONFIG_HELP.replace(" (default: kube-scheduler's defaults)", ""))
     validate.set_defaults(func=cmd_config_validate)
-    view = config_commands.add_parser("view", help="print the fully defaulted configuration")
-    view.add_argument("file", nargs="?")
+    view = config_commands.add_parser(
+        "view", help="print the fully defaulted configuration, plugin args' file paths as they will be read"
+    )
+    view.add_argument("file", nargs="?", help=CONFIG_HELP)
     view.set_defaults(func=cmd_config_view)
 
     plugins = commands.add_parser("plugins", help="list registered plugins and their extension points")
