@@ -200,7 +200,11 @@ def _expand(path: str) -> list[str]:
 
 def _load_text(loaded: LoadedManifests, text: str, source: str, on_object: Callable[[str], None] | None = None) -> None:
     duplicates = DuplicateKeyTracker()
-    documents = _json_documents(text, source) if source.endswith(".json") else _yaml_documents(text, source, duplicates)
+    documents = (
+        _json_documents(text, source, duplicates)
+        if source.endswith(".json")
+        else _yaml_documents(text, source, duplicates)
+    )
     for label, document in documents:
         for found in duplicates.found:
             loaded.finding(f"{source}: {found}")
@@ -210,12 +214,46 @@ def _load_text(loaded: LoadedManifests, text: str, source: str, on_object: Calla
         _add_document(loaded, document, source, label, on_object)
 
 
-def _json_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
+def _json_documents(text: str, source: str, duplicates: DuplicateKeyTracker) -> Iterator[tuple[str, object]]:
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(items)  # the last value wins, as in kubectl's lenient decoding
+        if len(obj) != len(items):
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    repeated.append(key)
+                seen.add(key)
+        return obj
+
     try:
-        document = json.loads(text) if text.strip() else None
+        document = json.loads(text, object_pairs_hook=pairs) if text.strip() else None
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{source}: line {exc.lineno}: could not parse JSON: {exc.msg}") from None
+    if repeated:
+        duplicates.found.extend(_repeated_key_lines(text) or [f'key "{key}" already set in map' for key in repeated])
     yield "document 1", document
+
+
+MAX_JSON_TO_LOCATE = 16 * 1024 * 1024  # beyond it a repeated key is reported without its lines
+
+
+def _repeated_key_lines(text: str) -> list[str]:
+    """Where a JSON text repeats a key, with lines as for YAML: JSON is YAML's flow style, so the YAML composer
+    (which knows each key's line) finds them. Only run when the JSON decoder saw a repeated key; empty when the
+    text is too large to read twice or is JSON that PyYAML's YAML 1.1 does not read."""
+    if len(text) > MAX_JSON_TO_LOCATE:
+        return []
+    tracker = DuplicateKeyTracker()
+    loader = tracker.install(_Loader)(text)
+    try:
+        loader.get_single_data()
+    except yaml.YAMLError:
+        return []
+    finally:
+        loader.dispose()
+    return tracker.found
 
 
 def _yaml_documents(text: str, source: str, duplicates: DuplicateKeyTracker) -> Iterator[tuple[str, object]]:
