@@ -381,11 +381,12 @@ class KubeClient:
         target = self._prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
         request = encode_request(method, target, self._host_header, headers, data, self._fixed_headers)
         self.requests_sent += 1
+        deadline = timeout if timeout is not None else self.timeout
         try:
-            async with asyncio.timeout(timeout if timeout is not None else self.timeout):
+            async with asyncio.timeout(deadline):
                 answer = await self._pool.exchange(request)
         except TimeoutError as error:
-            raise KubeTransportError(f"{method} {path}: no answer within the deadline") from error
+            raise KubeTransportError(f"{method} {path}: no answer within the deadline ({deadline:g} s)") from error
         except (ProtocolError, OSError) as error:  # ConnectionClosed and ssl.SSLError are OSErrors
             raise KubeTransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
         return answer.status, _decode(answer.body), _retry_after(answer.headers)
@@ -430,7 +431,7 @@ class KubeClient:
                         async with asyncio.timeout(read_timeout):
                             line = await response.content.readline()
                     except TimeoutError as error:
-                        raise KubeTransportError(f"GET {path} (watch): silent for {read_timeout:.0f} s") from error
+                        raise KubeTransportError(f"GET {path} (watch): silent for {read_timeout:g} s") from error
                     except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, OSError) as error:
                         # HttpProcessingError: LineTooLong, an event beyond WATCH_READ_BUFSIZE
                         raise KubeTransportError(f"GET {path} (watch): {type(error).__name__}: {error}") from error
