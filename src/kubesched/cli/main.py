@@ -248,7 +248,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("error: name workloads or pass --all, not both", file=sys.stderr)
         return 2
     if not (args.workloads or args.all or args.list or args.workload_dir):
-        # Every bundled shape at full size takes the better part of an hour: never by accident. As `kubectl get`
+        # Every bundled shape at full size (thousands of nodes and pods each): never by accident. As `kubectl get`
         # without a resource type, say what to pass and where the choices are listed.
         print(
             "error: name the workloads to run (kubesched bench --list shows them, with their sizes), "
@@ -443,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--all",
         action="store_true",
-        help="run every workload (of --workload-dir, else every bundled one: at full size, most of an hour)",
+        help="run every workload (of --workload-dir, else every bundled one, each at its full size)",
     )
     bench.add_argument(
         "--list",
