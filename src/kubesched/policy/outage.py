@@ -1,5 +1,5 @@
-"""Operators hear of a policy engine outage: one warning when its calls start failing, one info line when it
-answers again.
+"""Operators hear of a policy engine outage: one warning when its calls start failing, one when it answers again
+(a warning too, so that whoever sees the first, at the default level, sees its end).
 
 Who calls it: :func:`kubesched.policy.clients.policy_services` wraps every policy client the scheduler hands to
 plugins in an :class:`OutageLog`. A failed call is otherwise only a pod's status (``OPA evaluation failed: ...``,
@@ -111,7 +111,7 @@ class OutageLog:
             return
         self._failing_since = None
         if self._reported:
-            log.info(
+            log.warning(
                 "policy engine %s answers again after %.1f s and %d failed call(s)",
                 self.name,
                 self.clock.now() - since,

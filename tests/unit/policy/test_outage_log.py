@@ -1,5 +1,5 @@
-"""A policy engine that stops answering is one warning when its failures start and one info line when it answers
-again, on the scheduler's clock, and no more than one start line a minute however often it flaps; an outage that
+"""A policy engine that stops answering is one warning when its failures start and one when it answers again, on
+the scheduler's clock, and no more than one start line a minute however often it flaps; an outage that
 keeps every pod of a simulation pending says so at the default log level."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_one_line_when_failures_start_and_one_when_the_engine_answers_again(capl
             "policy engine http://opa:8181 is failing: cannot connect to http://opa:8181 (connection refused); "
             "pods that need its decisions wait for it (or pass unchecked, with failurePolicy: Ignore)",
         ),
-        ("INFO", "policy engine http://opa:8181 answers again after 25.5 s and 50 failed call(s)"),
+        ("WARNING", "policy engine http://opa:8181 answers again after 25.5 s and 50 failed call(s)"),
     ]
     assert engine.closed
 
@@ -113,7 +113,7 @@ def test_a_flapping_engine_reports_at_most_one_outage_per_interval(caplog: pytes
         clock.advance(OUTAGE_REPORT_INTERVAL)
         asyncio.run(flap(1, 1.0))  # the next one, a minute on: reported, with the count of those left out
     lines = outage_lines(caplog)
-    assert [level for level, _ in lines] == ["WARNING", "INFO", "WARNING", "INFO"]
+    assert [level for level, _ in lines] == ["WARNING"] * 4  # start and end, twice
     assert lines[2][1].endswith("(9 more outage(s) since the last report, not reported one by one)")
 
 
