@@ -35,7 +35,6 @@ def run_into_closed_pipe(*argv: str, stderr_too: bool = False) -> subprocess.Com
     "argv",
     [
         pytest.param(("plugins",), id="plugins"),
-        pytest.param(("plugins", "-o", "json"), id="plugins-json"),
         pytest.param(("config", "view"), id="config-view"),
         pytest.param(("simulate", "-f", str(EXAMPLES / "cluster.yaml")), id="simulate"),
         pytest.param(("policy", "batch-module"), id="policy-batch-module"),
