@@ -162,8 +162,8 @@ def test_a_reservation_holds_capacity_is_idempotent_and_is_refused_when_it_does_
             status, other = await agent.call("POST", RESERVATIONS_PATH, reserve_body("r1", "1"))
             assert (status, other["reason"]) == (409, "Conflict")
 
-            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": True})
-            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": False})
+            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": True, "pod": None})
+            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": False, "pod": None})
             status, _ = await agent.call("POST", RESERVATIONS_PATH, reserve_body("r2", "1"))
             assert status == 201  # the released capacity is free again
             assert configmaps(member, namespace) == ["kubesched-reservation-r2"]
@@ -255,7 +255,12 @@ def test_bind_creates_one_pod_on_the_reserved_node_and_consumes_the_reservation(
             assert state["reservations"] == []
             assert state["allocated"] == {"cpu": 2000, "pods": 1}  # counted once: as a pod now
             assert state["accountedPods"] == ["hub-web-1"]
-            status, missing = await agent.call("POST", BIND_PATH, {"reservationId": "nope", "pod": bind["pod"]})
+            # The member pod is the commit record: the same hub pod under any reservation gets the pod it has...
+            status, same = await agent.call("POST", BIND_PATH, {"reservationId": "nope", "pod": bind["pod"]})
+            assert (status, same) == (200, bound)
+            # ... and another hub pod under a reservation that does not exist gets nothing.
+            other = hub_pod("web-2", namespace, cpu="2")
+            status, missing = await agent.call("POST", BIND_PATH, {"reservationId": "nope", "pod": other})
             assert (status, missing["reason"]) == (404, "NotFound")
 
     asyncio.run(run())

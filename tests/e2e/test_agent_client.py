@@ -23,6 +23,8 @@ from kubesched.federation.agent_client import (
     AgentError,
     AgentRefused,
     AgentUnreachable,
+    BoundPod,
+    Released,
 )
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.state import placeholder_uid
@@ -82,8 +84,11 @@ def test_the_client_speaks_every_endpoint(member: ControlPlane, agent_namespace:
                 bound = await client.bind("r1", pod("p1", agent_namespace))
                 assert (bound.name, bound.node, bound.created) == ("p1", "n1", True)
                 assert (await client.bind("r1", pod("p1", agent_namespace))).created is False
-                assert await client.release("r1") is False  # consumed by the bind
-                assert (client.requests_sent, client.connections_opened) == (7, 1)  # one keep-alive connection
+                assert await client.release("r1") == Released(False)  # consumed by the bind
+                # Named, the hub pod's commit is found: the member made its pod, nothing is released.
+                settled = await client.release("r1", hub_pod=("hub-p1", agent_namespace, "p1"))
+                assert settled == Released(False, BoundPod(agent_namespace, "p1", bound.uid, "n1", False))
+                assert (client.requests_sent, client.connections_opened) == (8, 1)  # one keep-alive connection
             finally:
                 await client.aclose()
 

@@ -1,32 +1,12 @@
 """Check a hash-chained audit log: is every record there, unaltered, in the order it was written, and signed?
 
 Called by ``kubesched audit verify FILE`` and ``audit query`` (:mod:`kubesched.cli.audit`) and by tests. Reads the
-log once, line by line (a log may be large), and stops at the first line that is wrong, naming it and why:
-
-* ``truncated``: the last line does not end with a newline (a write was cut short);
-* ``garbled``: the line is not a JSON object carrying ``prev_hash`` and ``hash``;
-* ``altered``: the line's content does not hash to its ``hash`` (any field was edited, the hash too), or
-  a hash is not a sha256 digest, or the line is not the record the head file or a checkpoint names;
-* ``reordered``: its ``prev_hash`` is the hash of another line of the file than the one before it
-  (lines were swapped, moved or copied); the detail names the line it belongs after;
-* ``removed``: its ``prev_hash`` matches no line of the file (the record before it was deleted), or the log
-  has fewer records than the head file or a checkpoint says (the last records were deleted).
-
-What each piece of evidence defends against (the README's threat model says the same at more length):
-
-* the chain alone: accidental damage and naive edits; not removal of the last records, nor a rewrite of
-  everything from some line on with recomputed hashes;
-* the head file (``<log>.head``): removal of the last records; not a rewrite that recomputes it too, as it
-  sits beside the log, unkeyed. Without one the result says so (``head_file`` is False, and a warning, also
-  for an empty log); records after the one it names are counted (``after_head_records``, and a warning);
-* signed checkpoints (``<log>.checkpoints``, :mod:`kubesched.audit.checkpoints`), with ``public_key`` (one key,
-  or several across a key rotation): every checkpoint's Ed25519 signature must verify with the key its key id
-  names, and its (records, hash) must be the chain's at that record, so a rewritten chain fails even with a
-  recomputed head. The log must have a checkpoints file unless it is empty. Records after the last checkpoint
-  are *unanchored*: nothing but the unkeyed chain vouches for them (a warning; ``max_unanchored`` makes too
-  many of them a failure), and someone who truncates the checkpoints file along with the log is not caught;
-* ``expect_head``, a hash kept somewhere the log's writer cannot reach (the verify output prints it): the chain
-  must end exactly there, which catches rollback and rewriting alike, and anchors every record.
+log once, line by line, and stops at the first line that is wrong, naming it and the problem (``truncated``,
+``garbled``, ``altered``, ``reordered``, ``removed``: docs/reference/audit-schema.md#verify-results). It checks the
+chain, the head file, the signed checkpoints with the public keys given (a log with records but no checkpoints file
+fails then), and an expected head kept elsewhere; records after the last checkpoint are counted as unanchored, and
+records after the one the head file names are counted too (a warning, as is an empty log without a head file). What
+each piece of evidence can and cannot prove: docs/explanation/threat-model.md#what-each-piece-detects.
 """
 
 from __future__ import annotations

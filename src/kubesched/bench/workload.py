@@ -1,52 +1,11 @@
-"""Benchmark workloads as data: scheduler_perf-style YAML with params, templates and ops.
+"""Benchmark workloads as data: scheduler_perf-style YAML with params, templates and ops, read and checked.
 
-A workload names its node and pod templates (ordinary manifests with ``metadata.generateName``), a
-``params`` map and a list of ops. ``$name`` in a count refers to a param. Read by the bench runner.
-
-- ``createNodes {count, nodeTemplate?, labelNodePrepareStrategy?, hostnameLabel?, images?, taints?}``:
-  scheduler_perf's ``labelNodePrepareStrategy: {labelKey, labelValues}`` gives node *i* ``labelValues[i % len]``
-  under ``labelKey``; a list of such mappings sets several keys (region and zone, say).
-  ``hostnameLabel: true`` gives each node ``kubernetes.io/hostname: <its name>``, as a kubelet would.
-  ``images: {perNode, poolSize, minSizeMB?, maxSizeMB?, seed?, prefix?}`` gives each node ``perNode`` distinct
-  images from a pool of ``poolSize`` named ``<prefix><k>:1.0`` (``prefix`` defaults to
-  ``registry.k8s.io/bench/image-``), image *k* always ``minSizeMB``..``maxSizeMB`` (default 10..800) in size;
-  sizes and each node's choice are drawn from ``seed`` (default 0), so runs agree and nodes differ.
-  ``taints: [{key, value?, effect, every}]`` taints nodes 0, ``every``, 2 x ``every``, ... of the op.
-- ``createPods {count, namespace, collectMetrics, podTemplate? | podTemplates?, expectUnschedulable?,
-  uniqueLabels?, uniqueAnnotations?, uniqueTokenMounts?, nodeHeartbeatEveryPods?}``: all of the op's pods are
-  queued, then the scheduler drains them; ``expectUnschedulable`` marks pods that must stay pending. ``podTemplates:
-  [{template, weight?}]`` makes pods from several templates in weighted round robin (weights 2 and 1: pods
-  0 and 1 from the first, pod 2 from the second, ...). ``uniqueLabels`` / ``uniqueAnnotations`` give every pod
-  its own ``kubesched.io/bench-index`` label / annotation; ``uniqueTokenMounts`` gives it what the ServiceAccount
-  admission plugin gives a real pod: a projected ``kube-api-access-<n>`` volume of its own, mounted in every
-  container, so replicas' containers differ. ``nodeHeartbeatEveryPods: N``: while the op is
-  drained, every N-th binding is followed by a kubelet-style status update of the next node in turn (its
-  Ready condition's ``lastHeartbeatTime`` and its ``resourceVersion`` change, nothing else), made through the
-  simulated cluster's ``update_node``, so the scheduler sees a NodeUpdate event.
-- ``churn {podTemplate, intervalMilliseconds, namespace?}``: scheduler_perf's ``churn`` in ``create`` mode,
-  narrowed to pods: while the next ``createPods`` op is being drained, one pod from the template is created
-  every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
-  cannot fit).
-
-``relativeTo: <workload name>`` names the workload this one is judged against (SecurityAuditChurn against
-SchedulingBasic): when both are selected, each round runs this one right after a run of the other, and the report
-adds the median of their pods/s ratios (:mod:`kubesched.bench.relative`).
-
-``multiCluster {clusters, nodesPerCluster, nodeCapacity?, regions?, transport?, agentProcess?, refreshSeconds?}``
-makes the workload a hub's (:mod:`kubesched.bench.multicluster`): ``clusters`` in-memory member clusters of
-``nodesPerCluster`` nodes each (``nodeCapacity``: quantities, default 8 CPU, 32Gi, 110 pods), cluster *i* in
-``regions[i % len]`` (its ``topology.kubernetes.io/region`` label), each behind its own cluster agent, reached in
-this process (``transport: inProcess``, the default) or over loopback HTTPS (``https``: the agents' servers in a
-child process, ``agentProcess: separate``, the default, or on the hub's own event loop, ``agentProcess: hub``, as
-the tests run them); the hub's state cache refreshes every member every ``refreshSeconds`` of wall time while pods are
-drained (default 5, a live hub's interval; 0: only the one refresh before the pods). Such a workload has only
-``createPods`` ops (its nodes are the clusters' super nodes) and a ``config`` (the hub profile).
-
-Relative paths in a workload (``config``, ``opaServer.policies``, ``opaServer.data``) are relative to the
-workload file, and the runner replaces ``${WORKLOAD_DIR}`` in the strings of its config file with the
-workload file's directory: the workloads bundled in the package (:func:`bundled_workloads`) then run from any
-working directory. As in scheduler_perf, an op with a field it does not know is an error (a typo such as
-``colectMetrics`` would otherwise silently measure nothing).
+Who calls it: the bench runner (:mod:`kubesched.bench.runner`), for the bundled workloads (:func:`bundled_workloads`,
+package data, so they run from any directory) and for files given on the command line. Every field is checked, and
+an unknown op or field is an error naming the file and its path, as scheduler_perf refuses a typo such as
+``colectMetrics`` that would otherwise measure nothing. The format (``createNodes``, ``createPods``, ``churn``,
+``relativeTo``, ``multiCluster``, params, relative paths and ``${WORKLOAD_DIR}``) is documented in
+docs/reference/bench-workloads.md#format.
 """
 
 from __future__ import annotations

@@ -174,8 +174,8 @@ def resolve_score_weights(
 ) -> tuple[dict[str, int], list[FieldError]]:
     """``getScoreWeights``: score-point weight beats the multiPoint one, 0 -> 1, overflow check.
 
-    ``args_weights`` replaces the 1 for plugins whose args carry their own ``weight`` (the seed's
-    ComplianceScore ``weight: 30``): a weight written in the profile's plugin list still wins.
+    ``args_weights`` replaces the 1 for plugins whose args carry their own ``weight`` (ComplianceScore's
+    ``weight: 30`` in ``examples/security-config.yaml``): a weight written in the profile's plugin list still wins.
     """
     weights: dict[str, int] = {}
     total = 0

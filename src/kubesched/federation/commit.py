@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from kubesched.api.objects import Pod
 from kubesched.federation.agent_client import AgentError, AgentRefused, AgentUnreachable, MemberEndpoint
 from kubesched.federation.wire import ReservationRequest
-from kubesched.framework.clusters import CommitError, CommitLedger
+from kubesched.framework.clusters import CommitError, CommitLedger, ReleaseOutcome
 
 __all__ = ["UNKNOWN_CLUSTER_REASON", "UNREACHABLE_REASON", "AgentCommitter"]
 
@@ -32,6 +32,8 @@ class AgentCommitter:
     def __init__(self, clients: Mapping[str, MemberEndpoint]) -> None:
         self._clients = dict(clients)
         self._ledger = CommitLedger()
+        self.fencing_token = 0
+        """Sent with every call (the live hub sets it from its Lease while it leads)."""
 
     @property
     def ledger(self) -> CommitLedger:
@@ -53,7 +55,8 @@ class AgentCommitter:
     @staticmethod
     def _translated(cluster: str, error: AgentError) -> CommitError:
         if isinstance(error, AgentRefused):
-            return CommitError(cluster, error.reason or str(error.status), str(error), refused=True)
+            reason = error.reason or str(error.status)
+            return CommitError(cluster, reason, str(error), refused=error.definite)
         delivered = not isinstance(error, AgentUnreachable) or error.delivered
         return CommitError(cluster, UNREACHABLE_REASON, str(error), refused=False, may_have_acted=delivered)
 
@@ -71,19 +74,26 @@ class AgentCommitter:
             reservation_id, dict(requests), ttl_seconds, pod.metadata.uid, tuple(pod.spec.tolerations)
         )
         try:
-            held = await self._client(cluster).reserve(request, timeout=timeout)
+            held = await self._client(cluster).reserve(request, token=self.fencing_token, timeout=timeout)
         except AgentError as error:
             raise self._translated(cluster, error) from error
         return held.node
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
+    async def release(
+        self, cluster: str, reservation_id: str, *, timeout: float, pod: Pod | None = None
+    ) -> ReleaseOutcome:
+        hub_pod = None if pod is None else (pod.metadata.uid, pod.metadata.namespace, pod.metadata.name)
         try:
-            return await self._client(cluster).release(reservation_id, timeout=timeout)
+            answer = await self._client(cluster).release(
+                reservation_id, hub_pod=hub_pod, token=self.fencing_token, timeout=timeout
+            )
         except AgentError as error:
             raise self._translated(cluster, error) from error
+        made = "" if answer.made is None else f"{answer.made.namespace}/{answer.made.name}"
+        return ReleaseOutcome(answer.released, made)
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
         try:
-            await self._client(cluster).bind(reservation_id, pod.raw, timeout=timeout)
+            await self._client(cluster).bind(reservation_id, pod.raw, token=self.fencing_token, timeout=timeout)
         except AgentError as error:
             raise self._translated(cluster, error) from error

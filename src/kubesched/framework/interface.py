@@ -305,6 +305,12 @@ class ClusterClient(Protocol):
         raises :class:`ApiError`."""
         ...
 
+    async def compare_and_set_annotation(self, pod: Pod, key: str, expected: str | None, value: str) -> bool:
+        """Set annotation ``key`` of ``pod`` (the same uid) to ``value`` if it is ``expected`` now (None: absent);
+        whether it was. Two writers that read the same ``expected`` cannot both succeed (ClusterBind records its
+        commit this way). Raises :class:`ApiError` when the pod is gone or the write fails."""
+        ...
+
     async def bind_volumes(
         self,
         pod: Pod,

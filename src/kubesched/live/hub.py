@@ -1,55 +1,15 @@
 """The live cross-cluster hub: ``kubesched run`` with cluster profiles places their pods onto member clusters.
 
 Who calls it: :class:`kubesched.live.run.LiveScheduler` builds one :class:`HubPlane` when the configuration has
-cluster profiles (:func:`kubesched.federation.profiles.cluster_profiles`), beside -- not instead of -- the node
-plane that schedules the node profiles onto the hub's real Nodes; tests build it through the LiveScheduler too.
-
-The design, and why:
-
-* **Two schedulers, one process.** As in the simulation (:mod:`kubesched.simulation.run`), the cluster
-  profiles get their own :class:`~kubesched.scheduler.scheduler.Scheduler` whose nodes are the members' super
-  nodes, so a node profile never lands a pod on a cluster nor a cluster profile on a Node, and every framework,
-  queue and plugin runs unchanged. They share the process, the Lease and the clock, not the cache.
-* **The backend** (:class:`~kubesched.live.hub_backend.HubBackend`) is the kube backend with other informers:
-  the cluster profiles' unassigned and assigned hub pods (field selectors on ``spec.schedulerName``), the
-  listers' kinds, and a watch of ``memberclusters.multicluster.kubesched.io/v1alpha1`` instead of Nodes. It has
-  its own API client (user agent ``kubesched-hub``), so MemberCluster status writes and cluster bindings do not
-  spend the node plane's QPS.
-* **Members.** Each MemberCluster that decodes gets a :class:`~kubesched.live.members.MemberLink` (its endpoint,
-  built from ``spec.connection`` and the Secret it names), registered in the
-  :class:`~kubesched.federation.cache.ClusterStateCache` (refreshed in the background, one task per member) and
-  in the :class:`~kubesched.federation.commit.AgentCommitter`; the two are the Handle services the cluster
-  plugins use (CLUSTER_STATE_SERVICE, CLUSTER_COMMIT_SERVICE). A change of ``spec.connection`` replaces the
-  link (the state starts over as not yet observed); a deleted MemberCluster leaves cache, committer and nodes.
-* **Super nodes** (:class:`~kubesched.live.hub_backend.SuperNodes`) are derived again after every refresh and
-  every MemberCluster change, and the scheduler hears only real changes (node add / update / delete, the
-  placeholder pod's add / update / delete), so the queue requeues as on real nodes.
-* **Binding**: ClusterBind has the member create the pod (two-phase commit through the agent), then binds the
-  hub pod with the normal ``pods/binding`` to the cluster's name. The hub pod keeps
-  ``spec.nodeName`` set to the cluster: it is the record of where the work went, and takes its member pod's
-  phase (below). Consequence for operators: the
-  hub API server's kube-controller-manager must not run the ``podgc`` controller (its orphaned-pod collection
-  deletes pods bound to a ``nodeName`` no Node has, after 40 s) -- as Karmada's control plane runs a reduced
-  controller set.
-* **Status**: the :class:`~kubesched.live.member_status.MemberStatusWriter` writes every MemberCluster's status
-  from the cache, rate-limited, while this process leads. A broken connection (a missing Secret, a bad URL) or
-  an object that does not decode is a Ready=False condition with the reason and the field -- never a crash, and
-  never a super node that looks usable: it stays not ready, which ClusterReadiness filters out.
-* **Deletion**: the hub plays the kubelet for the pods it bound to clusters. A bound pod is deleted gracefully
-  (it gets a ``deletionTimestamp`` and waits for its kubelet, which no cluster has), so when a hub pod is
-  terminating the hub has the member delete the pod it made for it (``DELETE /v1/pods/NS/NAME?hubPodUID=``:
-  the agent deletes only that hub pod's pod) and then removes the hub pod (grace period 0, uid precondition).
-  A hub pod deleted at once (``--grace-period=0 --force``) only has its member pod deleted. Before acting, a GET
-  on the hub confirms the pod is terminating or gone (a pod leaving the assigned-pod watch's selector is a
-  DELETED event too); a member that does not answer is tried a few times with backoff. A hub pod deleted while
-  no hub ran is still terminating at the next start, and handled then; one force-deleted then is not.
-
-* **Phases**: the agent reports each member pod's phase by its hub pod's uid; after every refresh the
-  :class:`~kubesched.live.pod_phases.PhaseMirror` writes Running, Succeeded or Failed to the hub pods that have
-  not reached it, while this process leads.
-
-Not yet: with node profiles too, the cluster plane's scheduler exports no metrics of its own (one
-SchedulerMetrics per registry).
+cluster profiles (:func:`kubesched.federation.profiles.cluster_profiles`), beside the node plane that schedules the
+node profiles onto the hub's own Nodes. The plane is a second scheduler whose nodes are the members' super nodes,
+over :class:`~kubesched.live.hub_backend.HubBackend` (the kube backend watching MemberClusters instead of Nodes,
+with its own API client), one :class:`~kubesched.live.members.MemberLink` per member registered in the state cache
+and the committer, and, while this process leads, the writers of MemberCluster status and hub pod phases and the
+:class:`~kubesched.live.reconcile.Reconciler` that deletes copies a member should not run. What it does for
+operators (bind to the cluster's name, mirror the member pod's phase, delete member pods, write status, the
+``podgc`` requirement) and why: docs/explanation/cross-cluster.md#the-live-hub; the commit protocol:
+docs/explanation/cross-cluster-commit.md.
 """
 
 from __future__ import annotations
@@ -78,6 +38,7 @@ from kubesched.live.hub_backend import HubBackend, SuperNodes
 from kubesched.live.member_status import MemberStatusWriter, member_status
 from kubesched.live.members import MemberLink
 from kubesched.live.pod_phases import PhaseMirror
+from kubesched.live.reconcile import Reconciler
 from kubesched.policy.clients import policy_services
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.metrics import SchedulerMetrics
@@ -124,7 +85,7 @@ class _MemberFeed:
 
 
 class HubPlane:
-    """The cluster profiles' scheduler over the members (module doc). ``start``, ``run_leading``, ``aclose``."""
+    """The cluster profiles' scheduler over the members. ``start``, ``run_leading``, ``aclose``."""
 
     def __init__(
         self,
@@ -182,6 +143,17 @@ class HubPlane:
         )
         self.backend.subscribe(self.scheduler.event_handlers)
         self.phases = PhaseMirror(self.client)
+        self.reconciler = Reconciler(
+            self.client,
+            self.links,
+            self.cache,
+            self.backend.hub_pods,
+            clock=clock,
+            profile=config.profiles[0].scheduler_name,
+            token=lambda: self.committer.fencing_token,
+            timeout=self.options.refresh_deadline,
+            observer=observer,
+        )
         self._closers: set[asyncio.Task[None]] = set()
         self._reapers: set[asyncio.Task[None]] = set()
         self._reaping: set[str] = set()  # uids of hub pods whose member pod is (being) deleted
@@ -248,6 +220,7 @@ class HubPlane:
         self.super_nodes.recompute(name)
         self._offer_status(name)
         self._mirror_phases(name)
+        self.reconciler.offer(name)
 
     def _mirror_phases(self, name: str) -> None:
         state, info = self.cache.states.get(name), self.scheduler.cache.node(name)
@@ -306,7 +279,12 @@ class HubPlane:
                 raise
 
     async def _reap(self, pod: Pod) -> None:
-        """Delete the member pod of the deleted hub pod ``pod`` (module doc); never raises."""
+        """Delete the member pod of the deleted hub pod ``pod``, as a kubelet would; never raises.
+
+        A bound pod is deleted gracefully and waits for a kubelet no cluster has: once a GET confirms it is
+        terminating (a pod leaving the assigned-pod watch's selector is a DELETED event too), the member deletes the
+        pod it made for it (only that hub pod's), then the hub pod is removed. A force-deleted hub pod only has its
+        member pod deleted. A member that does not answer is tried a few times with backoff."""
         cluster, uid = pod.spec.node_name, pod.metadata.uid
         for attempt in range(REAP_ATTEMPTS):
             if attempt:
@@ -319,7 +297,11 @@ class HubPlane:
                 if now == "live":
                     return  # it left the watch's selector (terminated), it was not deleted
                 deleted = await link.delete_pod(
-                    pod.metadata.namespace, pod.metadata.name, uid, timeout=self.options.refresh_deadline
+                    pod.metadata.namespace,
+                    pod.metadata.name,
+                    uid,
+                    token=self.committer.fencing_token,
+                    timeout=self.options.refresh_deadline,
                 )
                 if now == "terminating":
                     await self._finish(pod)
@@ -371,14 +353,16 @@ class HubPlane:
         except KubeTransportError as error:
             log.warning("listing MemberClusters failed: %s", error)
 
-    async def run_leading(self, stop: asyncio.Event) -> None:
-        """Schedule the cluster profiles' pods and write the members' statuses until ``stop``."""
+    async def run_leading(self, stop: asyncio.Event, fencing_token: int = 0) -> None:
+        """Schedule the cluster profiles' pods and write the members' statuses until ``stop``; every call to a
+        member carries ``fencing_token`` (docs/explanation/cross-cluster-commit.md#fencing)."""
+        self.committer.fencing_token = fencing_token
         writer = asyncio.create_task(self.statuses.run(), name="kubesched-member-status")
-        self.phases.leading = True
+        self.phases.leading = self.reconciler.leading = True
         try:
             await self.scheduler.run(stop)
         finally:
-            self.phases.leading = False
+            self.phases.leading = self.reconciler.leading = False
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
 
@@ -387,6 +371,7 @@ class HubPlane:
             task.cancel()
         await asyncio.gather(*self._reapers, return_exceptions=True)
         await self.phases.aclose()
+        await self.reconciler.aclose()
         await self.scheduler.close()
         await self.cache.close()
         for link in list(self.links.values()):

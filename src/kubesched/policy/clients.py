@@ -27,6 +27,7 @@ def build_policy_client(spec: PolicyEngineSpec, clock: Clock) -> PolicyClient:
             ca_file=spec.ca_file or None,
             batch_endpoint=spec.batch_endpoint or None,
             decision_path=spec.decision_path,
+            refresh_seconds=spec.refresh_seconds,
             clock=clock,
         )
     from kubesched.policy.worker import EmbeddedPolicyClient

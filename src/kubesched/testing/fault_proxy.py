@@ -1,34 +1,10 @@
 """A fault-injecting reverse proxy between kubesched and a real kube-apiserver, for the fault e2e tests.
 
-Who calls it: ``tests/e2e/test_live_faults.py``. The scheduler under test talks plain HTTP to the proxy
-(``http://127.0.0.1:PORT``, through a kubeconfig or a :class:`ClusterConnection` from :meth:`FaultProxy.connection`);
-the proxy forwards every request over HTTPS to the :class:`~kubesched.testing.envtest.ControlPlane` (its CA,
-the client's ``Authorization`` header passed through) and streams the answer back as it comes, so watches
-work. Between the two it injects the faults a real cluster shows now and then, on rules the test sets and
-changes while the scheduler runs::
-
-    async with FaultProxy(plane) as proxy:
-        proxy.fail("POST", r"/pods/[^/]+/binding$", 500, times=3, per_path=True)   # 3 per pod
-        proxy.fail("PATCH", r"/status$", 429, times=2, headers={"Retry-After": "1"})
-        proxy.drop("GET", r"^/api/v1/nodes$", times=1, watch=False)              # no answer to a list
-        proxy.drop("GET", r"^/api/v1/pods$", times=1, watch=True, after_events=3)  # cut a watch
-        proxy.delay("POST", r"/binding$", 2.0, times=2)
-        proxy.mutate(r"^/api/v1/pods$", spoil)                                   # malformed objects
-        proxy.watch_error(r"^/api/v1/pods$", code=410, after_events=1)           # ERROR 410 in a stream
-        connection = proxy.connection("scheduler")
-        ...
-        assert [r.status for r in proxy.log if r.method == "POST"] == [...]
-
-A rule matches a request by method (``None`` or ``"*"``: any), a regular expression *searched* in the path,
-optionally one searched in the decoded query string (``query=``, e.g. ``"spec.schedulerName=NAME"``), and
-whether it is a watch (``watch=``: ``None`` for both). ``times`` is how often it fires (``None``: for ever),
-counted over all requests or, with ``per_path=True``, for each path on its own. For each request the proxy
-applies every matching ``delay`` (their seconds add up), then the first matching ``fail`` or ``drop`` (the
-request ends there), else, for a watch, the first matching stream rule (``drop(after_events=N)``,
-``watch_error``); ``mutate`` rules rewrite every JSON object of list answers (``items``) and watch events
-(``object``) they match, as the real server never would (that is how malformed objects get in). Every
-request lands in :attr:`FaultProxy.log` with its method, path, query, status (``None``: no answer) and the
-fault applied.
+Who calls it: ``tests/e2e/test_live_faults.py``. The scheduler under test talks plain HTTP to the proxy (through a
+kubeconfig or a :class:`ClusterConnection` from :meth:`FaultProxy.connection`); the proxy forwards every request over
+HTTPS to the :class:`~kubesched.testing.envtest.ControlPlane` and streams the answer back as it comes, so watches
+work. Between the two it injects the faults a real cluster shows now and then, on rules the test sets and changes
+while the scheduler runs (see :class:`FaultProxy`).
 """
 
 from __future__ import annotations
@@ -166,7 +142,25 @@ class _Dropped(Exception):
 
 
 class FaultProxy:
-    """The proxy (module doc). ``async with FaultProxy(plane) as proxy`` starts it in the running loop."""
+    """The proxy. ``async with FaultProxy(plane) as proxy`` starts it in the running loop::
+
+        async with FaultProxy(plane) as proxy:
+            proxy.fail("POST", r"/pods/[^/]+/binding$", 500, times=3, per_path=True)   # 3 per pod
+            proxy.fail("PATCH", r"/status$", 429, times=2, headers={"Retry-After": "1"})
+            proxy.drop("GET", r"^/api/v1/nodes$", times=1, watch=False)              # no answer to a list
+            proxy.drop("GET", r"^/api/v1/pods$", times=1, watch=True, after_events=3)  # cut a watch
+            proxy.delay("POST", r"/binding$", 2.0, times=2)
+            proxy.mutate(r"^/api/v1/pods$", spoil)                                   # malformed objects
+            proxy.watch_error(r"^/api/v1/pods$", code=410, after_events=1)           # ERROR 410 in a stream
+            connection = proxy.connection("scheduler")
+
+    A rule matches by method (``None`` or ``"*"``: any), a regular expression searched in the path, optionally one
+    searched in the decoded query (``query=``), and whether the request is a watch (``watch=``; ``None``: both).
+    ``times`` is how often it fires (``None``: for ever), over all requests or, with ``per_path=True``, per path. For
+    each request every matching ``delay`` applies (their seconds add up), then the first matching ``fail`` or ``drop``,
+    else, for a watch, the first matching stream rule; ``mutate`` rewrites the JSON objects of list answers and watch
+    events it matches. Every request lands in :attr:`log` with its method, path, query, status and the fault applied.
+    """
 
     def __init__(self, plane: ControlPlane, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.plane = plane

@@ -1,27 +1,13 @@
 """A test server that speaks OPA's REST API, evaluates with the embedded regorus engine, and breaks on demand.
 
-Who calls it: tests of :mod:`kubesched.policy.remote` and of the SecurityAudit plugins with a remote engine,
-and anyone who wants to try a policy against the remote engine without an ``opa`` binary (none is packaged for
-our platforms, reference/opa-policy.md §5.5). It is real HTTP on 127.0.0.1 with an ephemeral port, served by
-aiohttp from a background thread with its own event loop, so that a test's own loop (or a synchronous test)
-can talk to it::
-
-    with OpaTestServer(policies={"authz.rego": SOURCE}, data={"compliance": {...}}) as server:
-        engine = RemoteOpaEngine(f"{server.url}/v1/data/kubesched/allow", timeout_seconds=1)
-        server.faults.delay_seconds = 2.0   # faults can be switched at any time
-        asyncio.run(scenario(engine))       # awaits engine.decide(...), then engine.aclose()
-
-What it implements, with OPA's answers (reference/opa-policy.md §1): ``POST``/``GET /v1/data/{path}`` (200
-without ``result`` when undefined; an ``api_usage_warning`` warning when the body lacks ``input``;
-``decision_id`` when decision logging is on; ``provenance`` with bundle revisions on ``?provenance=true``),
-``PUT /v1/data/{path}`` (204), ``GET``/``PUT``/``DELETE /v1/policies[/{id}]`` (400 ``invalid_parameter`` when
-a module does not compile; 400 when a bundle owns the policy tree), ``GET /health``, and bearer-token
-authentication (401 ``unauthorized``). Evaluation errors answer 500 ``internal_error`` as OPA does with
-``strict-builtin-errors``.
-
-Known differences from OPA: regorus compiles lazily, so a PUT module is checked by evaluating its packages
-once without input (a module whose rules fail at run time even without input is refused, which OPA would
-accept); path segments that look like integers are object keys, not array indexes; ``/health`` needs no token.
+Who calls it: tests of :mod:`kubesched.policy.remote` and of the SecurityAudit plugins with a remote engine, and the
+remote benchmark workloads, where no ``opa`` binary is available. Real HTTP on 127.0.0.1 with an ephemeral port,
+served by aiohttp from a background thread with its own event loop, so a test's own loop (or a synchronous test) can
+talk to it; ``server.faults`` switches faults (delays, error statuses, reset connections, odd answers) at any time.
+It answers as OPA's v1 Data and Policy APIs do (undefined results without ``result``, ``api_usage_warning``,
+``decision_id``, ``provenance``, 400 for a module that does not compile, 401 without the token). Known differences:
+a PUT module is checked by evaluating its packages once without input; path segments that look like integers are
+object keys; ``/health`` needs no token.
 """
 
 from __future__ import annotations

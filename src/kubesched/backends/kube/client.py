@@ -1,12 +1,12 @@
 """The HTTP client for one API server: JSON requests and watch streams, rate-limited, retried, authenticated.
 
 Built by ``kubesched run`` from a :class:`~kubesched.backends.kube.kubeconfig.ClusterConnection` and the
-configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader
-elector of this package and by nothing else. Watches are aiohttp streams, as for remote OPA (DESIGN rule 8);
-every other request goes through :mod:`kubesched.backends.kube.http1`, a keep-alive HTTP/1.1 exchange a
-quarter of aiohttp's CPU per request (two per scheduled pod). Not lightkube: the scheduler decodes API
-objects into its own types (:mod:`kubesched.api.objects`) straight from JSON, so lightkube's typed models
-would be a second decode of every object (README, "Live mode").
+configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader elector of
+this package and by nothing else. Watches are aiohttp streams, as for remote OPA
+(docs/explanation/design.md#own-the-client-and-its-errors); every other request goes through
+:mod:`kubesched.backends.kube.http1`, a keep-alive HTTP/1.1 exchange a quarter of aiohttp's CPU per request (two per
+scheduled pod). Not lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`)
+straight from JSON, so lightkube's typed models would be a second decode of every object.
 
 * Every request (not a watch: a watch is one long request that must not hold a token) first takes a token
   from a bucket refilled at ``qps`` and holding at most ``burst`` (client-go's flowcontrol limiter).

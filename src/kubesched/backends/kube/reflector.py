@@ -1,7 +1,7 @@
 """One resource's cache, kept by list and watch: kubesched's counterpart of client-go's Reflector + informer.
 
-The informers (:mod:`.informers`) run one :class:`Reflector` per resource and selector. The rules
-(reference/kubernetes-clients.md §4.5):
+The informers (:mod:`.informers`) run one :class:`Reflector` per resource and selector. The rules, client-go's
+(docs/explanation/live-scheduler.md#informers):
 
 1. List (paginated) and remember the list's ``resourceVersion``; hand every object to the handler.
 2. Watch from that version with ``allowWatchBookmarks=true`` and a server ``timeoutSeconds`` drawn at random

@@ -144,6 +144,16 @@ class SimulatedCluster:
             return
         self.update_pod(replace(current, status=replace(current.status, nominated_node_name="")))
 
+    async def compare_and_set_annotation(self, pod: Pod, key: str, expected: str | None, value: str) -> bool:
+        current = self.pods.get(pod.metadata.uid)
+        if current is None:
+            raise ApiError(f'pods "{pod.metadata.name}" not found')
+        if current.metadata.annotations.get(key) != expected:
+            return False
+        annotations = {**current.metadata.annotations, key: value}
+        self.update_pod(replace(current, metadata=replace(current.metadata, annotations=annotations)))
+        return True
+
     async def bind_volumes(
         self,
         pod: Pod,
