@@ -43,6 +43,14 @@ class OutageLog:
     def revision(self) -> str:
         return self.client.revision()
 
+    async def refresh(self) -> str:
+        # A failure counts; a success does not end an outage: it may be the revision last seen, asked of no one.
+        try:
+            return await self.client.refresh()
+        except PolicyError as exc:
+            self._failed(exc)
+            raise
+
     def input_paths(self, revision: str) -> InputPaths | None:
         return self.client.input_paths(revision)
 

@@ -32,6 +32,9 @@ class FlakyEngine:
     def revision(self) -> str:
         return "r1"
 
+    async def refresh(self) -> str:
+        return "r1"
+
     async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
         if self.down:
             raise PolicyError("cannot connect to http://opa:8181 (connection refused)")
