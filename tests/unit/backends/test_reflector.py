@@ -1,12 +1,12 @@
 """Reflector against a scripted API server: list pages and watch connections answered in a set order.
 
-Checked with the exact requests the server saw and the exact handler calls (reference/kubernetes-clients.md
-§4.5): paginated lists; the watch query (the list's version, bookmarks, a ``timeoutSeconds`` drawn in range);
-bookmarks move the version without a handler call; 410 Gone, in the stream or as the watch's status, relists
-at once and diffs (delete / update / add / nothing); any other failure reconnects from the last version after
-the backoff (the delays the reflector asks its injected sleep for; the jitter is pinned to 1.0), which doubles
-and is reset by a watch that delivered; a watch closed at once with nothing in it backs off too; malformed
-objects go to ``on_invalid`` and leave the cache; ``synced`` is set by the first list only.
+Checked with the exact requests the server saw and the exact handler calls: paginated lists; the watch query (the
+list's version, bookmarks, a ``timeoutSeconds`` drawn in range); bookmarks move the version without a handler call;
+410 Gone, in the stream or as the watch's status, relists at once and diffs (delete / update / add / nothing); any
+other failure reconnects from the last version after the backoff (the delays the reflector asks its injected sleep
+for; the jitter is pinned to 1.0), which doubles and is reset by a watch that delivered; a watch closed at once
+with nothing in it backs off too; malformed objects go to ``on_invalid`` and leave the cache; ``synced`` is set by
+the first list only.
 """
 
 from __future__ import annotations
