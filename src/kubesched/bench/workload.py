@@ -103,6 +103,7 @@ class Op:
     heartbeat_every: int = 0  # createPods: a node status update after every N bindings; 0: none
     images: ImageSpec | None = None  # createNodes
     taints: tuple[TaintSpec, ...] = ()  # createNodes
+    count_param: str = ""  # the param the count came from ("initNodes"), for messages; "" when written out
 
     def template_for(self, i: int) -> Mapping[str, Any]:
         """The template of the op's pod ``i``."""
@@ -169,6 +170,8 @@ class Workload:
     # The workload this one is judged against (SecurityAuditChurn: SchedulingBasic): the runner reports the ratio
     # of their pods/s within each round of one run, so machine drift between runs cancels out.
     relative_to: str | None = None
+    # The params in force (the declared ones, with overrides applied), in the order the file declares them.
+    params: Mapping[str, int] = field(default_factory=dict)
 
 
 def _count(value: object, params: Mapping[str, Any], where: str) -> int:
@@ -356,10 +359,12 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
             if milliseconds == 0:
                 raise WorkloadError(f"{where}.intervalMilliseconds: must be greater than zero")
             interval = milliseconds / 1000
+        raw_count = raw.get("count")
         ops.append(
             Op(
                 opcode=opcode,
-                count=0 if opcode == "churn" else _count(raw.get("count"), params, f"{where}.count"),
+                count=0 if opcode == "churn" else _count(raw_count, params, f"{where}.count"),
+                count_param=raw_count[1:] if isinstance(raw_count, str) and raw_count.startswith("$") else "",
                 namespace=_string(raw, "namespace", where, "default"),
                 collect_metrics=_flag(raw, "collectMetrics", where),
                 template=template,
@@ -383,6 +388,7 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         _check_hub_ops(ops, document, source)
     else:
         _check_nodes_before_pods(ops, raw_ops, source)
+        check_capacity(ops, source)
     labels = _strings(document.get("labels"), f"{source}: labels")
     description = document.get("description", "")
     if not isinstance(description, str):
@@ -413,6 +419,7 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         opa_server=opa_server,
         multi_cluster=multi_cluster,
         relative_to=relative_to,
+        params={str(k): v for k, v in params.items() if isinstance(v, int) and not isinstance(v, bool)},
     )
 
 
@@ -488,6 +495,15 @@ def _heartbeat(raw: Mapping[str, Any], params: Mapping[str, Any], where: str) ->
     if every == 0:
         raise WorkloadError(f"{where}.nodeHeartbeatEveryPods: must be greater than zero (omit it for no heartbeat)")
     return every
+
+
+def check_capacity(ops: Sequence[Op], source: str) -> None:
+    """Refuse a size whose nodes cannot hold the pods expected bound (:mod:`kubesched.bench.capacity`)."""
+    from kubesched.bench.capacity import capacity_problem
+
+    problem = capacity_problem(ops, source)
+    if problem is not None:
+        raise WorkloadError(f"{source}: {problem}")
 
 
 def _check_nodes_before_pods(ops: Sequence[Op], raw_ops: Sequence[Mapping[str, Any]], source: str) -> None:

@@ -34,6 +34,15 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _check_readable(flag: str, path: str) -> None:
+    """A file a flag names must open: otherwise one line naming the flag, the path and why."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise AgentUsageError(f"{flag} {path}: {error.strerror or error}") from None
+
+
 def add_agent_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     agent = commands.add_parser("agent", help="serve one member cluster to the hub over HTTPS (the cluster agent)")
     agent.add_argument(
@@ -78,12 +87,21 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from kubesched.live.run import install_signal_handlers
 
     host, port = parse_listen(args.listen)
-    connection = load_connection(args.kubeconfig, args.context)
+    for flag, path in (("--token-file", args.token_file), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        _check_readable(flag, path)
     try:
         token = read_token(Path(args.token_file))
+    except (OSError, ValueError) as error:
+        raise AgentUsageError(f"--token-file {args.token_file}: {getattr(error, 'strerror', None) or error}") from None
+    try:
         context = server_ssl_context(Path(args.tls_cert), Path(args.tls_key))
     except (OSError, ValueError) as error:
-        raise AgentUsageError(str(error)) from error
+        reason = getattr(error, "reason", None) or getattr(error, "strerror", None) or str(error)
+        raise AgentUsageError(
+            f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: not a PEM certificate and its private key "
+            f"({reason})"
+        ) from None
+    connection = load_connection(args.kubeconfig, args.context)
 
     async def serve() -> None:
         stop = asyncio.Event()

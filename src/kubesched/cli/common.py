@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from kubesched.framework.runtime.registry import Registry
 
 
+CONFIG_HELP = (
+    "KubeSchedulerConfiguration file (default: kube-scheduler's defaults); relative file paths in its plugin args "
+    "(policies, data, tokenFile, caFile, complianceDataPath) are relative to the file's directory"
+)
+
+
 def plugin_registry() -> Registry:
     from kubesched.framework.runtime.registry import with_entry_points
     from kubesched.plugins.registry import in_tree_registry

@@ -57,10 +57,11 @@ async def _oversized(request: web.Request, size: int) -> web.StreamResponse:
 class Faults:
     """Failures to inject, read at every request (set them from the test's thread at any time).
 
-    ``delay_seconds``, ``status_code``, ``reset_connection`` and ``reset_requests`` apply to every API request
-    except ``/health``; ``undefined``, ``non_boolean`` and ``usage_warning`` to Data API reads only.
+    ``hold``, ``delay_seconds``, ``status_code``, ``reset_connection`` and ``reset_requests`` apply to every API
+    request except ``/health``; ``undefined``, ``non_boolean`` and ``usage_warning`` to Data API reads only.
     """
 
+    hold: threading.Event | None = None  # answer only once the test sets it (a request held for as long as needed)
     delay_seconds: float = 0.0
     status_code: int | None = None  # answer with this status and an OPA error body (500 → internal_error)
     reset_connection: bool = False  # close the connection with a TCP reset instead of answering
@@ -398,6 +399,16 @@ class OpaTestServer:
     ) -> web.StreamResponse:
         if request.path != "/health":
             faults = self.faults
+            hold = faults.hold
+            if hold is not None and not hold.is_set():
+                held = asyncio.current_task()
+                assert held is not None
+                self._delayed.add(held)  # cancelled by stop() like a delayed one
+                try:
+                    while not hold.is_set():
+                        await asyncio.sleep(0.001)
+                finally:
+                    self._delayed.discard(held)
             if faults.delay_seconds > 0:
                 task = asyncio.current_task()
                 assert task is not None

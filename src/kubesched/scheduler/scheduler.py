@@ -113,12 +113,17 @@ class Scheduler:
             listers=backend.listers,
         )
         self.frameworks: dict[str, Framework] = {}
+        problems: list[str] = []  # of every profile, so that config validate lists them all
         for profile in config.profiles:
             try:
                 built = Framework(profile, registry, context, use_batch=use_batch, metrics=metrics)
             except FrameworkBuildError as exc:
-                raise FrameworkBuildError(f'{config.source}: profile "{profile.scheduler_name}": {exc}') from exc
+                where = f'{config.source}: profile "{profile.scheduler_name}"'
+                problems.extend(f"{where}: {problem}" for problem in exc.problems or (str(exc),))
+                continue
             self.frameworks[profile.scheduler_name] = built
+        if problems:
+            raise FrameworkBuildError(*problems)
         first = next(iter(self.frameworks.values()))
         hints = {name: fwk.events_to_register() for name, fwk in self.frameworks.items()}
         self.queue = SchedulingQueue(

@@ -136,6 +136,7 @@ class JsonlSink:
         self.checkpoint_every = checkpoint_every
         self._checkpointer: CheckpointWriter | None = None
         self._fd, created = _open_locked(self.path)
+        self.created = created  # this sink made the file (it did not exist)
         try:
             if signing_key is not None:
                 from kubesched.audit.checkpoints import CheckpointWriter
@@ -279,6 +280,14 @@ class JsonlSink:
         with self._lock:
             thread = self._thread
         thread.join()
+
+    def close_unused(self) -> None:
+        """Close, and remove the log again when this sink created it and no record was ever handed in: a run
+        that fails before its first decision (a plugin that cannot be built) leaves no empty log behind."""
+        self.close_sync()
+        if self.created and self.records == 0 and not self.dropped:
+            self.path.unlink(missing_ok=True)
+            head_path(self.path).unlink(missing_ok=True)
 
     def __enter__(self) -> Self:
         return self

@@ -135,7 +135,11 @@ class FrameworkMetrics(Protocol):
 
 
 class FrameworkBuildError(KubeschedError):
-    pass
+    """A profile that cannot be built; ``problems`` holds one line per plugin that failed (``str`` joins them)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 @dataclass(slots=True)
@@ -192,10 +196,17 @@ class Framework(ContextHandle):
         self._points = points
         args: Mapping[str, object] = profile.plugin_args
         self.plugins: dict[str, Plugin] = {}
+        failed: dict[str, str] = {}  # every plugin is tried, so one error does not hide the next
         for refs in points.values():
             for ref in refs:
-                if ref.name not in self.plugins:
+                if ref.name in self.plugins or ref.name in failed:
+                    continue
+                try:
                     self.plugins[ref.name] = self._build_plugin(ref.name, registry, args.get(ref.name))
+                except FrameworkBuildError as exc:
+                    failed[ref.name] = str(exc)
+        if failed:
+            raise FrameworkBuildError(*failed.values())
 
         self.pre_enqueue_plugins: list[tuple[str, PreEnqueuePlugin]] = self._at("preEnqueue")
         queue_sort: list[tuple[str, QueueSortPlugin]] = self._at("queueSort")

@@ -41,11 +41,12 @@ class PolicyEngineArgs:
     engine: str = ""  # "" = remote when opaEndpoint is set and no policies are given, else embedded
     opa_endpoint: str = ""
     timeout_seconds: float = 5.0
-    token_file: str = ""
-    ca_file: str = ""
+    # Paths relative to the configuration file (metadata "path": kubesched.config.relative_paths).
+    token_file: str = field(default="", metadata={"path": True})
+    ca_file: str = field(default="", metadata={"path": True})
     batch_endpoint: str = ""
-    policies: tuple[str, ...] = ()
-    data: tuple[str, ...] = ()
+    policies: tuple[str, ...] = field(default=(), metadata={"path": True})
+    data: tuple[str, ...] = field(default=(), metadata={"path": True})
     decision_path: str = ""
     failure_policy: str = FAILURE_FAIL
     enforcement_action: str = ENFORCE_DENY

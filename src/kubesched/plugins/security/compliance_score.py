@@ -17,7 +17,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -68,7 +68,7 @@ class ComplianceScoreArgs:
     """
 
     weight: int = 1
-    compliance_data_path: str = ""
+    compliance_data_path: str = field(default="", metadata={"path": True})  # relative to the configuration file
     missing_data_policy: str = POLICY_NEUTRAL
     neutral_score: int = 50
     reload_interval_seconds: float = 5.0
