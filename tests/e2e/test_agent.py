@@ -19,9 +19,9 @@ import pytest
 
 from kubesched.clock import VirtualClock
 from kubesched.federation.wire import BIND_PATH, RESERVATIONS_PATH, STATE_PATH
+from kubesched.harness.certificates import write_server_certificates
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.certificates import write_server_certificates
-from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,8 @@ import yaml
 
 from kubesched.clock import VirtualClock
 from kubesched.federation.wire import BIND_PATH, RESERVATIONS_PATH, STATE_PATH
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.envtest import ControlPlane
 
 from .test_deploy_manifests import (
     DEPLOY,

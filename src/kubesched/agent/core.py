@@ -1,50 +1,18 @@
 """What the cluster agent does in its member: report state, hold and release reservations, bind pods, expire.
 
-Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints) and
-tests. Everything goes to the member's API server through a :class:`~kubesched.agent.api.MemberApi`: our own
-client (:class:`~kubesched.backends.kube.client.KubeClient`), so its errors are already ours, or -- for the
-benchmark and unit tests -- :class:`~kubesched.agent.memory.InMemoryMember`.
-
-* **State** is read from the agent's :class:`~kubesched.agent.view.MemberView` of the member (listed once, then
-  watched, with the agent's own writes applied at once): its Nodes, its running Pods (bound to a node, not
-  finished) and the live reservations, turned into a :class:`~kubesched.framework.clusters.ClusterState` with
-  the same conversion the simulation uses (:func:`kubesched.federation.state.placed_capacity`, which
-  ``member_capacity`` is made of: the view keeps each pod's node and requests, so the state parses nothing),
-  stamped as old as the view may be. A reservation counts like a pod on the node it was placed on, so
-  ``allocated`` and the per-node free buckets already leave its capacity out. A view that cannot be current
-  raises :class:`~kubesched.backends.kube.errors.KubeTransportError`, as a failed list did.
-* **A reservation is a ConfigMap** ``kubesched-reservation-<id>`` in the agent's namespace, labelled
-  :data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``,
-  ``podUID`` and ``expiresAt``: the member itself stores it, so an agent restart (or a second agent process)
-  sees every reservation. Reserving picks the first node, by name, with room for the requests and one pod
-  slot; none -> :class:`Refused` (409). The same id again is the same reservation (idempotent); the same id
-  with other requests is refused.
-* **Expiry**: a reservation past ``expiresAt`` (the agent's injectable clock) holds nothing from that moment --
-  unless a pod create under it may still take effect (below): it holds its capacity until then;
-  :meth:`Agent.sweep_expired` deletes such ConfigMaps (the server runs it every ``sweep_interval``), so a
-  reservation whose hub never confirms goes away by itself.
-* **Bind** creates the pod in the member, on the reserved node (``spec.nodeName``: the capacity was held
-  there, and the member needs no scheduler pass of its own), labelled ``app.kubernetes.io/managed-by:
-  kubesched`` and annotated with the reservation id and the hub pod's uid, then deletes the reservation.
-  Hub-side owner references are dropped (the owners do not exist in the member: its garbage collector would
-  delete the pod), and so are the hub's placement constraints, which were about clusters (``nodeSelector``,
-  node affinity), with ``priority`` (the member's admission computes it) and scheduling gates.
-* **A bind names the reservation it consumes** as the reserve answered it (its ``expiresAt``): a reserve the hub
-  gave up on may still arrive after a release settled the commit and make a reservation of that id again, and a
-  late bind must not make a pod under that one.
-* **The member pod is the commit record.** A bind for a hub pod that already has a pod in the member answers
-  that pod, whatever the reservation; a release or a sweep of a reservation under which a pod was made reports
-  it bound (the reservation's hold is dropped: the pod holds the capacity now). A pod create whose answer was
-  lost -- or one a killed predecessor process may have sent -- can still take effect for
-  ``in_flight_seconds``; a release of its reservation then answers ``503 Settling`` instead of guessing, a bind
-  under it sends no second create (``Settling`` too), and the sweep leaves it for a later round
-  (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth).
-* **Fencing**: every mutating call carries the hub's fencing token; a token older than the newest the member has
-  seen is refused (``409 Fenced``), a newer one is recorded in the member first
-  (docs/explanation/cross-cluster-commit.md#fencing).
-
-Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. One agent
-per member is the deployment model; two would each be right about their own holds only.
+Who calls it: :mod:`kubesched.agent.server` (one :class:`Agent` per process, behind the HTTPS endpoints), push mode
+(:mod:`kubesched.agent.push`) and tests. Everything goes to the member's API server through a
+:class:`~kubesched.agent.api.MemberApi` (our :class:`~kubesched.backends.kube.client.KubeClient`, or the in-memory
+member of the benchmark and unit tests). State is read from the agent's :class:`~kubesched.agent.view.MemberView`;
+a reservation is a ConfigMap ``kubesched-reservation-<id>`` in the agent's namespace, so the member itself stores it;
+a reservation past ``expiresAt`` (on the agent's clock) holds nothing and is swept; a bind creates the pod on the
+reserved node. The member pod is the commit record: a bind, release or sweep that finds the pod made for a hub pod
+answers with it, and a release whose pod create may still land (no answer, or a ``5xx``: the member's own timeout
+passed, its write may still be done) answers ``503 Settling``
+(docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth). Every mutating call carries the hub's fencing
+token; an older one than the member has seen is refused (docs/explanation/cross-cluster-commit.md#fencing).
+Mutations are serialised by one lock per agent: "does it fit" and "hold it" must not interleave. What the member pod
+keeps of the hub pod, and why: docs/explanation/cross-cluster.md#the-cluster-agent.
 """
 
 from __future__ import annotations
@@ -73,6 +41,7 @@ from kubesched.clock import Clock
 from kubesched.errors import KubeschedError
 from kubesched.federation.state import count_workloads, placed_capacity
 from kubesched.federation.wire import (
+    FENCED_REASON,
     HUB_POD_UID_ANNOTATION,
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -348,7 +317,8 @@ class Agent:
     ) -> tuple[bool, dict[str, str] | None]:
         """Drop reservation ``rid``: (whether the member held it, None) -- or (False, the member pod) when a pod was
         made under it, or for ``hub_pod``: the commit happened, and nothing is released. Releasing twice is fine.
-        Raises :class:`Refused` ``Settling`` while a create under ``rid`` may still take effect (module doc)."""
+        Raises :class:`Refused` ``Settling`` while a create under ``rid`` may still take effect
+        (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth)."""
         if not RESERVATION_ID_PATTERN.match(rid):
             raise Refused(400, "Invalid", "id: must be a DNS label (lower-case letters, digits and '-')")
         async with self._lock:
@@ -373,9 +343,18 @@ class Agent:
 
     async def find(self, hub_pod: HubPodRef) -> dict[str, str] | None:
         """The member pod made for ``hub_pod`` (finished or not), or None: the view's, else the member's own answer
-        for the hub pod's name."""
+        for the hub pod's name. One being deleted is None: it is no copy another member's may be deleted for."""
         await self._view.current()
-        return await self._made_for(hub_pod.uid, hub_pod, "")
+        seen = self._view.hub_pod(hub_pod.uid)
+        if seen is not None:
+            return None if seen.deleting else seen.summary()
+        if not hub_pod.name:
+            return None
+        namespace = hub_pod.namespace or "default"
+        pod = await self._earlier_bind(f"/api/v1/namespaces/{namespace}/pods", hub_pod.name, "", hub_pod.uid)
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        return member_pod_summary(pod)
 
     async def _made_for(self, hub_uid: str, hub_pod: HubPodRef | None, rid: str) -> dict[str, str] | None:
         """The member pod made for hub pod ``hub_uid`` (or under ``rid``), from the view or -- with the hub pod's name
@@ -444,7 +423,7 @@ class Agent:
         if token < newest:
             raise Refused(
                 409,
-                "Fenced",
+                FENCED_REASON,
                 f"fencing token {token} is older than {newest}, the newest this member has seen: another hub leads",
             )
         if token == newest:
@@ -496,9 +475,10 @@ class Agent:
         self, rid: str, manifest: Mapping[str, Any], token: int = 0, expires_at: float | None = None
     ) -> tuple[dict[str, str], bool]:
         """Create ``manifest``'s pod under reservation ``rid``; (the member's pod, whether it is new). A hub pod that
-        already has a pod in the member gets that pod, whatever the reservation (module doc). ``expires_at``: the
-        reservation as the hub's reserve was answered; another one under the same id (made again by a reserve that
-        arrived after a release) is not it: NotFound."""
+        already has a pod in the member gets that pod, whatever the reservation
+        (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth). ``expires_at``: the reservation as
+        the hub's reserve was answered; another one under the same id (made again by a reserve that arrived after
+        a release) is not it: NotFound."""
         metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
         if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
             raise Refused(400, "Invalid", "pod.metadata.name: required")
@@ -558,10 +538,11 @@ class Agent:
                 self._unknown_creates[rid] = self.clock.now()  # it may still be written: a release must wait
                 raise
             except KubeApiError as error:
+                if error.status >= 500:  # 504: its own timeout passed, the write may still land -- as if unanswered
+                    self._unknown_creates[rid] = self.clock.now()
+                    raise
                 if error.status != 409:
-                    raise Refused(
-                        422 if 400 <= error.status < 500 else 502, "MemberRejected", f"the member: {error}"
-                    ) from error
+                    raise Refused(422, "MemberRejected", f"the member: {error}") from error
                 earlier = await self._earlier_bind(pod_path, name, rid, hub_uid)
                 if earlier is None:
                     taken = f"pod {namespace}/{name} exists in the member"
@@ -597,8 +578,8 @@ class Agent:
 
     async def delete_pod(self, namespace: str, name: str, hub_uid: str, token: int = 0) -> bool:
         """Delete the member pod ``namespace/name`` that stands for hub pod ``hub_uid`` (its hub pod was deleted);
-        whether there was one to delete. A pod of that name for another hub pod (or none) is refused as
-        ``Conflict``: the agent deletes only what it made for this hub pod."""
+        whether this call deleted it (False: there is none, or it is being deleted already). A pod of that name for
+        another hub pod is refused as ``Conflict``: the agent deletes only what it made for this hub pod."""
         if not hub_uid:
             raise Refused(400, "Invalid", "hubPodUID: required")
         async with self._lock:
@@ -613,6 +594,8 @@ class Agent:
         metadata = pod.get("metadata") or {}
         if (metadata.get("annotations") or {}).get(HUB_POD_UID_ANNOTATION) != hub_uid:
             raise Refused(409, "Conflict", f"pod {namespace}/{name} in the member is not hub pod {hub_uid}'s")
+        if metadata.get("deletionTimestamp"):
+            return False  # its kubelet is stopping it: deleting again would only say so twice
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": metadata.get("uid")}}
         try:
             await self.client.request("DELETE", path, body=options, retry=False, timeout=self.request_timeout)
@@ -620,7 +603,7 @@ class Agent:
             if is_status(error, 404):
                 return False
             raise
-        log.info("deleted %s/%s: its hub pod %s is gone", namespace, name, hub_uid)
+        log.info("deleted %s/%s, made for hub pod %s", namespace, name, hub_uid)
         return True
 
 

@@ -1,47 +1,13 @@
 """The cluster agent's HTTPS endpoints, in front of one member cluster's API server (``kubesched agent``).
 
-Who calls it: ``kubesched agent`` (:func:`serve`) and the tests, which start an :class:`AgentServer` on
-loopback. Every request must carry ``Authorization: Bearer <token>`` (the token file's content, compared in
-constant time); anything else is ``401``. Bodies and answers are JSON; errors are
-``{"reason": <constant word>, "message": ...}``. Amounts are canonical integers (milli-CPU, bytes, counts);
-requests may also be given as quantity strings. The shapes are :mod:`kubesched.federation.wire`'s.
-
-Every mutating call may carry the hub's fencing token in the ``Kubesched-Fencing-Token`` header (a non-negative
-integer, 0 when absent): one older than the newest the member has seen is ``409 Fenced``.
-
-``GET /v1/state``
-    ``200`` ``{name, ready, readyReason, observedAt, allocatable, allocated, nodes: [{count, free}], apis,
-    workloads: [{key, count}], accountedPods, podPhases, podNames, reservations: [...]}`` -- live reservations are
-    already counted in ``allocated`` and ``nodes``; ``accountedPods`` are the hub pod uids the state counts
-    (reserved or bound); ``podPhases`` and ``podNames`` give, by hub pod uid, the phase and ``namespace/name`` of
-    the member pod made for it.
-``POST /v1/reservations`` ``{id, requests, ttlSeconds, podUID?}``
-    ``201`` new, ``200`` the same id again (idempotent): ``{reservation: {id, node, requests, expiresAt,
-    podUID, createdAt}}``. ``409`` ``Unfit`` (no node has room) or ``Conflict`` (the id holds other requests);
-    ``400`` ``Invalid``.
-``DELETE /v1/reservations/{id}[?hubPodUID=UID&namespace=NS&name=NAME]``
-    ``200`` ``{released: true|false, pod: null|{namespace, name, uid, node}}``: ``pod`` is the member pod made
-    under the reservation or for the hub pod named (the commit happened: nothing is released); otherwise
-    ``released`` says whether the member held the reservation (false: there was none; releasing twice is fine).
-    ``503`` ``Settling`` (with ``Retry-After``): a pod create under it may still take effect; ask again.
-``POST /v1/bind`` ``{reservationId, pod, reservationExpiresAt?}``
-    ``201`` created, ``200`` the pod an earlier bind made for the same hub pod: ``{pod: {namespace, name, uid,
-    node}}``. ``reservationExpiresAt``: the reservation's ``expiresAt`` as the reserve answered it; a reservation of
-    that id with another one (made again after a release) is not consumed (``404``).
-    ``404`` ``NotFound`` (no such reservation: expired and swept, released, never made), ``410`` ``Expired``,
-    ``409`` ``Conflict`` (the pod asks more than reserved, or a pod of that name exists without this id),
-    ``422`` ``MemberRejected`` (the member's API refused the pod). ``503`` ``Settling`` (with ``Retry-After``): an
-    earlier create under the reservation may still take effect; no second one is sent.
-
-``GET /v1/hubpods/{uid}[?namespace=NS&name=NAME]``
-    ``200`` ``{pod: null|{namespace, name, uid, node}}``: the member pod made for hub pod UID, finished or not
-    (with the hub pod's name, asked of the member itself too).
-``DELETE /v1/pods/{namespace}/{name}?hubPodUID=UID``
-    ``200`` ``{deleted: true|false}`` (false: no such pod). ``409`` ``Conflict``: the pod of that name is not the
-    one made for hub pod UID (it is left alone); ``400`` ``Invalid`` without ``hubPodUID``.
-
-The member's API failing is ``502`` (it answered an error) or ``503`` (no answer), reason ``MemberUnavailable``.
-Expired reservations are swept every ``sweep_interval`` seconds on the agent's clock.
+Who calls it: ``kubesched agent`` (:func:`serve`) and the tests, which start an :class:`AgentServer` on loopback;
+the hub's :class:`~kubesched.federation.agent_client.AgentClient` is its client. Every request needs ``Authorization:
+Bearer <token>`` (compared in constant time); a mutating call may carry the hub's fencing token in the
+``Kubesched-Fencing-Token`` header; errors are ``{"reason", "message"}``; the member's API failing is 502 (it
+answered an error) or 503 (no answer). The endpoints, their bodies and answers are specified in the OpenAPI document
+docs/reference/agent-api.yaml (a test holds it equal to the routes and answers here); the shapes are
+:mod:`kubesched.federation.wire`'s. Expired reservations are swept every ``sweep_interval`` seconds on the agent's
+clock.
 """
 
 from __future__ import annotations

@@ -1,34 +1,13 @@
 """The cluster agent's view of its member: Nodes, bound Pods and reservations, kept by list and watch.
 
-Who calls it: :class:`~kubesched.agent.core.Agent`, for every state, reservation, bind and sweep. Listing the
-member for each of those was most of an agent's work (a reservation read every Node, Pod and reservation of the
-member, and summed every node's pods again); the view lists once and then follows the member's watches, as
-kube-scheduler's own informers do, through three :class:`~kubesched.backends.kube.reflector.Reflector` s: Nodes,
-Pods bound to a node, and the reservation ConfigMaps in the agent's namespace.
-
-* **Own writes count at once.** A watch event comes a moment after the write that caused it, and the agent's next
-  reservation must already see its last one. So what the agent itself wrote is applied to the view when the
-  member accepts it: a reservation it made (:meth:`MemberView.made`), one it deleted (:meth:`MemberView.dropped`),
-  a pod it bound (:meth:`MemberView.bound`). Each is matched to its watch event by uid, so a late event never
-  undoes a newer write, and is forgotten once the event arrives -- or after :data:`OWN_WRITE_SECONDS`, should it
-  never come (the watch would have relisted by then). The event of the very object written (the uid and
-  resourceVersion of the member's answer) takes the record made from that answer instead of a second parse. A
-  pod the agent deleted is not applied early: until its event it still counts, which can only hold capacity
-  back, never give it twice.
-* **Nodes** take new pods when Ready and not cordoned; their NoSchedule/NoExecute taints are kept beside them (a
-  reservation goes to a tainted node only for a pod that tolerates each of them).
-* **Running pods** count on their node: bound, not Succeeded or Failed. A watched pod is read as a full parse
-  reads it (an invalid one is logged and left out, as before; each distinct spec is parsed once, see
-  :class:`PodReader`) and kept as a :class:`MemberPod`: what the agent's state and reservations read of it (uid,
-  node, phase, requests, hub pod uid, workload keys), not the whole parse. Each node's
-  requested total is kept as pods come and go, so choosing a node for a reservation costs one comparison per node.
-* **Freshness.** :meth:`MemberView.current` starts the watches on first use (and again on a new event loop),
-  waits for the first lists, and answers how old the view is: zero while every watch is open, else the time since
-  the oldest was lost. A view whose first list failed (at once, with the list's error), that has not listed
-  within the agent's request timeout, or that lost a watch more
-  than :data:`LOST_GRACE_SECONDS` ago, raises :class:`~kubesched.backends.kube.errors.KubeTransportError` naming
-  the resource and the last error, as a failed list did: the agent then answers that its member is unavailable
-  rather than report stale capacity as current.
+Who calls it: :class:`~kubesched.agent.core.Agent`, for every state, reservation, bind and sweep. Three
+:class:`~kubesched.backends.kube.reflector.Reflector` s (Nodes, Pods bound to a node, the reservation ConfigMaps)
+list once and then follow the member, as kube-scheduler's informers do. The agent's own writes count at once, each
+matched to its later watch event by uid (:meth:`MemberView.made`, :meth:`MemberView.dropped`,
+:meth:`MemberView.bound`); a watched pod is kept as a small :class:`MemberPod`, each distinct spec parsed once
+(:class:`PodReader`). :meth:`MemberView.current` raises
+:class:`~kubesched.backends.kube.errors.KubeTransportError` rather than report stale capacity as current. Why:
+docs/explanation/cross-cluster.md#the-cluster-agent.
 """
 
 from __future__ import annotations
@@ -100,6 +79,8 @@ class MemberPod:
     name: str = ""
     reservation: str = ""
     """The reservation a bind made it under (its :data:`~kubesched.federation.wire.RESERVATION_ANNOTATION`)."""
+    deleting: bool = False
+    """It has a ``deletionTimestamp``: its kubelet is stopping it (it still holds its capacity meanwhile)."""
 
     def summary(self) -> dict[str, str]:
         """The pod as the agent's answers name it."""
@@ -124,6 +105,7 @@ def member_pod(metadata: ObjectMeta, node: str, phase: str, requests: Mapping[st
         metadata.namespace,
         metadata.name,
         metadata.annotations.get(RESERVATION_ANNOTATION, ""),
+        metadata.deletion_timestamp is not None,
     )
 
 
@@ -243,7 +225,8 @@ class MemberView:
 
     async def current(self) -> float:
         """Seconds the view may be behind its member (0 while every watch is open); raises KubeTransportError
-        when it has not listed, or lost a watch too long ago (module doc)."""
+        when its first list failed or has not come within the agent's request timeout, or a watch was lost more
+        than :data:`LOST_GRACE_SECONDS` ago, naming the resource and the last error."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._start(loop)

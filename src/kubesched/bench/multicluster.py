@@ -1,31 +1,15 @@
 """``kubesched bench`` for a hub: pods placed across member clusters through their agents, with the two-phase commit.
 
 Who calls it: :func:`kubesched.bench.runner.run_workload`, for a workload with a ``multiCluster`` section
-(:class:`~kubesched.bench.workload.MultiClusterSpec`). What runs is the live hub's path, minus the member API
-servers:
-
-* every member is an :class:`~kubesched.agent.memory.InMemoryMember` holding ``nodesPerCluster`` Nodes, with one
-  :class:`~kubesched.agent.core.Agent` in front of it; the hub reaches it through a
-  :class:`~kubesched.agent.push.PushEndpoint` in this process (``transport: inProcess``), or through an
-  :class:`~kubesched.federation.agent_client.AgentClient` over loopback HTTPS (``https``) to the agents' real
-  :class:`~kubesched.agent.server.AgentServer` endpoints -- all of them in one child process, as agents run apart
-  from their hub (``agentProcess: separate``; its CPU time is counted as helper CPU), or on the hub's own event
-  loop (``agentProcess: hub``, as the tests' RunningAgent runs one); the hub's connection pools are warmed (a few
-  keep-alive connections per agent) before any pod, as a live hub's are;
-* the hub's :class:`~kubesched.federation.cache.ClusterStateCache` over those endpoints is refreshed once before
-  any pod, and then each member every ``refreshSeconds`` of wall time while pods are drained, the members spread
-  evenly over the interval (a live hub's background refresh; the scheduler's virtual clock does not move while it
-  works, so the refresh runs on wall time here);
-* :class:`~kubesched.federation.commit.AgentCommitter` commits, and the hub scheduler runs the workload's profile on
-  a simulated cluster of the members' super nodes, with the loop handing over to binding work after every cycle as
-  the live loop does (:meth:`~kubesched.scheduler.scheduler.Scheduler.run` yields after each pod).
-
-Figures: decisions per second are pods bound (in their member and on the hub) per wall second of the measured op;
-attempt latency is the scheduling cycle's, as for every workload; **commit latency** is from the pod's last pop
-off the queue to its bind returning from the member (the reservation, the approval and the member's bind in
-between). After the run every member is read back: no node may hold more than its allocatable, and every hub pod
-must be in exactly one member (:func:`~kubesched.bench.checks.check_members`), besides the hub-side placement
-checks every workload gets.
+(:class:`~kubesched.bench.workload.MultiClusterSpec`). What runs is the live hub's path without the member API
+servers: each member is an :class:`~kubesched.agent.memory.InMemoryMember` with its own
+:class:`~kubesched.agent.core.Agent`, reached in process (:class:`~kubesched.agent.push.PushEndpoint`) or over
+loopback HTTPS (:class:`~kubesched.federation.agent_client.AgentClient` to real
+:class:`~kubesched.agent.server.AgentServer` endpoints, in a child process or on the hub's loop); the hub's state
+cache is refreshed in the background on wall time while pods drain, and the
+:class:`~kubesched.federation.commit.AgentCommitter` commits. Besides the usual figures it reports commit latency
+(pop to the member's bind) and reads every member back (:func:`~kubesched.bench.checks.check_members`). The
+format: docs/reference/bench-workloads.md#multicluster.
 """
 
 from __future__ import annotations
@@ -287,7 +271,7 @@ async def _start_agents(
 ) -> tuple[Path, list[tuple[str, AgentServer]], dict[str, InMemoryMember], str]:
     """Every member with its agent behind its HTTPS server on loopback: (the CA file, the servers by member name,
     the members, the bearer token)."""
-    from kubesched.testing.certificates import write_server_certificates
+    from kubesched.harness.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(workdir / "agent-pki")
     token = secrets.token_urlsafe(24)

@@ -3,8 +3,8 @@
 Who calls it: :class:`~kubesched.federation.cache.ClusterStateCache` (state, in the background), the
 two-phase commit (reserve / release / bind) and the live hub (delete a member pod whose hub pod is gone).
 Transport: our keep-alive HTTP/1.1 exchange (:mod:`kubesched.backends.kube.http1`), not aiohttp -- it costs
-about a quarter of aiohttp's CPU per small request, and the hub makes several agent calls per placed pod on the
-scheduler's one thread (the MultiCluster benchmark budgets 32 ms p99 from queue pop to commit). Only the
+a fraction of aiohttp's CPU per small request, and the hub makes several agent calls per placed pod on the
+scheduler's one thread. Only the
 transport is shared with the kube backend.
 
 Failure policy, stated once: every call has a deadline (``timeout``, per call overridable) and is **not

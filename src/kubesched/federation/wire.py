@@ -22,6 +22,7 @@ from kubesched.framework.clusters import SCHEDULING_TAINT_EFFECTS, ClusterState,
 __all__ = [
     "API_VERSION_PREFIX",
     "BIND_PATH",
+    "FENCED_REASON",
     "FENCING_TOKEN_HEADER",
     "HUB_PODS_PATH",
     "HUB_POD_UID_ANNOTATION",
@@ -50,6 +51,8 @@ HUB_PODS_PATH = f"{API_VERSION_PREFIX}/hubpods"
 
 FENCING_TOKEN_HEADER = "Kubesched-Fencing-Token"
 """The hub's fencing token on every mutating call (docs/explanation/cross-cluster-commit.md#fencing)."""
+FENCED_REASON = "Fenced"
+"""The reason of the agent's ``409`` to a fencing token older than the newest its member has seen."""
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "kubesched"

@@ -8,10 +8,12 @@ while the process leads. The member's state names, by hub pod uid, every pod an 
 * its hub pod is bound to this member, or not bound at all: it is kept (an unbound one is adopted by the
   scheduler, :mod:`~kubesched.plugins.multicluster.reservation`);
 * its hub pod is bound to another member: the copy here is deleted only once the hub API server confirms that
-  binding (same uid) **and** the other member's agent confirms its own copy exists; otherwise it is kept and
-  looked at again after the next refresh;
+  binding (same uid) **and** the other member's agent confirms its own copy exists (one being deleted is no
+  confirmation); otherwise it is kept and looked at again after the next refresh;
 * its hub pod does not exist: deleted once the hub API server answers that no pod of that name has that uid
-  (a finished hub pod, which the informers no longer list, still exists: its copy is kept).
+  (a finished hub pod, which the informers no longer list, still exists: its copy is kept);
+* a copy deleted -- or found being deleted already, its kubelet stopping it -- is not looked at again for
+  :data:`DELETED_RECHECK_SECONDS`: the member still reports it meanwhile, and it is not deleted (nor recorded) twice.
 
 Each deletion goes through the member's agent (which deletes only the pod made for that hub pod) with the hub's
 fencing token, and is an audit record: result ``Deleted``, the member as target, the reason as message.
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 DELETED = "Deleted"
 """The audit record's result for a copy reconciliation deleted."""
 ALIVE_RECHECK_SECONDS = 300.0  # a hub pod found to exist (finished, so not listed) is not asked about again before
+DELETED_RECHECK_SECONDS = 300.0  # nor a copy deleted (or found being deleted): its kubelet stops it meanwhile
 
 
 class HubPodReader(Protocol):
@@ -111,6 +114,7 @@ class Reconciler:
         self.deleted: list[Deletion] = []
         self._running: dict[str, asyncio.Task[None]] = {}
         self._alive: dict[str, float] = {}  # hub pod uid -> until when it is known to exist though not listed
+        self._deleting: dict[tuple[str, str], float] = {}  # (member, hub pod uid) -> until when its copy is left be
 
     def offer(self, member: str) -> None:
         """Look at ``member``'s copies in the background (one pass at a time per member)."""
@@ -126,8 +130,12 @@ class Reconciler:
     def _suspects(self, member: str, phases: Mapping[str, str]) -> list[str]:
         """The hub pod uids of ``member``'s copies that may have to go: bound elsewhere, or not listed."""
         now = self.clock.now()
+        if any(until < now for until in self._deleting.values()):
+            self._deleting = {key: until for key, until in self._deleting.items() if until >= now}
         found = []
         for uid in phases:
+            if (member, uid) in self._deleting:
+                continue
             pod = self.hub_pods.get(uid)
             if pod is None:
                 if self._alive.get(uid, float("-inf")) < now:
@@ -182,7 +190,8 @@ class Reconciler:
         if link is None:
             return
         deleted = await link.delete_pod(namespace, name, uid, token=self.token(), timeout=self.timeout)
-        if not deleted:
+        self._deleting[(member, uid)] = self.clock.now() + DELETED_RECHECK_SECONDS
+        if not deleted:  # gone, or being deleted already (by the hub when its hub pod was deleted, say)
             return
         deletion = Deletion(member, namespace, name, uid, reason)
         self.deleted.append(deletion)

@@ -13,7 +13,7 @@ import pytest
 
 from kubesched.agent.core import Agent, HubPodRef, Refused
 from kubesched.agent.memory import InMemoryMember
-from kubesched.backends.kube.errors import KubeTransportError
+from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.clock import VirtualClock
 from kubesched.federation.wire import ReservationRequest
 
@@ -50,6 +50,28 @@ class _LosesCreates:
                 await self.member.request(method, path, **kwargs)
             raise KubeTransportError("connection reset by peer")
         return await self.member.request(method, path, **kwargs)
+
+
+class _TimesOutCreates:
+    """The member, except that it answers pod creates ``504 Timeout`` and writes the pod only when told
+    (``land``): its own timeout passed while its storage was slow."""
+
+    def __init__(self, member: InMemoryMember) -> None:
+        self.member = member
+        self.held: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.member, name)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if method == "POST" and path.endswith("/pods"):
+            self.held.append((method, path, kwargs))
+            raise KubeApiError(504, "Timeout", "the server was unable to return a response in the time allotted")
+        return await self.member.request(method, path, **kwargs)
+
+    async def land(self) -> None:
+        for method, path, kwargs in self.held:
+            await self.member.request(method, path, **kwargs)
 
 
 def start(member: InMemoryMember, clock: VirtualClock, **options: Any) -> Agent:
@@ -140,6 +162,30 @@ def test_while_a_create_with_no_answer_may_land_a_release_says_settling_then_the
         assert await agent.release("r1", hub_pod=ref) == (True, None)
 
     asyncio.run(scenario())
+
+
+def test_a_create_answered_504_is_one_that_may_land_not_one_refused() -> None:
+    """kube-apiserver answers 504 when its own timeout passes, "but may still be processing the request": a release
+    answering released then would let the hub place the pod elsewhere while this write lands."""
+    member, clock = fresh()
+    slow = _TimesOutCreates(member)
+    agent = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+    ref = HubPodRef("hub-web", "apps", "web")
+
+    async def scenario() -> None:
+        await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 30, "hub-web"))
+        with pytest.raises(KubeApiError):  # the server answers 502 MemberUnavailable: not a definite no
+            await agent.bind("r1", hub_pod("web"))
+        with pytest.raises(Refused) as settling:
+            await agent.release("r1", hub_pod=ref)
+        assert settling.value.reason == "Settling"
+        clock.advance(5)
+        await slow.land()  # the slow write is done
+        released, made = await agent.release("r1", hub_pod=ref)
+        assert (released, made is not None and made["name"]) == (False, "web")
+
+    asyncio.run(scenario())
+    assert len(member.pods()) == 1
 
 
 def test_a_restarted_agent_waits_out_its_predecessors_creates_before_saying_released() -> None:

@@ -50,6 +50,10 @@ class Services:
     def __len__(self) -> int:
         return len(self._instances)
 
+    def instances(self, kind: str) -> list[tuple[Hashable, object]]:
+        """The (spec, instance) pairs of ``kind`` created so far."""
+        return [(spec, instance) for (found, spec), instance in self._instances.items() if found == kind]
+
     async def aclose(self) -> None:
         instances, self._instances = list(self._instances.items()), {}
         for (kind, _), instance in instances:

@@ -4,7 +4,7 @@ Who calls it: ClusterBind writes the record (compare-and-set on the hub pod's
 :data:`COMMIT_ANNOTATION`) before it asks the member to create the pod; ClusterReservation reads it at PreFilter
 to settle an open commit -- one a restarted or newly elected hub did not finish -- before the pod may go anywhere,
 and to continue the pod's attempt numbers. The member pod is what says the commit happened; this record says
-where to ask (docs/explanation/cross-cluster-commit.md#the-commit-record-on-the-hub-pod).
+where to ask (docs/explanation/cross-cluster-commit.md#the-records).
 """
 
 from __future__ import annotations

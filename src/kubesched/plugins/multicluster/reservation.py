@@ -9,33 +9,14 @@ be made). A pod some member runs (settled so, or reported in that member's state
 restricted to that cluster, ClusterCapacity and the suspect check stand aside, Permit reserves nothing, and
 ClusterBind has the member answer with its pod. Attempt numbers continue from the record's.
 
-Permit returns Wait (the pod stays assumed on the cluster's super node, so the cycles that follow count it as in
-flight) and, in background work spawned through the Handle:
-
-1. **reserves** the pod's requests in the chosen cluster through the scheduler's
-   :class:`~kubesched.framework.clusters.ClusterCommitter`, under a reservation id derived from the pod's uid and
-   this scheduler's attempt number for it (:func:`reservation_id`) -- so a repeat of the same attempt (a reserve
-   call that got no answer is tried again, up to ``reserveAttempts``) is the same reservation, and a new attempt
-   is a new one. The member holds it for ``ttlSeconds``: if the hub never confirms, it expires by itself;
-2. **approves**: ``Automatic``, or ``Annotation`` (the pod's ``multicluster.kubesched.io/approval`` annotation,
-   re-read every ``recheckIntervalSeconds``: ``approved`` allows, ``denied`` rejects, anything else waits);
-3. allows the pod (ClusterBind commits it) or rejects it with the reason. A pod neither approved nor denied
-   within ``permitTimeoutSeconds`` is rejected by this plugin as ``approval timed out``, so that the audit
-   record says so; the framework's own Permit timer is set :data:`PERMIT_BACKSTOP_SECONDS` later, a backstop for
-   a reserve call still hanging at the deadline. The decision is a policy verdict in the attempt's audit record
-   (stage ``permit``, the cluster as target, the reservation id as decision id, reasons saying where and when it
-   was reserved and approved, denied or timed out, or why reserving failed).
-
-Every rejection goes through the framework: Unreserve (which releases the reservation, in the background; a
-release that fails is left to the TTL), requeue with backoff, a FailedScheduling event with the reason. A
-reservation that lands after its pod stopped waiting is released at once.
-
-Filter avoids **suspect** clusters: ``suspectAfterFailures`` consecutive commit failures (reserve here, bind in
-ClusterBind, counted in the committer's :class:`~kubesched.framework.clusters.CommitLedger`) filter the cluster out
-for ``suspectSeconds`` after the last one: ``cluster(s) were suspect after repeated commit failures``.
-``filter_batch`` first asks whether any cluster of the ledger is suspect (usually none is: then it is done without
-looking at the candidates), and only then asks once per candidate, with no Status or NodeInfo on the way (the
-framework's per-node loop cost more than the check); ``filter`` is the reference.
+Built by the framework in cluster profiles; the scheduler's committer
+(:class:`~kubesched.framework.clusters.ClusterCommitter`) is reached through the Handle. Permit returns Wait and,
+in the background, reserves the pod's requests in the chosen cluster under an id derived from the pod's uid and
+the attempt (:func:`reservation_id`), awaits approval (``Automatic`` or the pod's annotation), then allows or
+rejects; the decision is a policy verdict in the attempt's audit record. Unreserve releases the reservation.
+Filter avoids suspect clusters (repeated commit failures in the committer's
+:class:`~kubesched.framework.clusters.CommitLedger`); ``filter_batch`` asks the ledger first and is done when no
+cluster is suspect. The protocol and why: docs/explanation/two-phase-commit.md.
 """
 
 from __future__ import annotations
@@ -97,6 +78,8 @@ WAITING_MESSAGE = "waiting for the cluster's reservation and approval"
 RESERVE_FAILED_PREFIX = "reserving in the cluster failed: "
 APPROVAL_DENIED = "approval denied"
 APPROVAL_TIMED_OUT = "approval timed out"
+# The plugin rejects a pod whose approval timed out itself, so that the audit record says so; the framework's own
+# Permit timer is this much later, a backstop for a reserve call still hanging at the deadline.
 PERMIT_BACKSTOP_SECONDS = 1.0
 NO_COMMITTER = "no cluster committer: "
 SETTLING_PREFIX = "waiting for cluster "
