@@ -6,7 +6,9 @@ not a MemoryError traceback or a machine swapping for minutes.
 
 - :func:`read_text`: at most ``KUBESCHED_MAX_INPUT_BYTES`` bytes (default 512 MiB, a 5000-node cluster dump is
   ~100 MB), UTF-8; raises :class:`InputTooLarge` (with the file and the limit) beyond it, ``OSError`` and
-  ``UnicodeDecodeError`` as ``open`` would.
+  ``UnicodeDecodeError`` as ``open`` would. A regular file is refused by its size before it is read; anything
+  else (a pipe, a device) is read in chunks of :data:`CHUNK_BYTES`, and a NUL byte, which no text format
+  kubesched reads allows, stops it at once as a decoding error (``-f /dev/zero`` holds one chunk, not the limit).
 - :func:`check_aliases`: YAML aliases share the anchored node, so a few dozen of them can stand for billions
   of nodes once a reader walks the result (JSON encoding, copying, validation). The composed node graph is
   measured as a tree, memoized per node, without expanding it; a document whose expanded size exceeds
@@ -16,8 +18,10 @@ not a MemoryError traceback or a machine swapping for minutes.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,6 +33,7 @@ MAX_INPUT_BYTES_ENV = "KUBESCHED_MAX_INPUT_BYTES"
 DEFAULT_MAX_INPUT_BYTES = 512 * 1024 * 1024
 ALIAS_EXPANSION_FACTOR = 10
 MIN_EXPANDED_NODES = 100_000
+CHUNK_BYTES = 1 << 20  # read at a time: what is held beyond the text read so far
 
 
 class InputTooLarge(KubeschedError):
@@ -48,23 +53,51 @@ def read_text(path: str | os.PathLike[str]) -> str:
     """The UTF-8 text of ``path``, refused beyond the input limit (named in the error, with how to raise it)."""
     limit = max_input_bytes()
     with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise InputTooLarge(
-            f"{Path(path)}: larger than {limit} bytes, the input limit (set {MAX_INPUT_BYTES_ENV} to read more)"
-        )
-    return data.decode("utf-8")
+        info = os.fstat(handle.fileno())
+        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+            raise _too_large(path, limit)
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        parts: list[str] = []
+        read = 0
+        while chunk := handle.read(min(CHUNK_BYTES, limit + 1 - read)):
+            read += len(chunk)
+            if read > limit:
+                raise _too_large(path, limit)
+            _refuse_nul(chunk, read - len(chunk))
+            parts.append(decoder.decode(chunk))
+        parts.append(decoder.decode(b"", final=True))
+    return "".join(parts)
 
 
 def read_stdin(stream: TextIO) -> str:
     """Standard input (``-f -``), refused beyond the input limit like a file."""
     limit = max_input_bytes()
-    text = stream.read(limit + 1)
-    if len(text) > limit:
-        raise InputTooLarge(
-            f"standard input: larger than {limit} characters, the input limit (set {MAX_INPUT_BYTES_ENV} to read more)"
-        )
-    return text
+    parts: list[str] = []
+    read = 0
+    while chunk := stream.read(min(CHUNK_BYTES, limit + 1 - read)):
+        read += len(chunk)
+        if read > limit:
+            raise InputTooLarge(
+                f"standard input: larger than {limit} characters, the input limit "
+                f"(set {MAX_INPUT_BYTES_ENV} to read more)"
+            )
+        _refuse_nul(chunk, read - len(chunk))
+        parts.append(chunk)
+    return "".join(parts)
+
+
+def _too_large(path: str | os.PathLike[str], limit: int) -> InputTooLarge:
+    return InputTooLarge(
+        f"{Path(path)}: larger than {limit} bytes, the input limit (set {MAX_INPUT_BYTES_ENV} to read more)"
+    )
+
+
+def _refuse_nul(chunk: bytes | str, offset: int) -> None:
+    """No text format kubesched reads (YAML, JSON, Rego) allows a NUL: binary data is refused at the first chunk,
+    not read up to the limit (``-f /dev/zero``). As a decoding error, which every reader reports already."""
+    at = chunk.find(b"\0") if isinstance(chunk, bytes) else chunk.find("\0")
+    if at >= 0:
+        raise UnicodeDecodeError("utf-8", b"\0", 0, 1, f"a NUL byte at offset {offset + at}: binary data, not text")
 
 
 def check_aliases(node: yaml.Node, where: str) -> None:

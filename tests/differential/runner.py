@@ -89,8 +89,6 @@ class KubeschedRun:
 def run_kubesched(cluster: Path, config: Path, follow: Mapping[str, str] | None = None) -> KubeschedRun:
     """kubesched on the two files; where its totals tie, the node ``follow`` names for the pod ("namespace/name"
     -> node) when it is among the tied ones."""
-    # What the scheduler logs (a PostFilter's error, as kube-scheduler logs it) is in the entries already.
-    logging.getLogger("kubesched").setLevel(logging.CRITICAL)
     registry = in_tree_registry()
     loaded = load_config_file(str(config), registry)
     choices = dict(follow or {})
@@ -100,7 +98,15 @@ def run_kubesched(cluster: Path, config: Path, follow: Mapping[str, str] | None 
 
     manifests = load_manifests([str(cluster)])
     log = AttemptLog()
-    report = simulate(manifests, loaded, registry, seed=0, tie_breaker=tie_breaker, observers=[log])
+    # What the scheduler logs (a PostFilter's error, as kube-scheduler logs it) is in the entries already; the
+    # level is given back, so that the tests run after this one in the same process still see their logs.
+    logger = logging.getLogger("kubesched")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        report = simulate(manifests, loaded, registry, seed=0, tie_breaker=tie_breaker, observers=[log])
+    finally:
+        logger.setLevel(level)
     preempted = report.preempted
     entries = [record_to_json(record, preempted.get(record.pod.uid, ())) for record in report.records]
     initial = {pod.key: pod.status.nominated_node_name for pod in manifests.pods if not pod.spec.node_name}

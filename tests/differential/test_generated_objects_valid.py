@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubesched.testing.envtest import ControlPlane, assets_directory
+from kubesched.harness.envtest import ControlPlane, assets_directory
 
 from .generator import NAMESPACES, PRIORITY_CLASSES, RUNTIME_CLASS, Manifest, _priority_class, as_submitted, generate
 from .test_differential import CI_SEEDS

@@ -1,4 +1,4 @@
-"""End-to-end fixtures: a real etcd and kube-apiserver (kubesched.testing.envtest) for the whole session.
+"""End-to-end fixtures: a real etcd and kube-apiserver (kubesched.harness.envtest) for the whole session.
 
 They need the binaries of controller-runtime's envtest in ``KUBEBUILDER_ASSETS``; without the variable every
 test here is skipped (with how to get them), with a variable that names no binaries they error.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kubesched.testing.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
+from kubesched.harness.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
 
 MISSING_ASSETS = (
     "KUBEBUILDER_ASSETS is not set: the end-to-end tests need kube-apiserver and etcd; get them with setup-envtest"

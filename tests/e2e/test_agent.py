@@ -19,9 +19,9 @@ import pytest
 
 from kubesched.clock import VirtualClock
 from kubesched.federation.wire import BIND_PATH, RESERVATIONS_PATH, STATE_PATH
+from kubesched.harness.certificates import write_server_certificates
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.certificates import write_server_certificates
-from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -162,8 +162,8 @@ def test_a_reservation_holds_capacity_is_idempotent_and_is_refused_when_it_does_
             status, other = await agent.call("POST", RESERVATIONS_PATH, reserve_body("r1", "1"))
             assert (status, other["reason"]) == (409, "Conflict")
 
-            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": True})
-            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": False})
+            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": True, "pod": None})
+            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r1") == (200, {"released": False, "pod": None})
             status, _ = await agent.call("POST", RESERVATIONS_PATH, reserve_body("r2", "1"))
             assert status == 201  # the released capacity is free again
             assert configmaps(member, namespace) == ["kubesched-reservation-r2"]
@@ -255,7 +255,12 @@ def test_bind_creates_one_pod_on_the_reserved_node_and_consumes_the_reservation(
             assert state["reservations"] == []
             assert state["allocated"] == {"cpu": 2000, "pods": 1}  # counted once: as a pod now
             assert state["accountedPods"] == ["hub-web-1"]
-            status, missing = await agent.call("POST", BIND_PATH, {"reservationId": "nope", "pod": bind["pod"]})
+            # The member pod is the commit record: the same hub pod under any reservation gets the pod it has...
+            status, same = await agent.call("POST", BIND_PATH, {"reservationId": "nope", "pod": bind["pod"]})
+            assert (status, same) == (200, bound)
+            # ... and another hub pod under a reservation that does not exist gets nothing.
+            other = hub_pod("web-2", namespace, cpu="2")
+            status, missing = await agent.call("POST", BIND_PATH, {"reservationId": "nope", "pod": other})
             assert (status, missing["reason"]) == (404, "NotFound")
 
     asyncio.run(run())
@@ -322,8 +327,10 @@ def test_an_expired_but_unswept_reservation_holds_nothing_and_cannot_be_bound(
 def test_an_agent_restart_keeps_its_reservations(member: ControlPlane, namespace: str, tmp_path: Path) -> None:
     make_node(member, "n1", cpu="1")
 
+    clock = VirtualClock()
+
     async def run() -> None:
-        async with RunningAgent(member, tmp_path, clock=VirtualClock(), namespace=namespace) as agent:
+        async with RunningAgent(member, tmp_path, clock=clock, namespace=namespace) as agent:
             assert (await agent.call("POST", RESERVATIONS_PATH, reserve_body("r1", "1", pod_uid="hub-p")))[0] == 201
             await agent.stop()
             await agent.start()  # a new process would do the same: everything is read back from the member
@@ -331,9 +338,12 @@ def test_an_agent_restart_keeps_its_reservations(member: ControlPlane, namespace
             assert [r["id"] for r in state["reservations"]] == ["r1"]
             assert state["nodes"][0]["free"]["cpu"] == 0
             assert (await agent.call("POST", RESERVATIONS_PATH, reserve_body("r2", "1")))[1]["reason"] == "Unfit"
-            status, bound = await agent.call(
-                "POST", BIND_PATH, {"reservationId": "r1", "pod": hub_pod("p", namespace, uid="hub-p")}
-            )
+            bind = {"reservationId": "r1", "pod": hub_pod("p", namespace, uid="hub-p")}
+            # Its predecessor may have sent a create under r1 that has not landed yet: no second one until it can't.
+            status, settling = await agent.call("POST", BIND_PATH, bind)
+            assert (status, settling["reason"]) == (503, "Settling")
+            clock.advance(20)  # past the agent's in-flight window (its request timeout, 10 s, + 5 s); r1 lives 60 s
+            status, bound = await agent.call("POST", BIND_PATH, bind)
             assert (status, bound["pod"]["node"]) == (201, "n1")
 
     asyncio.run(run())

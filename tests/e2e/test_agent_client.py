@@ -23,12 +23,14 @@ from kubesched.federation.agent_client import (
     AgentError,
     AgentRefused,
     AgentUnreachable,
+    BoundPod,
+    Released,
 )
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.state import placeholder_uid
 from kubesched.federation.wire import ReservationRequest
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -82,8 +84,11 @@ def test_the_client_speaks_every_endpoint(member: ControlPlane, agent_namespace:
                 bound = await client.bind("r1", pod("p1", agent_namespace))
                 assert (bound.name, bound.node, bound.created) == ("p1", "n1", True)
                 assert (await client.bind("r1", pod("p1", agent_namespace))).created is False
-                assert await client.release("r1") is False  # consumed by the bind
-                assert (client.requests_sent, client.connections_opened) == (7, 1)  # one keep-alive connection
+                assert await client.release("r1") == Released(False)  # consumed by the bind
+                # Named, the hub pod's commit is found: the member made its pod, nothing is released.
+                settled = await client.release("r1", hub_pod=("hub-p1", agent_namespace, "p1"))
+                assert settled == Released(False, BoundPod(agent_namespace, "p1", bound.uid, "n1", False))
+                assert (client.requests_sent, client.connections_opened) == (8, 1)  # one keep-alive connection
             finally:
                 await client.aclose()
 
@@ -144,10 +149,8 @@ def test_every_failure_is_one_of_our_errors(
             SilentServer() as silent,
         ):
             call = await scenario(agent, silent)
-            started = time.monotonic()
             with pytest.raises(error) as raised:
                 await call
-            assert time.monotonic() - started < 5
             assert words in str(raised.value)
             if status is not None:
                 assert isinstance(raised.value, AgentRefused)
@@ -234,9 +237,11 @@ def test_a_hung_member_delays_no_one_and_a_new_member_is_not_ready(
             try:
                 never = cache.snapshot(clock.now()).clusters["hung"]
                 assert (never.ready, never.ready_reason) == (False, "not yet observed")
-                started = time.monotonic()
-                assert await cache.refresh_all() == {"fast": True, "hung": False}
-                assert time.monotonic() - started < 1.9  # the rounds ran side by side, the hung one cut at 1 s
+                refreshing = asyncio.ensure_future(cache.refresh_all())
+                await _eventually(lambda: cache.health("fast").refreshes == 1)
+                # The rounds run side by side: the fast member answered while the hung one was still waited for.
+                assert cache.health("hung").failures == 0 and not refreshing.done()
+                assert await refreshing == {"fast": True, "hung": False}  # the hung one cut at its deadline
                 assert cache.snapshot(clock.now()).clusters["hung"].ready is False
                 assert cache.health("hung").last_error.endswith("no answer within the deadline")
             finally:

@@ -15,8 +15,8 @@ import yaml
 
 from kubesched.clock import VirtualClock
 from kubesched.federation.wire import BIND_PATH, RESERVATIONS_PATH, STATE_PATH
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 
@@ -143,7 +143,7 @@ def test_the_agent_does_its_whole_job_with_its_grants(member: ControlPlane, inst
             assert (await agent.call("POST", BIND_PATH, {"reservationId": "r1", "pod": pod}))[0] == 201
             assert (await agent.call("POST", BIND_PATH, {"reservationId": "r1", "pod": pod}))[0] == 200
             assert (await agent.call("POST", RESERVATIONS_PATH, {**reserve, "id": "r2"}))[0] == 201
-            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r2") == (200, {"released": True})
+            assert await agent.call("DELETE", f"{RESERVATIONS_PATH}/r2") == (200, {"released": True, "pod": None})
             assert (await agent.call("POST", RESERVATIONS_PATH, {**reserve, "id": "r3"}))[0] == 201
             clock.advance(31)
             assert await agent.agent.sweep_expired() == ["r3"]

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from kubesched.api.quantity import milli_value, parse_quantity
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.agents import make_node
-from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.hubs import hub_config, hub_pod, member_pods, reservations, running_hub
 
 pytestmark = pytest.mark.e2e

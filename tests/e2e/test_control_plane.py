@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesched.testing.envtest import ControlPlane, ControlPlaneError
+from kubesched.harness.envtest import ControlPlane, ControlPlaneError
 
 pytestmark = pytest.mark.e2e
 

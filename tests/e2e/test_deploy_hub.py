@@ -2,7 +2,7 @@
 
 The ServiceAccount of deploy/, with deploy/rbac.yaml and deploy/hub/rbac.yaml installed and a TokenRequest token,
 is allowed each call ``kubesched run`` makes as a hub (the MemberCluster watch, the status patches, the connection
-Secrets in kubesched-system, reading and deleting a hub pod) and denied what it never does (writing a
+Secrets in kubesched-system, reading, annotating and deleting a hub pod) and denied what it never does (writing a
 MemberCluster's spec, Secrets elsewhere or listed, creating pods). The kustomization installs deploy/ itself, the
 CRD and the hub's grants. The static check runs without ``KUBEBUILDER_ASSETS``.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.envtest import ControlPlane
 
 from .test_deploy_manifests import (
     DEPLOY,
@@ -79,6 +79,9 @@ def hub_token(control_plane: ControlPlane) -> Iterator[str]:
         ),
         pytest.param({"verb": "get", "resource": "pods", "namespace": "apps", "name": "web"}, id="get-a-hub-pod"),
         pytest.param({"verb": "delete", "resource": "pods", "namespace": "apps", "name": "web"}, id="delete-a-hub-pod"),
+        pytest.param(
+            {"verb": "patch", "resource": "pods", "namespace": "apps", "name": "web"}, id="record-a-commit-on-a-hub-pod"
+        ),
         pytest.param(
             {"verb": "create", "resource": "pods", "subresource": "binding", "namespace": "apps", "name": "web"},
             id="bind-a-hub-pod-to-its-cluster",

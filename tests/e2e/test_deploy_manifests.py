@@ -30,10 +30,10 @@ import yaml
 from kubesched.api.manifests import load_manifest_text
 from kubesched.cli.main import build_parser, cmd_run
 from kubesched.config.loader import load_config_file
+from kubesched.harness.envtest import ControlPlane
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.results import SCHEDULED, UNSCHEDULABLE
 from kubesched.simulation.run import simulate
-from kubesched.testing.envtest import ControlPlane
 
 pytestmark = pytest.mark.e2e
 

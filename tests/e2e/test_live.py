@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.live_cluster import RunningScheduler, scenario, wait_async, wait_for
 
 pytestmark = pytest.mark.e2e

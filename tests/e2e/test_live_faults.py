@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from kubesched.backends.kube.reflector import Reflector
+from kubesched.harness.envtest import ControlPlane
 from kubesched.live.run import LiveScheduler
-from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.fault_proxy import FaultProxy, LoggedRequest
 from kubesched.testing.live_cluster import RunningScheduler, Scenario, scenario, wait_async, wait_for
 

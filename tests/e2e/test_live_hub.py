@@ -23,10 +23,10 @@ import yaml
 from kubesched.clock import RealClock
 from kubesched.config.loader import load_config_dict
 from kubesched.federation.wire import HUB_POD_UID_ANNOTATION
+from kubesched.harness.envtest import ControlPlane
 from kubesched.live.hub import HubOptions
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.testing.agents import RunningAgent, make_node
-from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.hubs import HUB_PLUGINS
 from kubesched.testing.live_cluster import RunningScheduler, Scenario, scenario, wait_for
 
@@ -301,13 +301,15 @@ def test_the_agent_deletes_only_the_member_pod_of_the_hub_pod_named(
                 await agent.call("DELETE", f"{path}?hubPodUID=uid-b"),
                 await agent.call("DELETE", path),
                 await agent.call("DELETE", f"{path}?hubPodUID=uid-a"),
+                await agent.call("DELETE", f"{path}?hubPodUID=uid-a"),
                 await agent.call("DELETE", "/v1/pods/nowhere/none?hubPodUID=uid-a"),
             ]
 
-    other, without, mine, none = asyncio.run(run())
+    other, without, mine, again, none = asyncio.run(run())
     assert (other[0], other[1]["reason"]) == (409, "Conflict")
     assert (without[0], without[1]["reason"]) == (400, "Invalid")
     assert mine == (200, {"deleted": True})
+    assert again == (200, {"deleted": False})  # being deleted already (no kubelet finishes it): not deleted twice
     assert none == (200, {"deleted": False})
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.envtest import ControlPlane
 from kubesched.testing.live_cluster import Scenario, scenario
 
 pytestmark = pytest.mark.e2e
@@ -197,16 +197,12 @@ def test_of_two_replicas_one_schedules_and_the_other_takes_over(
         assert "scheduler_schedule_attempts_total{" not in replicas[standby].get("/metrics")[1]
 
         replicas[leader].kill()
-        killed_at = time.monotonic()
         for i in range(30):
             corner.create(corner.pod(f"second-{i}", cpu="100m"))
+        # Once the killed leader's Lease expires (how soon is test_leader_election's, on clocks it moves).
         _wait(
             lambda: _lease_holder(control_plane, corner).startswith(f"{standby}_"), 30, "the standby leads", processes
         )
-        takeover = time.monotonic() - killed_at
-        # leaseDuration 3 s + retryPeriod 0.5 s (x1.2 jitter); plus our 0.2-s polling of the Lease and a second
-        # for a loaded 2-core machine running kube-apiserver, etcd and both replicas.
-        assert takeover <= 3.0 + 0.6 + 1.2, takeover
         _wait(lambda: len(_bound(corner)) == 60, 60, "the new leader binds the rest", processes)
 
         def reported() -> dict[str, str]:  # events are written after the binding, by the writer task

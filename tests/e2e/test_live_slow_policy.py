@@ -1,14 +1,14 @@
 """A slow policy engine does not stall the Lease: renewals go on while SecurityAuditFilter waits for OPA.
 
-The scheduling cycle awaits the policy decision off the event loop's critical path (DESIGN rule 6), so the
-leader elector, the informers and the writers keep running. Here every decision takes 2 s and the Lease must
-be renewed every 0.5 s (renewDeadline 2 s): a cycle that blocked the loop would lose leadership.
+The scheduling cycle awaits the policy decision off the event loop's critical path, so the leader elector, the
+informers and the writers keep running. Here the OPA server holds the first decision until the Lease has been
+renewed three times while it waits (retryPeriod 0.5 s, renewDeadline 2 s): a cycle that blocked the loop would
+renew nothing, the answer would never come, and leadership would be lost.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import threading
 import time
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.envtest import ControlPlane
+from kubesched.harness.opa_server import OpaTestServer
 from kubesched.testing.live_cluster import RunningScheduler, scenario, wait_for
-from kubesched.testing.opa_server import OpaTestServer
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,8 @@ def test_lease_renewals_continue_while_decisions_take_two_seconds(control_plane:
         data["compliance"]["nodes"] = {name: {"level": "standard", "scanned": "2026-11-29T09:00:00Z"} for name in nodes}
         policies = {"placement.rego": (POLICIES / "placement.rego").read_text()}
         with OpaTestServer(policies, data) as opa:
-            opa.faults.delay_seconds = 2.0
+            release = threading.Event()
+            opa.faults.hold = release
             config = corner.config(
                 leaderElection={
                     "leaderElect": True,
@@ -58,7 +59,7 @@ def test_lease_renewals_continue_while_decisions_take_two_seconds(control_plane:
                     }
                 ],
             )
-            renewals: list[tuple[float, str]] = []
+            renewed_while_held: list[str] = []
             watching = threading.Event()
 
             def watch_lease() -> None:
@@ -68,7 +69,10 @@ def test_lease_renewals_continue_while_decisions_take_two_seconds(control_plane:
                     status, lease = control_plane.request("GET", path)
                     renew = str(lease["spec"].get("renewTime", "")) if status == 200 else ""
                     if renew and renew != last:
-                        renewals.append((time.monotonic(), renew))
+                        if last and opa.requests > opa.answered:  # renewed while a decision is held
+                            renewed_while_held.append(renew)
+                            if len(renewed_while_held) >= 3:
+                                release.set()
                         last = renew
                     time.sleep(0.05)
 
@@ -78,7 +82,7 @@ def test_lease_renewals_continue_while_decisions_take_two_seconds(control_plane:
                     watcher = threading.Thread(target=watch_lease)
                     watcher.start()
                     try:
-                        for i in range(3):  # distinct images: no cached decision, one 2-s call each
+                        for i in range(3):  # distinct images: no cached decision, one call each
                             pod: dict[str, Any] = corner.pod(f"p{i}", cpu="100m")
                             pod["spec"]["containers"][0]["image"] = f"nginx:1.{i}"
                             corner.create(pod)
@@ -91,8 +95,5 @@ def test_lease_renewals_continue_while_decisions_take_two_seconds(control_plane:
                         await asyncio.to_thread(watcher.join)
 
             asyncio.run(scenario_run())
-            assert opa.requests >= 3  # every pod waited for a slow decision
-        times = [when for when, _ in renewals]
-        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-        assert len(times) >= 8, renewals  # 3 x 2 s of decisions at one renewal per 0.5 s
-        assert max(gaps) < 1.2, gaps  # retryPeriod 0.5 s with jitter, plus polling; never near the 2-s deadline
+            assert opa.requests >= 3  # every pod was decided by the server
+        assert len(renewed_while_held) >= 3, renewed_while_held

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from kubesched.harness.envtest import ControlPlane
 from kubesched.plugins.multicluster.reservation import APPROVAL_ANNOTATION_KEY, reservation_id
 from kubesched.testing.agents import make_node
 from kubesched.testing.builders import make_pod
-from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.hubs import HUB, hub_config, hub_pod, member_pods, reservations, running_hub
 
 pytestmark = pytest.mark.e2e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -453,3 +454,96 @@ def test_cli_checkpoint_default_matches_the_sink() -> None:
     from kubesched.audit.sinks.jsonl import DEFAULT_CHECKPOINT_EVERY
 
     assert cli_audit.CHECKPOINT_EVERY == DEFAULT_CHECKPOINT_EVERY == DEFAULT_EVERY
+
+
+def test_records_after_the_one_the_head_file_names_are_counted(capsys: pytest.CaptureFixture[str], log: Path) -> None:
+    """The head file lags the log after a crash between the log's fsync and the head's replacement, or when
+    something other than kubesched appended: those records are reported as unanchored ones are."""
+    head = head_path(log).read_bytes()
+    assert simulate(capsys, log)[0] == 0
+    head_path(log).write_bytes(head)
+    code, out, err = run_cli(capsys, "audit", "verify", str(log))
+    assert code == 0 and out.startswith(f"{log}: {2 * RECORDS} records, chain intact")
+    assert err == (
+        f"warning: {log}: {RECORDS} record(s) after record {RECORDS}, the last {head_path(log).name} names: only the "
+        "unkeyed chain vouches for them (the writer stopped before it moved the head, or something else appended "
+        "them)\n"
+    )
+    code, out, _ = run_cli(capsys, "audit", "verify", str(log), "-o", "json")
+    assert (code, json.loads(out)["after_head_records"]) == (0, RECORDS)
+
+
+def test_expect_head_matched_is_only_reported_when_expect_head_was_given(
+    capsys: pytest.CaptureFixture[str], log: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "audit", "verify", str(log), "-o", "json")
+    document = json.loads(out)
+    assert (code, document["expect_head_matched"], document["after_head_records"]) == (0, None, 0)
+    code, out, _ = run_cli(capsys, "audit", "verify", str(log), "-o", "json", "--expect-head", document["head"])
+    assert (code, json.loads(out)["expect_head_matched"]) == (0, True)
+    code, out, _ = run_cli(capsys, "audit", "verify", str(log), "-o", "json", "--expect-head", "0" * 64)
+    assert (code, json.loads(out)["expect_head_matched"]) == (1, False)
+
+
+def test_an_empty_log_without_head_file_is_a_warning(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Exit 0: it is also what a writer leaves that stopped before its first record; but a log emptied along with
+    its head file looks the same, so it is not silent."""
+    empty = tmp_path / "audit.jsonl"
+    empty.write_bytes(b"")
+    code, out, err = run_cli(capsys, "audit", "verify", str(empty))
+    assert (code, out.splitlines()[0]) == (0, f"{empty}: 0 records, chain intact")
+    assert err == (
+        f"warning: {empty} is empty and has no head file: a log whose records were all removed, with its head file, "
+        "looks the same\n"
+    )
+    code, out, _ = run_cli(capsys, "audit", "verify", str(empty), "-o", "json")
+    assert json.loads(out)["after_head_records"] is None  # no head file: nothing to count from
+
+
+def test_a_config_whose_plugins_fail_to_build_leaves_no_audit_log(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+        "- schedulerName: default-scheduler\n  plugins: {filter: {enabled: [{name: SecurityAuditFilter}]}}\n"
+        "  pluginConfig:\n  - {name: SecurityAuditFilter, args: {policies: [missing.rego]}}\n"
+    )
+    log = tmp_path / "audit.jsonl"
+    code, _, err = run_cli(
+        capsys, "simulate", "-f", str(EXAMPLES / "cluster.yaml"), "--config", str(config), "--audit-log", str(log)
+    )
+    assert code == 1 and "missing.rego" in err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["config.yaml"]
+
+
+def test_a_failed_run_keeps_an_existing_log_as_it_was(capsys: pytest.CaptureFixture[str], log: Path) -> None:
+    before = log.read_bytes()
+    code, _, _ = run_cli(
+        capsys, "simulate", "-f", str(EXAMPLES / "cluster.yaml"), "--config", "/no/such.yaml", "--audit-log", str(log)
+    )
+    assert code == 1 and log.read_bytes() == before
+
+
+def test_run_whose_plugins_fail_to_build_leaves_no_audit_log(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "current-context: c\n"
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nleaderElection: "
+        "{leaderElect: false}\nprofiles:\n- schedulerName: kubesched\n  plugins: {filter: {enabled: "
+        "[{name: SecurityAuditFilter}]}}\n  pluginConfig:\n  - {name: SecurityAuditFilter, args: {policies: "
+        "[missing.rego]}}\n"
+    )
+    log = tmp_path / "audit.jsonl"
+    argv = ["run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--port", "0", "--audit-log", str(log)]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 1 and "missing.rego" in err
+    assert not log.exists() and not head_path(log).exists()
+    gc.collect()  # nothing the failed start made is left unclosed (pytest fails on what __del__ warns of)

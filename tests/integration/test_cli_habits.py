@@ -78,3 +78,51 @@ def test_the_installed_console_script_runs_the_main_paths(tmp_path: Path) -> Non
         [script, "config", "validate", str(EXAMPLES / "config.yaml")], capture_output=True, text=True, timeout=120
     )
     assert valid.returncode == 0, valid.stderr
+
+
+@pytest.mark.parametrize("kind", ["empty-file", "blank-file", "empty-directory", "directory-of-empty-files"])
+def test_an_input_without_objects_is_a_warning_and_fails_the_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """Usually a broken pipeline upstream (``kubectl get`` failed and wrote nothing): never a silent ``0/0``."""
+    if kind == "empty-file":
+        target = tmp_path / "cluster.yaml"
+        target.write_text("")
+        said = f"{target}: no objects"
+    elif kind == "blank-file":
+        target = tmp_path / "cluster.yaml"
+        target.write_text("---\n# nothing here\n---\n")
+        said = f"{target}: no objects"
+    elif kind == "empty-directory":
+        target = tmp_path / "manifests"
+        target.mkdir()
+        (target / "notes.txt").write_text("not a manifest")
+        said = f"{target}: no .yaml, .yml or .json files"
+    else:
+        target = tmp_path / "manifests"
+        target.mkdir()
+        (target / "a.yaml").write_text("")
+        said = f"{target / 'a.yaml'}: no objects"
+    assert main(["simulate", "-f", str(target)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {said}" in err.splitlines()
+    assert main(["simulate", "-f", str(target), "--exit-code"]) == 1
+    out, err = capsys.readouterr()
+    assert "error: the input holds no objects: nothing was scheduled" in err.splitlines()
+    assert out == ""  # no report of nothing
+
+
+def test_one_empty_input_among_others_is_only_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fits = tmp_path / "fits.yaml"
+    fits.write_text(ALL_FIT)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert main(["simulate", "-f", str(fits), "-f", str(empty), "--exit-code"]) == 0
+    assert f"warning: {empty}: no objects" in capsys.readouterr().err.splitlines()
+
+
+def test_empty_standard_input_is_named(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert main(["simulate", "-f", "-", "--exit-code"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert "warning: <stdin>: no objects" in err

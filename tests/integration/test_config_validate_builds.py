@@ -49,13 +49,13 @@ def security_config(tmp_path: Path, args: Mapping[str, object], *, profile: str 
 
 
 def test_every_example_configuration_builds(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.chdir(ROOT)  # the examples name their policy and compliance files relative to the checkout
+    monkeypatch.chdir(tmp_path)  # the examples name their policy and compliance files relative to themselves
     configs = example_configs()
     assert len(configs) >= 2, configs
     for path in configs:
-        code, out, err = validate(capsys, path.relative_to(ROOT))
+        code, out, err = validate(capsys, path)
         assert code == 0, err
         assert "valid" in out
 
@@ -118,3 +118,57 @@ def test_a_missing_compliance_file_is_an_error_naming_it_and_the_profile(capsys:
     assert code == 1
     assert 'profile "security-aware-scheduler": initializing plugin "ComplianceScore"' in err
     assert "/etc/scheduler/compliance.json" in err
+
+
+def test_every_plugin_that_cannot_be_built_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    document = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": "a",
+                "plugins": {
+                    "filter": {"enabled": [{"name": "SecurityAuditFilter"}]},
+                    "score": {"enabled": [{"name": "ComplianceScore"}]},
+                },
+                "pluginConfig": [
+                    {"name": "SecurityAuditFilter", "args": {"policies": ["missing-a.rego"]}},
+                    {"name": "ComplianceScore", "args": {"complianceDataPath": "missing.json"}},
+                ],
+            },
+            {
+                "schedulerName": "b",
+                "plugins": {"permit": {"enabled": [{"name": "SecurityAuditPermit"}]}},
+                "pluginConfig": [{"name": "SecurityAuditPermit", "args": {"policies": ["missing-b.rego"]}}],
+            },
+        ],
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    code, out, err = validate(capsys, path)
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert len(lines) == 3, err
+    assert lines[0].startswith(f'error: {path}: profile "a": initializing plugin "SecurityAuditFilter": ')
+    assert "missing-a.rego" in lines[0]
+    assert lines[1].startswith(f'{path}: profile "a": initializing plugin "ComplianceScore": ')
+    assert "missing.json" in lines[1]
+    assert lines[2].startswith(f'{path}: profile "b": initializing plugin "SecurityAuditPermit": ')
+    assert "missing-b.rego" in lines[2]
+
+
+def test_a_mistyped_plugin_name_gets_a_suggestion(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+        "- schedulerName: a\n  plugins:\n    filter: {enabled: [{name: NodeResourceFit}, {name: Nonsense}]}\n"
+        "  pluginConfig:\n  - {name: imagelocality, args: {}}\n"
+    )
+    code, _, err = validate(capsys, path)
+    assert code == 1
+    assert (
+        'profiles[0].plugins.filter.enabled[0].name: Invalid value: "NodeResourceFit": plugin does not exist '
+        '(did you mean "NodeResourcesFit"?)'
+    ) in err
+    assert 'Invalid value: "Nonsense": plugin does not exist\n' in err  # nothing close: no guess
+    assert 'Invalid value: "imagelocality": plugin does not exist (did you mean "ImageLocality"?)' in err

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kubesched.cli.main import main
-from kubesched.testing.envtest import ASSETS_VARIABLE, assets_directory
+from kubesched.harness.envtest import ASSETS_VARIABLE, assets_directory
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

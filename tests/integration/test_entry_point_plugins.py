@@ -286,7 +286,9 @@ def test_each_broken_entry_point_is_one_warning_naming_it(site: Path) -> None:
     assert len(lines) == len(BROKEN_ENTRY_POINTS), done.stderr
     for name, (value, says) in BROKEN_ENTRY_POINTS.items():
         [line] = [line for line in lines if f"'{name}' ({value})" in line]
-        assert line.startswith(f"WARNING: skipping plugin entry point '{name}' ({value}): {says}"), line
+        severity, _, message = line.partition("] ")
+        assert severity.startswith("W"), line  # klog's layout: W<date> <time> <logger>] <message>
+        assert message.startswith(f"skipping plugin entry point '{name}' ({value}): {says}"), line
     # The good distribution's plugins still joined, and so did every in-tree one.
     listed = {line.split()[0] for line in done.stdout.splitlines()}
     assert {"ForbiddenNodes", "BluePoolOnly", "NodeResourcesFit"} <= listed

@@ -3,6 +3,12 @@ errors naming the file, in every reader (manifests, configuration, policy data, 
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import threading
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,7 +16,14 @@ import yaml
 
 from kubesched.api.manifests import load_manifests
 from kubesched.bench.workload import WorkloadError, load_workload
-from kubesched.bounded_input import MAX_INPUT_BYTES_ENV, InputTooLarge, check_aliases, load_yaml, read_text
+from kubesched.bounded_input import (
+    MAX_INPUT_BYTES_ENV,
+    InputTooLarge,
+    check_aliases,
+    load_yaml,
+    read_stdin,
+    read_text,
+)
 from kubesched.cli.main import main
 from kubesched.errors import ManifestError
 
@@ -66,6 +79,66 @@ def test_simulate_of_dev_zero_is_one_line(capsys: pytest.CaptureFixture[str], mo
     monkeypatch.setenv(MAX_INPUT_BYTES_ENV, str(1 << 20))
     assert main(["simulate", "-f", "/dev/zero"]) == 1
     err = capsys.readouterr().err
-    assert err.strip().splitlines() == [
-        f"error: /dev/zero: larger than {1 << 20} bytes, the input limit (set {MAX_INPUT_BYTES_ENV} to read more)"
-    ]
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: /dev/zero: could not read file: ") and "a NUL byte at offset 0: binary data" in line
+
+
+def peak_bytes_while(read: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(InputTooLarge, UnicodeDecodeError):
+            read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_dev_zero_is_refused_without_holding_the_limit_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = 64 << 20
+    monkeypatch.setenv(MAX_INPUT_BYTES_ENV, str(limit))
+    with pytest.raises(UnicodeDecodeError, match="a NUL byte at offset 0: binary data, not text"):
+        read_text("/dev/zero")
+    assert peak_bytes_while(lambda: read_text("/dev/zero")) < limit // 16
+
+
+def test_a_regular_file_beyond_the_limit_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "big.yaml"
+    with open(path, "wb") as handle:
+        handle.truncate(64 << 20)  # sparse: no disk, and every byte a NUL, which the size refuses first
+    monkeypatch.setenv(MAX_INPUT_BYTES_ENV, str(32 << 20))
+    with pytest.raises(InputTooLarge, match="larger than 33554432 bytes"):
+        read_text(path)
+    assert peak_bytes_while(lambda: read_text(path)) < 1 << 20
+
+
+def test_an_endless_text_stream_stops_at_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe has no size to check first: it is read in chunks up to the limit, then refused."""
+    fifo = tmp_path / "stream"
+    os.mkfifo(fifo)
+    monkeypatch.setenv(MAX_INPUT_BYTES_ENV, str(4 << 20))
+    stop = threading.Event()
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as out:
+            while not stop.is_set():
+                out.write(b"x: y\n" * 4096)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        with pytest.raises(InputTooLarge, match=r"stream: larger than 4194304 bytes"):
+            read_text(fifo)
+    finally:
+        stop.set()
+        writer.join()
+
+
+def test_standard_input_of_nul_bytes_is_refused_at_the_first_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MAX_INPUT_BYTES_ENV, str(64 << 20))
+    with pytest.raises(UnicodeDecodeError, match="a NUL byte at offset 3"):
+        read_stdin(io.StringIO("abc\0" + "x" * (1 << 20)))
+    with pytest.raises(InputTooLarge, match="standard input: larger than 10 characters"):
+        monkeypatch.setenv(MAX_INPUT_BYTES_ENV, "10")
+        read_stdin(io.StringIO("x" * 11))

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from kubesched.cli.progress import Progress
+from kubesched.progress import Progress
 
 
 class FakeClock:

@@ -1,13 +1,23 @@
-"""DESIGN rule 1: plugins see only the framework; the framework never reaches up into the scheduler; backends
-only provide clusters (they never drive a scheduler); and no two modules import each other, even indirectly."""
+"""The package's layers, checked on every import statement in ``src/kubesched``.
+
+The rules are those of docs/explanation/design.md#plugins-see-only-the-framework, of two kinds: what a layer
+may import (:data:`ALLOWED`: plugins see only the framework, the framework never reaches up into the
+scheduler, backends only provide clusters) and who may import a package (:data:`IMPORTED_ONLY_BY`: the CLI is
+the top, the drivers are started by it, the scheduler is driven only by them, nothing in the product imports
+the test-support package). No two modules import each other, even indirectly. Each rule is also shown to
+catch an import that breaks it, planted in a scratch tree. An ast test rather than import-linter contracts:
+nothing to install or configure, and it runs wherever pytest does, CI included.
+"""
 
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +30,8 @@ ALLOWED = {
     "plugins": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.plugins"},
     "framework": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.config"},
     "api": {"kubesched.api", "kubesched.errors", "kubesched.bounded_input"},
+    # Servers bench and the tests start (OPA-compatible, envtest, TLS): below every layer, so both can use them.
+    "harness": {"kubesched.harness"},
     "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input"},
     "backends": {"kubesched.backends", "kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock"},
     # Member clusters as framework nodes: the object model and the framework's cluster contract, plus the cluster
@@ -50,25 +62,151 @@ ALLOWED = {
 }
 
 
-def imported_modules(path: Path) -> set[str]:
+# Who may import a package, besides the package itself and kubesched.testing (test support may import the
+# product). The longest key that names an imported module decides: kubesched.scheduler.results is read by
+# more than kubesched.scheduler is driven by.
+DRIVERS = {"kubesched.bench", "kubesched.live", "kubesched.simulation", "kubesched.explain"}
+IMPORTED_ONLY_BY: dict[str, set[str]] = {
+    # Test support is for tests: nothing in the product imports it.
+    "kubesched.testing": set(),
+    # The CLI is the top: nothing imports it.
+    "kubesched.cli": set(),
+    # The drivers are started by the CLI; explain replays a simulation.
+    "kubesched.bench": {"kubesched.cli"},
+    "kubesched.live": {"kubesched.cli"},
+    "kubesched.explain": {"kubesched.cli"},
+    "kubesched.simulation": {"kubesched.cli", "kubesched.explain"},
+    # The scheduler is driven by the CLI and the drivers only: never by a plugin, the framework, a backend,
+    # a policy engine, the federation or the agent.
+    "kubesched.scheduler": {"kubesched.cli", *DRIVERS},
+    # ... and the audit trail reads its attempt records.
+    "kubesched.scheduler.results": {"kubesched.cli", *DRIVERS, "kubesched.audit"},
+    # The in-tree plugins are imported where a registry is assembled (the CLI, bench); the scheduler and the
+    # drivers are handed one. The federation names the cluster plugins its profiles place onto.
+    "kubesched.plugins": {"kubesched.cli", "kubesched.bench"},
+    "kubesched.plugins.names": {"kubesched.cli", "kubesched.bench", "kubesched.federation"},
+    # The audit trail is written by whoever drives a scheduler; the scheduler reports through its observer.
+    "kubesched.audit": {"kubesched.cli", "kubesched.live", "kubesched.simulation"},
+    # The cluster agent is a process of its own (kubesched agent); bench and the live hub embed it.
+    "kubesched.agent": {"kubesched.cli", "kubesched.bench", "kubesched.live"},
+    # Servers for exercising kubesched, not part of what it runs: only bench (and the tests) start them.
+    "kubesched.harness": {"kubesched.bench"},
+}
+
+
+def _module_of(path: Path, root: Path) -> str:
+    """The dotted name of the module at ``path`` under ``root`` (the directory holding ``kubesched``)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@functools.cache
+def _is_module(name: str, root: Path) -> bool:
+    base = root.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+@functools.cache
+def imported_modules(path: Path, root: Path = SRC.parent) -> frozenset[str]:
+    """Every kubesched module ``path`` imports, anywhere in it (functions and TYPE_CHECKING blocks included),
+    relative imports resolved; ``from a import b`` counts as ``a.b`` when that is a module, else as ``a``."""
     tree = ast.parse(path.read_text(), str(path))
+    package = _module_of(path, root).split(".")
+    if path.name != "__init__.py":
+        package.pop()
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return {name for name in found if name.startswith("kubesched")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                submodule = f"{module}.{alias.name}"
+                found.add(submodule if _is_module(submodule, root) else module)
+    return frozenset(name for name in found if name.startswith("kubesched."))
+
+
+def layer_violations(layer: str, root: Path = SRC.parent) -> list[str]:
+    """Imports of a module of ``layer`` (a top-level package of kubesched) outside :data:`ALLOWED` for it."""
+    violations = []
+    for path in sorted((root / "kubesched" / layer).rglob("*.py")):
+        for module in sorted(imported_modules(path, root)):
+            if not any(module == allowed or module.startswith(allowed + ".") for allowed in ALLOWED[layer]):
+                violations.append(f"{path.relative_to(root)} imports {module}")
+    return violations
+
+
+def _rule_for(module: str) -> str | None:
+    """The key of :data:`IMPORTED_ONLY_BY` that decides who may import ``module`` (the longest that names it)."""
+    keys = [key for key in IMPORTED_ONLY_BY if module == key or module.startswith(key + ".")]
+    return max(keys, key=len) if keys else None
+
+
+def importer_violations(target: str, root: Path = SRC.parent) -> list[str]:
+    """Imports of a module that :data:`IMPORTED_ONLY_BY` ``[target]`` decides, by a package it does not name."""
+    violations = []
+    for path in sorted((root / "kubesched").rglob("*.py")):
+        importer = ".".join(_module_of(path, root).split(".")[:2])
+        if importer in ("kubesched.testing", target) or importer.startswith(target + "."):
+            continue
+        for module in sorted(imported_modules(path, root)):
+            rule = _rule_for(module)
+            if rule != target or module.startswith(importer + ".") or module == importer:
+                continue
+            if importer not in IMPORTED_ONLY_BY[target]:
+                violations.append(f"{path.relative_to(root)} imports {module}")
+    return violations
 
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layer_imports_only_what_it_may(layer: str) -> None:
-    violations = []
-    for path in sorted((SRC / layer).rglob("*.py")):
-        for module in imported_modules(path):
-            if not any(module == allowed or module.startswith(allowed + ".") for allowed in ALLOWED[layer]):
-                violations.append(f"{path.relative_to(SRC)} imports {module}")
-    assert violations == []
+    assert layer_violations(layer) == []
+
+
+@pytest.mark.parametrize("target", sorted(IMPORTED_ONLY_BY))
+def test_package_imported_only_by_whom_it_may(target: str) -> None:
+    assert importer_violations(target) == []
+
+
+def _planted(kind: str, rule: str, planted_in: str, statement: str) -> Any:
+    return pytest.param(kind, rule, planted_in, statement, id=f"{rule}:{planted_in}:{statement.split()[-1]}")
+
+
+PLANTED = [
+    *(_planted("ALLOWED", layer, layer, "import kubesched.cli.main") for layer in sorted(ALLOWED)),
+    # A relative import and one inside a function are imports all the same.
+    _planted("ALLOWED", "plugins", "plugins", "from ..scheduler import scheduler"),
+    _planted("ALLOWED", "framework", "framework", "def later() -> None:\n    import kubesched.backends.base"),
+    *(_planted("IMPORTED_ONLY_BY", target, "framework", f"import {target}") for target in sorted(IMPORTED_ONLY_BY)),
+    _planted("IMPORTED_ONLY_BY", "kubesched.scheduler", "audit", "import kubesched.scheduler.scheduler"),
+    _planted("IMPORTED_ONLY_BY", "kubesched.scheduler", "backends", "from kubesched.scheduler import scheduler"),
+    _planted("IMPORTED_ONLY_BY", "kubesched.plugins", "federation", "import kubesched.plugins.registry"),
+    _planted("IMPORTED_ONLY_BY", "kubesched.testing", "bench", "from kubesched import testing"),
+]
+
+
+@pytest.mark.parametrize(("kind", "rule", "planted_in", "statement"), PLANTED)
+def test_every_rule_catches_a_planted_import(
+    kind: str, rule: str, planted_in: str, statement: str, tmp_path: Path
+) -> None:
+    """A scratch tree with the packages the rules name and one module of ``planted_in`` that breaks ``rule``:
+    the check reports that module, and only it."""
+    root = tmp_path / "kubesched"
+    for package in {planted_in, "cli", "scheduler", "backends", *(key.split(".")[1] for key in IMPORTED_ONLY_BY)}:
+        (root / package).mkdir(parents=True, exist_ok=True)
+        (root / package / "__init__.py").write_text("")
+    for module in ("cli/main", "scheduler/scheduler", "scheduler/results", "backends/base", "plugins/registry"):
+        (root / f"{module}.py").write_text("")
+    (root / planted_in / "planted.py").write_text(statement + "\n")
+    found = layer_violations(rule, tmp_path) if kind == "ALLOWED" else importer_violations(rule, tmp_path)
+    assert found != []
+    assert [line for line in found if not line.startswith(f"kubesched/{planted_in}/planted.py imports ")] == []
 
 
 # distribution name in pyproject.toml -> the module it is imported as

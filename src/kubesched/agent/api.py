@@ -30,4 +30,3 @@ class MemberApi(WatchableApi, Protocol):
         """Whether concurrent calls overlap (a remote server's round trips do): the agent then makes its
         independent reads concurrently, and otherwise one after another."""
         ...
-

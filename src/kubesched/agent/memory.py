@@ -2,36 +2,11 @@
 
 Who calls it: the multi-cluster benchmark (:mod:`kubesched.bench.multicluster`), which runs a hundred members'
 agents in one process, and the agent's unit tests. An :class:`InMemoryMember` is a
-:class:`~kubesched.agent.api.MemberApi` like :class:`~kubesched.backends.kube.client.KubeClient`, so the
-:class:`~kubesched.agent.core.Agent` runs on it unchanged. It serves exactly what the agent asks for, with the
-API server's semantics for what the agent relies on:
-
-* ``GET``/``POST`` namespaces; ``GET``/``POST``/``DELETE`` Pods and ConfigMaps by namespace and name; ``GET``
-  Nodes; lists of Pods (all namespaces or one) and ConfigMaps, with ``labelSelector`` (``k=v``, ``k==v``,
-  ``k!=v``, ``k``, ``!k``, comma-separated) and ``fieldSelector`` (``spec.nodeName``, ``metadata.name``,
-  ``metadata.namespace`` with ``=``, ``==`` or ``!=``); discovery (``/api/v1``, ``/apis``) naming the kinds served.
-* A create of an existing name is ``409 AlreadyExists``; a delete whose ``DeleteOptions.preconditions`` (``uid``,
-  ``resourceVersion``) do not hold is ``409 Conflict``; a get or delete of a missing one ``404 NotFound``, as is
-  a create in a namespace that does not exist; a selector it cannot read is ``400 BadRequest``; any other path or
-  method ``404`` / ``405``. Errors are :class:`~kubesched.backends.kube.errors.KubeApiError`, as the real client's.
-* Every write takes the next ``resourceVersion`` of the member (one counter, as etcd's revision); a created object
-  gets a ``uid`` and ``creationTimestamp``, a created Pod ``status.phase: Pending``. The body is copied through
-  JSON (what a real client sends is what it serialised), so the caller's later changes do not reach the store;
-  the copy and the watch events go through :mod:`kubesched.api.jsonwire` (orjson, with the standard library's
-  results): the standard library's encoder was a tenth of the benchmark agents' time.
-* Answers share the stored objects, which are never changed in place (a write stores a new dict): callers treat
-  them as read-only, as the agent does. This is what makes a list cheap enough for a hundred members.
-* **Watches** (:meth:`InMemoryMember.stream_lines`, what a
-  :class:`~kubesched.backends.kube.reflector.Reflector` reads): the events after the ``resourceVersion`` asked
-  for, as the API server's JSON lines (``ADDED`` on a create, ``DELETED`` with the object at the deletion's
-  version), filtered by the same selectors as a list, then each new one as it happens, until ``timeoutSeconds``
-  (wall time). The last :data:`WATCH_HISTORY` events are kept: a version older than those is ``410 Gone``, as
-  etcd's compaction makes it; no version (or ``0``) starts with the current objects as ``ADDED``. A write wakes
-  only the watches of its resource (a watch of ConfigMaps has nothing to read in a Pod's creation), and a watch's
-  ``timeoutSeconds`` is one timer for the whole watch, not one per wait.
-
-:meth:`InMemoryMember.add_node` is the test's and benchmark's way in (there is no kubelet); :meth:`pods`,
-:meth:`nodes` and :meth:`configmaps` are how they read the member afterwards.
+:class:`~kubesched.agent.api.MemberApi`, so the :class:`~kubesched.agent.core.Agent` runs on it unchanged. It answers
+with the API server's semantics where the agent relies on them: namespaces, Pods, ConfigMaps and Nodes with label
+and field selectors and discovery; 409 on a name taken or a failed precondition, 404 for what is missing; one
+``resourceVersion`` counter; watches from a version (410 once it is older than the kept history). Stored objects
+are never changed in place: answers share them, read-only. :meth:`InMemoryMember.add_node` stands in for a kubelet.
 """
 
 from __future__ import annotations
@@ -225,8 +200,10 @@ class InMemoryMember:
     async def stream_lines(
         self, path: str, query: Mapping[str, str], *, read_timeout: float
     ) -> AsyncIterator[AsyncIterator[bytes]]:
-        """A watch of a collection (module doc), as the real client's: the stream's lines. ``read_timeout`` changes
-        nothing here (the stream ends at ``timeoutSeconds``, never silently)."""
+        """A watch of a collection, as the real client's: the API server's JSON lines for the events after the
+        ``resourceVersion`` asked for (none, or ``0``: the current objects as ``ADDED``), filtered by the selectors,
+        then each new one until ``timeoutSeconds`` (wall time); 410 when the version is older than the kept history.
+        ``read_timeout`` changes nothing here (the stream ends at ``timeoutSeconds``, never silently)."""
         self.requests += 1
         resource, namespace, name = _resource_path([part for part in path.split("/") if part], path)
         if name:

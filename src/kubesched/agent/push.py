@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from kubesched.agent.core import Agent, Refused, member_pod_summary
+from kubesched.agent.core import Agent, HubPodRef, Refused
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.federation.agent_client import (
     DEFAULT_TIMEOUT,
@@ -30,6 +30,7 @@ from kubesched.federation.agent_client import (
     AgentUnreachable,
     BoundPod,
     HeldReservation,
+    Released,
 )
 from kubesched.federation.wire import ReservationRequest
 from kubesched.framework.clusters import ClusterState
@@ -69,26 +70,44 @@ class PushEndpoint:
         state = await self._call(self._swept_state(), timeout)
         return replace(state, name=name, generation=generation)
 
-    async def reserve(self, request: ReservationRequest, *, timeout: float | None = None) -> HeldReservation:
-        reservation, created = await self._call(self.agent.reserve(request), timeout)
+    async def reserve(
+        self, request: ReservationRequest, *, token: int = 0, timeout: float | None = None
+    ) -> HeldReservation:
+        reservation, created = await self._call(self.agent.reserve(request, token), timeout)
         return HeldReservation(reservation.id, reservation.node, reservation.expires_at, created)
 
-    async def release(self, reservation_id: str, *, timeout: float | None = None) -> bool:
-        return await self._call(self.agent.release(reservation_id), timeout)
+    async def release(
+        self,
+        reservation_id: str,
+        *,
+        hub_pod: tuple[str, str, str] | None = None,
+        token: int = 0,
+        timeout: float | None = None,
+    ) -> Released:
+        ref = None if hub_pod is None else HubPodRef(*hub_pod)
+        released, made = await self._call(self.agent.release(reservation_id, token, ref), timeout)
+        return Released(released, None if made is None else BoundPod.from_summary(made, False))
 
-    async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod:
-        member_pod, created = await self._call(self.agent.bind(reservation_id, pod), timeout)
-        summary = member_pod_summary(member_pod)
-        return BoundPod(
-            str(summary["namespace"] or ""),
-            str(summary["name"] or ""),
-            str(summary["uid"] or ""),
-            str(summary["node"] or ""),
-            created,
-        )
+    async def bind(
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
+    ) -> BoundPod:
+        member_pod, created = await self._call(self.agent.bind(reservation_id, pod, token, expires_at), timeout)
+        return BoundPod.from_summary(member_pod, created)
 
-    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
-        return await self._call(self.agent.delete_pod(namespace, name, hub_uid), timeout)
+    async def delete_pod(
+        self, namespace: str, name: str, hub_uid: str, *, token: int = 0, timeout: float | None = None
+    ) -> bool:
+        return await self._call(self.agent.delete_pod(namespace, name, hub_uid, token), timeout)
+
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        found = await self._call(self.agent.find(HubPodRef(*hub_pod)), timeout)
+        return None if found is None else BoundPod.from_summary(found, False)
 
     async def aclose(self) -> None:
         """Stop the agent's watches of the member; the member's client belongs to the caller."""

@@ -1,10 +1,12 @@
-"""A reservation as the cluster agent stores it in its member: one ConfigMap per reservation.
+"""What the cluster agent stores in its member: one ConfigMap per reservation, and fencing tokens.
 
 Who calls it: :class:`~kubesched.agent.core.Agent` (writing them) and :class:`~kubesched.agent.view.MemberView`
-(reading them from its watch). The ConfigMap is ``kubesched-reservation-<id>`` in the agent's namespace, labelled
-:data:`~kubesched.federation.wire.RESERVATION_LABEL`, with ``requests`` (canonical JSON), ``node``, ``podUID``,
-``expiresAt`` and ``createdAt``: the member itself stores it, so an agent restart (or a second agent process) sees
-every reservation.
+(reading them from its watch). A reservation is the ConfigMap ``kubesched-reservation-<id>`` in the agent's
+namespace, labelled :data:`~kubesched.federation.wire.RESERVATION_LABEL` ``=true``, with ``requests`` (canonical
+JSON), ``node``, ``podUID``, ``expiresAt`` and ``createdAt``: the member itself stores it, so an agent restart (or a
+second agent process) sees every reservation. The newest hub fencing token the member has seen is the ConfigMap
+``kubesched-fence-<token>`` (label value ``fence``): created, never updated, so raising it is one create that
+either happens or does not (docs/explanation/cross-cluster-commit.md#fencing).
 """
 
 from __future__ import annotations
@@ -18,11 +20,23 @@ from typing import Any
 from kubesched.api import jsonwire
 from kubesched.federation.wire import MANAGED_BY_LABEL, MANAGED_BY_VALUE, RESERVATION_LABEL
 
-__all__ = ["CONFIGMAP_PREFIX", "Reservation", "held_by_node", "reservation_configmap", "stored_reservation"]
+__all__ = [
+    "CONFIGMAP_PREFIX",
+    "FENCE_PREFIX",
+    "Reservation",
+    "fence_configmap",
+    "held_by_node",
+    "reservation_configmap",
+    "stored_fence",
+    "stored_reservation",
+]
 
 log = logging.getLogger(__name__)
 
 CONFIGMAP_PREFIX = "kubesched-reservation-"
+FENCE_PREFIX = "kubesched-fence-"
+RESERVATION_KIND = "true"
+FENCE_KIND = "fence"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +65,7 @@ def reservation_configmap(reservation: Reservation, namespace: str) -> dict[str,
         "metadata": {
             "name": CONFIGMAP_PREFIX + reservation.id,
             "namespace": namespace,
-            "labels": {RESERVATION_LABEL: "true", MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+            "labels": {RESERVATION_LABEL: RESERVATION_KIND, MANAGED_BY_LABEL: MANAGED_BY_VALUE},
         },
         "data": {
             "requests": jsonwire.dumps(dict(sorted(reservation.requests.items()))).decode(),
@@ -80,6 +94,31 @@ def stored_reservation(obj: Mapping[str, Any]) -> Reservation | None:
     except (KeyError, ValueError, TypeError, AttributeError):
         log.warning("ignoring reservation ConfigMap %s: its data is not a reservation's", name)
         return None
+
+
+def fence_configmap(token: int, namespace: str) -> dict[str, Any]:
+    """The ConfigMap that records fencing token ``token`` in ``namespace``."""
+    return {
+        "metadata": {
+            "name": f"{FENCE_PREFIX}{token}",
+            "namespace": namespace,
+            "labels": {RESERVATION_LABEL: FENCE_KIND, MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+        },
+        "data": {"token": str(token)},
+    }
+
+
+def stored_fence(obj: Mapping[str, Any]) -> int | None:
+    """The fencing token a fence ConfigMap records; None for one that is not a fence (or is damaged)."""
+    metadata = obj.get("metadata") or {}
+    if (metadata.get("labels") or {}).get(RESERVATION_LABEL) != FENCE_KIND:
+        return None
+    try:
+        token = int((obj.get("data") or {})["token"])
+    except (KeyError, ValueError, TypeError):
+        log.warning("ignoring fence ConfigMap %s: its data is not a token", metadata.get("name"))
+        return None
+    return token if token >= 0 else None
 
 
 def held_by_node(reservations: Iterable[Reservation]) -> dict[str, list[Mapping[str, int]]]:

@@ -1,34 +1,13 @@
 """The cluster agent's view of its member: Nodes, bound Pods and reservations, kept by list and watch.
 
-Who calls it: :class:`~kubesched.agent.core.Agent`, for every state, reservation, bind and sweep. Listing the
-member for each of those was most of an agent's work (a reservation read every Node, Pod and reservation of the
-member, and summed every node's pods again); the view lists once and then follows the member's watches, as
-kube-scheduler's own informers do, through three :class:`~kubesched.backends.kube.reflector.Reflector` s: Nodes,
-Pods bound to a node, and the reservation ConfigMaps in the agent's namespace.
-
-* **Own writes count at once.** A watch event comes a moment after the write that caused it, and the agent's next
-  reservation must already see its last one. So what the agent itself wrote is applied to the view when the
-  member accepts it: a reservation it made (:meth:`MemberView.made`), one it deleted (:meth:`MemberView.dropped`),
-  a pod it bound (:meth:`MemberView.bound`). Each is matched to its watch event by uid, so a late event never
-  undoes a newer write, and is forgotten once the event arrives -- or after :data:`OWN_WRITE_SECONDS`, should it
-  never come (the watch would have relisted by then). The event of the very object written (the uid and
-  resourceVersion of the member's answer) takes the record made from that answer instead of a second parse. A
-  pod the agent deleted is not applied early: until its event it still counts, which can only hold capacity
-  back, never give it twice.
-* **Nodes** take new pods when Ready and not cordoned; their NoSchedule/NoExecute taints are kept beside them (a
-  reservation goes to a tainted node only for a pod that tolerates each of them).
-* **Running pods** count on their node: bound, not Succeeded or Failed. A watched pod is read as a full parse
-  reads it (an invalid one is logged and left out, as before; each distinct spec is parsed once, see
-  :class:`PodReader`) and kept as a :class:`MemberPod`: what the agent's state and reservations read of it (uid,
-  node, phase, requests, hub pod uid, workload keys), not the whole parse. Each node's
-  requested total is kept as pods come and go, so choosing a node for a reservation costs one comparison per node.
-* **Freshness.** :meth:`MemberView.current` starts the watches on first use (and again on a new event loop),
-  waits for the first lists, and answers how old the view is: zero while every watch is open, else the time since
-  the oldest was lost. A view whose first list failed (at once, with the list's error), that has not listed
-  within the agent's request timeout, or that lost a watch more
-  than :data:`LOST_GRACE_SECONDS` ago, raises :class:`~kubesched.backends.kube.errors.KubeTransportError` naming
-  the resource and the last error, as a failed list did: the agent then answers that its member is unavailable
-  rather than report stale capacity as current.
+Who calls it: :class:`~kubesched.agent.core.Agent`, for every state, reservation, bind and sweep. Three
+:class:`~kubesched.backends.kube.reflector.Reflector` s (Nodes, Pods bound to a node, the reservation ConfigMaps)
+list once and then follow the member, as kube-scheduler's informers do. The agent's own writes count at once, each
+matched to its later watch event by uid (:meth:`MemberView.made`, :meth:`MemberView.dropped`,
+:meth:`MemberView.bound`); a watched pod is kept as a small :class:`MemberPod`, each distinct spec parsed once
+(:class:`PodReader`). :meth:`MemberView.current` raises
+:class:`~kubesched.backends.kube.errors.KubeTransportError` rather than report stale capacity as current. Why:
+docs/explanation/cross-cluster.md#the-cluster-agent.
 """
 
 from __future__ import annotations
@@ -42,14 +21,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from kubesched.agent.reservations import Reservation, stored_reservation
+from kubesched.agent.reservations import Reservation, stored_fence, stored_reservation
 from kubesched.api import jsonwire
 from kubesched.api.objects import Node, ObjectMeta, Pod, PodStatus, Taint, Toleration
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeTransportError
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, WatchableApi
 from kubesched.federation.state import TERMINAL_PHASES, scheduling_taints, takes_new_pods
-from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_LABEL
+from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_ANNOTATION, RESERVATION_LABEL
 from kubesched.framework.clusters import WorkloadKey, metadata_workload_keys, tolerates_all
 
 __all__ = ["LOST_GRACE_SECONDS", "OWN_WRITE_SECONDS", "MemberPod", "MemberView", "member_pod"]
@@ -65,14 +44,20 @@ PODS = "pods"
 
 @dataclass(frozen=True, slots=True)
 class _StoredReservation:
-    """A reservation ConfigMap as watched: its uid, and the reservation (None for a damaged one)."""
+    """One of the agent's ConfigMaps as watched: its uid, and the reservation (None for a damaged one) or the
+    fencing token it records."""
 
     uid: str
     reservation: Reservation | None
+    fence: int | None = None
 
 
 def _decode_reservation(raw: Mapping[str, Any], where: str) -> _StoredReservation:
-    return _StoredReservation(str((raw.get("metadata") or {}).get("uid") or ""), stored_reservation(raw))
+    uid = str((raw.get("metadata") or {}).get("uid") or "")
+    fence = stored_fence(raw)
+    if fence is not None:
+        return _StoredReservation(uid, None, fence)
+    return _StoredReservation(uid, stored_reservation(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +75,16 @@ class MemberPod:
     """The hub pod it was made for (its :data:`~kubesched.federation.wire.HUB_POD_UID_ANNOTATION`), or ``""``."""
     workloads: tuple[WorkloadKey, ...]
     """:func:`~kubesched.framework.clusters.workload_keys` of the pod."""
+    namespace: str = ""
+    name: str = ""
+    reservation: str = ""
+    """The reservation a bind made it under (its :data:`~kubesched.federation.wire.RESERVATION_ANNOTATION`)."""
+    deleting: bool = False
+    """It has a ``deletionTimestamp``: its kubelet is stopping it (it still holds its capacity meanwhile)."""
+
+    def summary(self) -> dict[str, str]:
+        """The pod as the agent's answers name it."""
+        return {"namespace": self.namespace, "name": self.name, "uid": self.uid, "node": self.node}
 
 
 def running_on(node: str, phase: str) -> bool:
@@ -107,6 +102,10 @@ def member_pod(metadata: ObjectMeta, node: str, phase: str, requests: Mapping[st
         requests,
         metadata.annotations.get(HUB_POD_UID_ANNOTATION, ""),
         metadata_workload_keys(metadata),
+        metadata.namespace,
+        metadata.name,
+        metadata.annotations.get(RESERVATION_ANNOTATION, ""),
+        metadata.deletion_timestamp is not None,
     )
 
 
@@ -219,12 +218,15 @@ class MemberView:
         self._counted: dict[str, tuple[str, Mapping[str, int]]] = {}  # running pod uid -> (node, requests)
         self._requested: dict[str, dict[str, int]] = {}  # node -> running pods' requests summed, and "pods"
         self._stored: dict[str, _StoredReservation] = {}  # reservation id -> as watched
+        self._hub: dict[str, str] = {}  # hub pod uid -> uid of the watched member pod made for it
+        self._watched_fence = 0  # the newest fencing token among the watched fence ConfigMaps
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
     async def current(self) -> float:
         """Seconds the view may be behind its member (0 while every watch is open); raises KubeTransportError
-        when it has not listed, or lost a watch too long ago (module doc)."""
+        when its first list failed or has not come within the agent's request timeout, or a watch was lost more
+        than :data:`LOST_GRACE_SECONDS` ago, naming the resource and the last error."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._start(loop)
@@ -266,7 +268,7 @@ class MemberView:
                 self.client,
                 configmaps,
                 _Feed(self._reservation_changed, "reservation"),
-                label_selector=f"{RESERVATION_LABEL}=true",
+                label_selector=RESERVATION_LABEL,
             ),
         ]
         self._tasks = [
@@ -318,12 +320,16 @@ class MemberView:
         if old is not None:
             self._pods.pop(old.uid, None)
             self._uncount(old.uid)
+            if old.hub_uid and self._hub.get(old.hub_uid) == old.uid:
+                del self._hub[old.hub_uid]
         if new is not None:
             uid = new.uid
             self._pods[uid] = new
             self._bound.pop(uid, None)
             if new.running:
                 self._count(uid, new.node, new.requests)
+            if new.hub_uid:
+                self._hub[new.hub_uid] = uid
 
     def _count(self, uid: str, node: str, requests: Mapping[str, int]) -> None:
         self._counted[uid] = (node, requests)
@@ -343,6 +349,8 @@ class MemberView:
         total[PODS] -= 1
 
     def _reservation_changed(self, old: _StoredReservation | None, new: _StoredReservation | None) -> None:
+        if new is not None and new.fence is not None:
+            self._watched_fence = max(self._watched_fence, new.fence)  # tokens only rise: a deleted one was older
         if old is not None and old.reservation is not None:
             if self._stored.get(old.reservation.id) == old:
                 del self._stored[old.reservation.id]
@@ -422,13 +430,28 @@ class MemberView:
         watched = [self._pods[uid] for uid in self._counted]
         return watched + [pod for pod, _ in self._bound.values()]
 
-    def hub_pod_phases(self) -> dict[str, str]:
-        """The phase of every member pod made for a hub pod (its hub pod's uid -> phase), finished ones too:
-        watched, and bound by the agent but not seen yet."""
+    def hub_pod(self, hub_uid: str) -> MemberPod | None:
+        """The member pod made for hub pod ``hub_uid`` (finished or not): watched, or bound by the agent but not
+        seen yet; None when the view has none."""
+        uid = self._hub.get(hub_uid)
+        if uid is not None:
+            return self._pods[uid]
+        for pod, _ in self._bound.values():
+            if pod.hub_uid == hub_uid:
+                return pod
+        return None
+
+    def hub_pods(self) -> list[MemberPod]:
+        """Every member pod made for a hub pod (finished ones too): watched, and bound by the agent but not seen
+        yet."""
         self._forget_old_writes()
-        phases = {pod.hub_uid: pod.phase for pod in self._pods.values() if pod.hub_uid}
-        phases.update((pod.hub_uid, pod.phase) for pod, _ in self._bound.values() if pod.hub_uid)
-        return phases
+        found = [self._pods[uid] for uid in self._hub.values()]
+        return found + [pod for pod, _ in self._bound.values() if pod.hub_uid]
+
+    @property
+    def fence(self) -> int:
+        """The newest fencing token among the member's fence ConfigMaps as watched."""
+        return self._watched_fence
 
     def reservations(self) -> list[Reservation]:
         """Every reservation stored in the member, expired ones included, as of the view and the own writes."""

@@ -1,7 +1,7 @@
 """A copy of an API object with some fields changed: ``dataclasses.replace`` without its generic cost.
 
-``dataclasses.replace`` walks the class's fields and calls ``__init__`` with every one of them: about 4 µs for a
-PodSpec, paid on the hot path each time a pod is assumed on a node (:meth:`kubesched.framework.types.PodInfo.with_node`)
+``dataclasses.replace`` walks the class's fields and calls ``__init__`` with every one of them, a cost
+paid on the hot path each time a pod is assumed on a node (:meth:`kubesched.framework.types.PodInfo.with_node`)
 and each time the simulated cluster binds one. For the API's slotted dataclasses without ``__post_init__`` and
 without ``init=False`` fields, copying the slots gives the same object; :func:`evolve` does that, with a copier
 written out per class (one statement per field), and falls back to ``dataclasses.replace`` for any other class. A

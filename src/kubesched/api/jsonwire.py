@@ -46,8 +46,8 @@ def dumps(value: Any, *, default: Callable[[Any], Any] | None = None) -> bytes:
 
 # orjson reads an integer past 64 bits as a float, silently; the standard library reads it exactly. Such an integer
 # has 19 digits at least, so a text with no 19 digits in a row (in a string or a number) is left to orjson. The run
-# is found by mapping every digit to "0" and every other byte to " " (about 1 us a watch event; a regular
-# expression took 14).
+# is found by mapping every digit to "0" and every other byte to " ", a byte translation much cheaper than a regular
+# expression over the text.
 _DIGITS_ONLY = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
 _LONG_RUN = b"0" * 19
 

@@ -130,7 +130,7 @@ def _path(trail: _Trail) -> str:
 
 def _report(obj: Mapping[Any, Any], names: frozenset[str], trail: _Trail, found: list[str]) -> None:
     prefix = _path(trail)
-    # Non-string keys (YAML allows them) are the builders' to reject, as before.
+    # Non-string keys (YAML allows them) are left to the builders, which reject them.
     found.extend(prefix + key for key in obj if isinstance(key, str) and key not in names)
 
 

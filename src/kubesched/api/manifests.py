@@ -84,6 +84,8 @@ class LoadedManifests:
     origins: dict[tuple[str, str, str], str] = field(default_factory=dict)
     strict: bool = False
     """Validation findings (unknown fields, invalid names, ...) are errors rather than warnings."""
+    objects_read: int = 0
+    """Objects found in the input, those of skipped kinds too: 0 means the input was empty."""
 
     def finding(self, message: str) -> None:
         """A problem kubectl's strict validation would refuse: a warning, or the error under ``strict``."""
@@ -131,7 +133,8 @@ def load_manifests(
     paths: Sequence[str], *, strict: bool = False, on_object: Callable[[str], None] | None = None
 ) -> LoadedManifests:
     """Load files (or every .yaml/.yml/.json file directly inside a directory, in name order; a file named
-    twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities. What ``kubectl apply
+    twice is read once; ``-`` is standard input, YAML or JSON), then resolve priorities. An input without a single
+    object (an empty file, a directory without manifest files) is a warning naming it. What ``kubectl apply
     --validate=strict`` would refuse (:mod:`kubesched.api.manifest_checks`) is a warning, or with ``strict`` an
     error. ``on_object(source)`` hears of each object read (items of a List one by one), for a progress line."""
     loaded = LoadedManifests(strict=strict)
@@ -147,9 +150,15 @@ def load_manifests(
                 raise ManifestError(str(exc)) from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{STDIN_SOURCE}: could not read: {exc}") from None
+            before = loaded.objects_read
             _load_text(loaded, text, STDIN_SOURCE, on_object)
+            if loaded.objects_read == before:
+                loaded.warnings.append(f"{STDIN_SOURCE}: no objects")
             continue
-        for file in _expand(path):
+        files = _expand(path)
+        if not files:
+            loaded.warnings.append(f"{path}: no {', '.join(MANIFEST_SUFFIXES[:-1])} or {MANIFEST_SUFFIXES[-1]} files")
+        for file in files:
             # "-f dir -f dir/pods.yaml" names one file twice; reading it once avoids false duplicates.
             real = os.path.realpath(file)
             if real in seen:
@@ -163,7 +172,10 @@ def load_manifests(
                 raise ManifestError(f"{file}: no such file") from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise ManifestError(f"{file}: could not read file: {exc}") from None
+            before = loaded.objects_read
             _load_text(loaded, text, file, on_object)
+            if loaded.objects_read == before:
+                loaded.warnings.append(f"{file}: no objects")
     resolve_priorities(loaded)
     return loaded
 
@@ -188,7 +200,11 @@ def _expand(path: str) -> list[str]:
 
 def _load_text(loaded: LoadedManifests, text: str, source: str, on_object: Callable[[str], None] | None = None) -> None:
     duplicates = DuplicateKeyTracker()
-    documents = _json_documents(text, source) if source.endswith(".json") else _yaml_documents(text, source, duplicates)
+    documents = (
+        _json_documents(text, source, duplicates)
+        if source.endswith(".json")
+        else _yaml_documents(text, source, duplicates)
+    )
     for label, document in documents:
         for found in duplicates.found:
             loaded.finding(f"{source}: {found}")
@@ -198,12 +214,46 @@ def _load_text(loaded: LoadedManifests, text: str, source: str, on_object: Calla
         _add_document(loaded, document, source, label, on_object)
 
 
-def _json_documents(text: str, source: str) -> Iterator[tuple[str, object]]:
+def _json_documents(text: str, source: str, duplicates: DuplicateKeyTracker) -> Iterator[tuple[str, object]]:
+    repeated: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(items)  # the last value wins, as in kubectl's lenient decoding
+        if len(obj) != len(items):
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    repeated.append(key)
+                seen.add(key)
+        return obj
+
     try:
-        document = json.loads(text) if text.strip() else None
+        document = json.loads(text, object_pairs_hook=pairs) if text.strip() else None
     except json.JSONDecodeError as exc:
         raise ManifestError(f"{source}: line {exc.lineno}: could not parse JSON: {exc.msg}") from None
+    if repeated:
+        duplicates.found.extend(_repeated_key_lines(text) or [f'key "{key}" already set in map' for key in repeated])
     yield "document 1", document
+
+
+MAX_JSON_TO_LOCATE = 16 * 1024 * 1024  # beyond it a repeated key is reported without its lines
+
+
+def _repeated_key_lines(text: str) -> list[str]:
+    """Where a JSON text repeats a key, with lines as for YAML: JSON is YAML's flow style, so the YAML composer
+    (which knows each key's line) finds them. Only run when the JSON decoder saw a repeated key; empty when the
+    text is too large to read twice or is JSON that PyYAML's YAML 1.1 does not read."""
+    if len(text) > MAX_JSON_TO_LOCATE:
+        return []
+    tracker = DuplicateKeyTracker()
+    loader = tracker.install(_Loader)(text)
+    try:
+        loader.get_single_data()
+    except yaml.YAMLError:
+        return []
+    finally:
+        loader.dispose()
+    return tracker.found
 
 
 def _yaml_documents(text: str, source: str, duplicates: DuplicateKeyTracker) -> Iterator[tuple[str, object]]:
@@ -281,6 +331,7 @@ def _add_object(
     source: str,
     doc_where: str,
 ) -> None:
+    loaded.objects_read += 1
     metadata = document.get("metadata")
     meta: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else {}
     name = meta.get("name") if isinstance(meta.get("name"), str) else None

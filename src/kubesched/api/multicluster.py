@@ -1,47 +1,11 @@
 """MemberCluster (``multicluster.kubesched.io/v1alpha1``): one member cluster as the hub knows it.
 
-Who calls it: :mod:`kubesched.api.manifests` (loading, in simulation; a CRD in live mode, see
+Who calls it: :mod:`kubesched.api.manifests` (loading, in simulation; in live mode the CRD is
 ``deploy/crds/memberclusters.yaml``) and :mod:`kubesched.federation`, which turns each member into the cluster
-state the cluster plugins read and into one framework Node (the "super node"). Every problem is a
-:class:`~kubesched.errors.ManifestError` naming the file, the object and the field, like the other kinds.
-
-The object, cluster-scoped like Karmada's ``Cluster``::
-
-    apiVersion: multicluster.kubesched.io/v1alpha1
-    kind: MemberCluster
-    metadata:
-      name: us-east-a
-      labels:                                   # the super node's labels: NodeAffinity selects on them
-        topology.kubernetes.io/region: us-east
-        topology.kubernetes.io/zone: us-east-1a
-        multicluster.kubesched.io/provider: aws
-    spec:
-      taints: [{key: ..., value: ..., effect: NoSchedule|PreferNoSchedule|NoExecute}]
-      cost:                                     # decimal strings or numbers, >= 0, per hour
-        currency: USD                           # informational only
-        cpuPerCoreHour: "0.031"
-        memoryPerGiBHour: "0.0042"
-        extendedPerUnitHour: {nvidia.com/gpu: "2.48"}
-      connection:                               # exactly one of (validated and kept; used by later increments)
-        kubeconfigSecretRef: {namespace: kubesched-system, name: us-east-a-kubeconfig, key: kubeconfig}
-        agent: {url: "https://agent.us-east-a:8443", tokenSecretRef: {namespace: ..., name: ..., key: token}}
-    status:
-      ready: true                               # or conditions: [{type: Ready, status: "True", ...}]
-      observedAt: "2026-03-01T11:59:30Z"        # when the hub last heard from the member
-      allocatable: {cpu: "64", memory: 256Gi, pods: "330"}
-      allocated: {cpu: "16", memory: 64Gi, pods: "40"}   # requests of the pods running there
-      nodeSummary:                              # free capacity per node, as buckets of alike nodes
-        - {count: 3, free: {cpu: "16", memory: 64Gi, pods: "100"}}
-        - {count: 1, free: {cpu: "8", nvidia.com/gpu: "4"}, taints: [{key: gpu, value: "true", effect: NoSchedule}]}
-      apiEnablements:                           # Karmada's shape: what the member serves
-        - groupVersion: v1
-          resources: [{kind: Pod, name: pods}]
-
-A cluster is ready when ``status.ready`` is true or its ``Ready`` condition's status is ``"True"``; with
-neither it is not ready (Karmada's reading of a missing condition); both given must agree. A missing
-``observedAt`` means, in simulation, that the member reports continuously (never stale); a present one is the
-last report ever received. Quantities are canonical integers from here on (milli-CPU, bytes, counts), costs
-:class:`~decimal.Decimal` values.
+state the cluster plugins read and into one framework Node, the "super node". Every problem is a
+:class:`~kubesched.errors.ManifestError` naming the file, the object and the field. The object's fields, how
+readiness and ``observedAt`` are read, and a member described by its own Nodes: docs/reference/membercluster.md.
+Quantities are canonical integers from here on (milli-CPU, bytes, counts), costs :class:`~decimal.Decimal` values.
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 """The audit record: one scheduling decision, as it is written to every audit sink.
 
 Built by :mod:`kubesched.audit.builder` from the scheduler's attempt records, written by the sinks
-(:mod:`kubesched.audit.sinks`), read back by :mod:`kubesched.audit.verify` and :mod:`kubesched.audit.query`.
-The field names follow OPA's decision log where the two overlap (``decision_id``, ``timestamp``,
-``labels``, ``bundles.*.revision`` becomes each verdict's ``revision``); the scheduler adds the pod, the
-phases of the attempt, the chosen target, the policy verdicts and the top scores.
-
-JSON form (one object; more keys may be added in later schema versions, none removed)::
-
-    {"schema": "kubesched.io/audit/v1", "decision_id": "…", "timestamp": "2024-05-01T12:00:00.000000Z",
-     "pod": {"namespace": "default", "name": "web-1", "uid": "…", "owner": {"kind": "ReplicaSet", "name": "web"}},
-     "profile": "default-scheduler", "result": "Scheduled", "attempts": 1,
-     "target": {"kind": "node", "name": "node-a"}, "message": "",
-     "phases": {"queued": "…", "filtered": "…", "reserved": "…", "permitted": "…", "bound": "…"},
-     "verdict": "allow", "verdicts": [{"plugin": "SecurityAuditFilter", "stage": "filter", …}],
-     "verdicts_omitted": 0,
-     "top_scores": [{"node": "node-a", "total": 387, "scores": {"NodeResourcesFit": 87, …}}],
-     "labels": {"version": "0.1.0"}}
-
-A cross-cluster decision (a cluster profile's attempt) also has ``"clusters"``: every member as the cycle's
-snapshot saw it, ``[{"name": "eu-west-b", "observed_at": "…" or null, "age_ms": 1200000, "rejected_by":
-"ClusterReadiness", "reasons": ["cluster(s) had stale state"]}, …]``; the reservation and its approval are
-the ClusterReservation verdict (its ``decision_id`` is the reservation id, its reasons say when it was reserved
-and approved) and the bind is ``phases.bound``.
-
-Records hold no floating-point numbers (times are RFC 3339 strings, scores integers), so their
-canonical JSON, which the hash chain signs, is the same in every language and on every platform.
+(:mod:`kubesched.audit.sinks`), read back by :mod:`kubesched.audit.verify` and :mod:`kubesched.audit.query`. Its JSON
+form (``schema: kubesched.io/audit/v1``; keys may be added, none removed) is documented in
+docs/reference/audit-schema.md#record, and a test holds that page to the keys written here. Records hold no
+floating-point numbers (times are RFC 3339 strings, scores integers), so their canonical JSON, which the hash chain
+covers, is the same in every language and on every platform.
 """
 
 from __future__ import annotations
@@ -250,11 +230,17 @@ class AuditRecord:
 _VERDICT_FIELDS = tuple(f.name for f in dataclasses.fields(PolicyVerdict))
 
 
+# Written only when set: a record without them reads as it always has, and signs the same.
+_OPTIONAL_VERDICT_FIELDS = frozenset({"note"})
+
+
 def verdict_to_json(verdict: PolicyVerdict) -> dict[str, Any]:
-    """Every field of the framework's PolicyVerdict under its own name (reasons as a list)."""
+    """Every field of the framework's PolicyVerdict under its own name (reasons as a list); ``note`` only when set."""
     out: dict[str, Any] = {}
     for name in _VERDICT_FIELDS:
         value = getattr(verdict, name)
+        if name in _OPTIONAL_VERDICT_FIELDS and not value:
+            continue
         out[name] = list(value) if isinstance(value, tuple) else value
     return out
 
@@ -353,5 +339,3 @@ class _Reader:
             if not isinstance(value, str):
                 raise AuditRecordError(f"{self.path_of(key)}[{i}]: expected a string, got {json_type_phrase(value)}")
         return [str(value) for value in values]
-
-

@@ -1,31 +1,12 @@
 """Check a hash-chained audit log: is every record there, unaltered, in the order it was written, and signed?
 
 Called by ``kubesched audit verify FILE`` and ``audit query`` (:mod:`kubesched.cli.audit`) and by tests. Reads the
-log once, line by line (a log may be large), and stops at the first line that is wrong, naming it and why:
-
-* ``truncated``: the last line does not end with a newline (a write was cut short);
-* ``garbled``: the line is not a JSON object carrying ``prev_hash`` and ``hash``;
-* ``altered``: the line's content does not hash to its ``hash`` (any field was edited, the hash too), or
-  a hash is not a sha256 digest, or the line is not the record the head file or a checkpoint names;
-* ``reordered``: its ``prev_hash`` is the hash of another line of the file than the one before it
-  (lines were swapped, moved or copied); the detail names the line it belongs after;
-* ``removed``: its ``prev_hash`` matches no line of the file (the record before it was deleted), or the log
-  has fewer records than the head file or a checkpoint says (the last records were deleted).
-
-What each piece of evidence defends against (the README's threat model says the same at more length):
-
-* the chain alone: accidental damage and naive edits; not removal of the last records, nor a rewrite of
-  everything from some line on with recomputed hashes;
-* the head file (``<log>.head``): removal of the last records; not a rewrite that recomputes it too, as it
-  sits beside the log, unkeyed. Without one the result says so (``head_file`` is False);
-* signed checkpoints (``<log>.checkpoints``, :mod:`kubesched.audit.checkpoints`), with ``public_key`` (one key,
-  or several across a key rotation): every checkpoint's Ed25519 signature must verify with the key its key id
-  names, and its (records, hash) must be the chain's at that record, so a rewritten chain fails even with a
-  recomputed head. The log must have a checkpoints file unless it is empty. Records after the last checkpoint
-  are *unanchored*: nothing but the unkeyed chain vouches for them (a warning; ``max_unanchored`` makes too
-  many of them a failure), and someone who truncates the checkpoints file along with the log is not caught;
-* ``expect_head``, a hash kept somewhere the log's writer cannot reach (the verify output prints it): the chain
-  must end exactly there, which catches rollback and rewriting alike, and anchors every record.
+log once, line by line, and stops at the first line that is wrong, naming it and the problem (``truncated``,
+``garbled``, ``altered``, ``reordered``, ``removed``: docs/reference/audit-schema.md#verify-results). It checks the
+chain, the head file, the signed checkpoints with the public keys given (a log with records but no checkpoints file
+fails then), and an expected head kept elsewhere; records after the last checkpoint are counted as unanchored, and
+records after the one the head file names are counted too (a warning, as is an empty log without a head file). What
+each piece of evidence can and cannot prove: docs/explanation/threat-model.md#what-each-piece-detects.
 """
 
 from __future__ import annotations
@@ -72,6 +53,8 @@ class VerifyResult:
     last_checkpoint: Checkpoint | None = None
     expected_head: bool = False  # expect_head was given and the chain ends there
     warnings: tuple[str, ...] = field(default=())
+    expect_head_given: bool = False
+    head_file_records: int | None = None  # the record the head file names (None: no head file)
 
     @property
     def checked_anchors(self) -> bool:
@@ -84,6 +67,11 @@ class VerifyResult:
         if self.expected_head:
             return self.records
         return self.last_checkpoint.records if self.last_checkpoint is not None else 0
+
+    @property
+    def after_head_records(self) -> int | None:
+        """Records after the one the head file names (the head lags, or records were appended); None without one."""
+        return None if self.head_file_records is None else max(self.records - self.head_file_records, 0)
 
     @property
     def unanchored_records(self) -> int | None:
@@ -127,7 +115,8 @@ class VerifyResult:
             "last_checkpoint": None
             if last is None
             else {"records": last.records, "hash": last.hash, "time": last.time},
-            "expect_head_matched": self.expected_head,
+            "expect_head_matched": self.expected_head if self.expect_head_given else None,
+            "after_head_records": self.after_head_records,
             "anchored": self.anchored if self.checked_anchors else None,
             "unanchored_records": self.unanchored_records,
             "problem": self.problem or None,
@@ -181,6 +170,8 @@ def verify_chain(
             expected,
             head is not None,
             key_ids=signed.key_ids if signed is not None else (),
+            expect_head_given=expect_head is not None,
+            head_file_records=head.records if head is not None else None,
         )
 
     try:
@@ -293,6 +284,8 @@ def verify_chain(
         checkpoints=len(signed.checkpoints) if signed is not None else 0,
         last_checkpoint=signed.checkpoints[-1][1] if signed is not None and signed.checkpoints else None,
         expected_head=expect_head is not None,
+        expect_head_given=expect_head is not None,
+        head_file_records=head.records if head is not None else None,
     )
     unanchored = result.unanchored_records
     if max_unanchored is not None and unanchored is not None and unanchored > max_unanchored:
@@ -314,6 +307,18 @@ def _with_warnings(result: VerifyResult, signed: _Signed | None) -> VerifyResult
     unanchored = result.unanchored_records
     if not result.head_file and result.records and unanchored != 0:
         warnings.append(f"{result.path} has no head file: records removed from its end cannot be detected")
+    if not result.head_file and not result.records and not result.expected_head:
+        warnings.append(
+            f"{result.path} is empty and has no head file: a log whose records were all removed, with its head "
+            "file, looks the same"
+        )
+    after_head = result.after_head_records
+    if after_head and result.head_file_records is not None and not result.expected_head:
+        warnings.append(
+            f"{result.path}: {after_head} record(s) after record {result.head_file_records}, the last "
+            f"{head_path(result.path).name} names: only the unkeyed chain vouches for them (the writer stopped "
+            "before it moved the head, or something else appended them)"
+        )
     if unanchored:
         last = result.last_checkpoint
         after = f"after the last checkpoint (record {last.records})" if last is not None else "and no checkpoint"

@@ -1,47 +1,11 @@
 """``kubesched bench --api``: SchedulingBasic through a real API server, kubesched against kube-scheduler.
 
-What it measures: pods bound per second by a scheduler *process* talking to a real kube-apiserver (envtest's
-etcd and kube-apiserver, :class:`~kubesched.testing.envtest.ControlPlane`), for ``kubesched run`` and for the
-real kube-scheduler (``$KUBEBUILDER_ASSETS/kube-scheduler``), and the ratio of the two. Unlike the in-memory
-``kubesched bench`` this includes everything a deployment pays: decoding the informers' lists and watch
-events, the scheduling cycle, the binding POSTs and the ``Scheduled`` Events, on a machine whose cores are
-shared with kube-apiserver and etcd.
-
-How, for each scheduler (kubesched first, then kube-scheduler; ``--repeat`` rounds, medians reported):
-
-1. A fresh control plane (so neither scheduler sees the other's bindings, and both start from the same
-   state), then the shape, created through many concurrent requests before any scheduler runs (the time is
-   reported separately): ``--nodes`` Nodes after scheduler_perf's node template (capacity and allocatable
-   4 CPU, 32Gi, 110 pods; Ready; ``kubernetes.io/hostname``, ``kubernetes.io/os``/``arch`` and a
-   ``topology.kubernetes.io/zone`` label out of :data:`ZONES`; three images in ``status.images``, the pods'
-   one among them, so ImageLocality has work), ``--init-pods`` pods already bound (``spec.nodeName`` set at
-   creation, round-robin over the nodes, namespace ``sched-setup``) and the ``--pods`` measured pods (one
-   ``pause`` container requesting 100m / 500Mi, namespace ``sched-test``), all pending.
-2. One KubeSchedulerConfiguration for both: ``clientConnection`` with the kubeconfig (the admin user,
-   ``system:masters``, so API Priority and Fairness exempts both alike), ``--qps`` and ``--burst``;
-   leader election off; one profile named after the pods' ``schedulerName``. kubesched runs as
-   ``python -m kubesched.cli.main run --config C --kubeconfig K``; kube-scheduler as
-   ``kube-scheduler --config C --secure-port=0 --leader-elect=false`` (with ``--config`` it ignores its
-   deprecated ``--kubeconfig`` flag, so the kubeconfig is in the file).
-3. This process watches ``sched-test``'s pods with ``fieldSelector=spec.nodeName!=`` (a bound pod enters
-   the selection: one ``ADDED`` per binding) and stamps each arrival; it does nothing else meanwhile, to
-   leave the two cores to the scheduler, kube-apiserver and etcd.
-4. Throughput is ``(bound - 1) / (last bound - first bound)`` (the binding rate, as scheduler_perf's
-   ``SchedulingThroughput`` leaves out start-up); ``from start`` is ``bound / (last bound - process
-   start)``, which adds the process start, the initial lists and the informers' sync.
-5. A run that binds nothing new for ``--stall-timeout`` seconds (60) is stopped and reported with what it
-   bound; so is one whose process exits. The scheduler is stopped with SIGTERM (SIGKILL after 30 s; its
-   exit code is recorded, not judged: kube-scheduler without leader election exits 1 on SIGTERM).
-6. CPU seconds (from ``/proc``) of the scheduler, kube-apiserver, etcd and this process from process start
-   to the first binding and from the first to the last, and what the rest of the machine used meanwhile
-   (``other``): on a shared machine a run with ``other`` well above a few hundredths of a core competed for
-   the cores and is not comparable.
-
-``--cprofile FILE`` runs kubesched under ``python -m cProfile -o FILE`` (deterministic, but slows a
-Python-heavy process down a lot); ``--py-spy FILE`` attaches ``py-spy record --format raw`` (100 Hz)
-to it (sampling, idle samples kept so that waiting shows; collapsed stacks for flame
-graphs). Either profiles the last kubesched run only.
-A benchmark, not a test: nothing here asserts a speed.
+Who calls it: ``kubesched bench --api`` (:mod:`kubesched.cli.main`). For each scheduler in turn (kubesched as
+``python -m kubesched.cli.main run``, then ``$KUBEBUILDER_ASSETS/kube-scheduler``) it starts a fresh control plane,
+creates the shape before the scheduler starts, gives both the same configuration, stamps every binding from a watch
+of the measured pods, and reports the binding rate, the rate from process start and each process's CPU seconds.
+How to run it and read it: docs/how-to/benchmark.md#against-kube-scheduler-through-a-real-api-server. A benchmark,
+not a test: nothing here asserts a speed.
 """
 
 from __future__ import annotations
@@ -72,8 +36,8 @@ from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.errors import KubeschedError
+from kubesched.harness.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
 from kubesched.run_async import run_returning
-from kubesched.testing.envtest import ASSETS_VARIABLE, ControlPlane, assets_directory
 
 KUBESCHED = "kubesched"
 KUBE_SCHEDULER = "kube-scheduler"
@@ -246,7 +210,8 @@ async def create_shape(client: KubeClient, shape: Shape) -> Creation:
 
 
 class BindingWatch:
-    """Stamps the arrival of every measured pod's binding (a watch on ``spec.nodeName!=``; module doc, 3)."""
+    """Stamps the arrival of every measured pod's binding: a watch on ``spec.nodeName!=``, which a pod enters when
+    it is bound (one ``ADDED`` per binding)."""
 
     PATH = f"/api/v1/namespaces/{TEST_NAMESPACE}/pods"
     SELECTOR = "spec.nodeName!="
@@ -517,7 +482,8 @@ async def _measure(
 
 
 def run_scheduler(scheduler: str, options: Options, run_dir: Path, *, profile: bool = False) -> SchedulerRun:
-    """One scheduler on a fresh control plane with the shape (module doc, 1–5)."""
+    """One scheduler on a fresh control plane holding the shape, created before the scheduler starts; the run ends
+    when every pod is bound, the scheduler exits, or nothing is bound for the stall timeout."""
     run_dir.mkdir(parents=True, exist_ok=True)
     with ControlPlane(options.assets, run_dir) as plane:
         kubeconfig = plane.write_kubeconfig(run_dir / "admin.kubeconfig", user="admin")

@@ -1,31 +1,15 @@
 """``kubesched bench`` for a hub: pods placed across member clusters through their agents, with the two-phase commit.
 
 Who calls it: :func:`kubesched.bench.runner.run_workload`, for a workload with a ``multiCluster`` section
-(:class:`~kubesched.bench.workload.MultiClusterSpec`). What runs is the live hub's path, minus the member API
-servers:
-
-* every member is an :class:`~kubesched.agent.memory.InMemoryMember` holding ``nodesPerCluster`` Nodes, with one
-  :class:`~kubesched.agent.core.Agent` in front of it; the hub reaches it through a
-  :class:`~kubesched.agent.push.PushEndpoint` in this process (``transport: inProcess``), or through an
-  :class:`~kubesched.federation.agent_client.AgentClient` over loopback HTTPS (``https``) to the agents' real
-  :class:`~kubesched.agent.server.AgentServer` endpoints -- all of them in one child process, as agents run apart
-  from their hub (``agentProcess: separate``; its CPU time is counted as helper CPU), or on the hub's own event
-  loop (``agentProcess: hub``, as the tests' RunningAgent runs one); the hub's connection pools are warmed (a few
-  keep-alive connections per agent) before any pod, as a live hub's are;
-* the hub's :class:`~kubesched.federation.cache.ClusterStateCache` over those endpoints is refreshed once before
-  any pod, and then each member every ``refreshSeconds`` of wall time while pods are drained, the members spread
-  evenly over the interval (a live hub's background refresh; the scheduler's virtual clock does not move while it
-  works, so the refresh runs on wall time here);
-* :class:`~kubesched.federation.commit.AgentCommitter` commits, and the hub scheduler runs the workload's profile on
-  a simulated cluster of the members' super nodes, with the loop handing over to binding work after every cycle as
-  the live loop does (:meth:`~kubesched.scheduler.scheduler.Scheduler.run` yields after each pod).
-
-Figures: decisions per second are pods bound (in their member and on the hub) per wall second of the measured op;
-attempt latency is the scheduling cycle's, as for every workload; **commit latency** is from the pod's last pop
-off the queue to its bind returning from the member (the reservation, the approval and the member's bind in
-between). After the run every member is read back: no node may hold more than its allocatable, and every hub pod
-must be in exactly one member (:func:`~kubesched.bench.checks.check_members`), besides the hub-side placement
-checks every workload gets.
+(:class:`~kubesched.bench.workload.MultiClusterSpec`). What runs is the live hub's path without the member API
+servers: each member is an :class:`~kubesched.agent.memory.InMemoryMember` with its own
+:class:`~kubesched.agent.core.Agent`, reached in process (:class:`~kubesched.agent.push.PushEndpoint`) or over
+loopback HTTPS (:class:`~kubesched.federation.agent_client.AgentClient` to real
+:class:`~kubesched.agent.server.AgentServer` endpoints, in a child process or on the hub's loop); the hub's state
+cache is refreshed in the background on wall time while pods drain, and the
+:class:`~kubesched.federation.commit.AgentCommitter` commits. Besides the usual figures it reports commit latency
+(pop to the member's bind) and reads every member back (:func:`~kubesched.bench.checks.check_members`). The
+format: docs/reference/bench-workloads.md#multicluster.
 """
 
 from __future__ import annotations
@@ -67,7 +51,7 @@ from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.agent_client import AgentClient, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger
+from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger, ReleaseOutcome
 from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services
@@ -151,8 +135,10 @@ class _TimedCommitter:
     ) -> str:
         return await self.inner.reserve(cluster, reservation_id, pod, requests, ttl_seconds, timeout=timeout)
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
-        return await self.inner.release(cluster, reservation_id, timeout=timeout)
+    async def release(
+        self, cluster: str, reservation_id: str, *, timeout: float, pod: Pod | None = None
+    ) -> ReleaseOutcome:
+        return await self.inner.release(cluster, reservation_id, timeout=timeout, pod=pod)
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
         await self.inner.bind(cluster, reservation_id, pod, timeout=timeout)
@@ -285,7 +271,7 @@ async def _start_agents(
 ) -> tuple[Path, list[tuple[str, AgentServer]], dict[str, InMemoryMember], str]:
     """Every member with its agent behind its HTTPS server on loopback: (the CA file, the servers by member name,
     the members, the bearer token)."""
-    from kubesched.testing.certificates import write_server_certificates
+    from kubesched.harness.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(workdir / "agent-pki")
     token = secrets.token_urlsafe(24)

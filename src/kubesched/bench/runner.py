@@ -48,7 +48,8 @@ from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.bench.checks import check_placements
 from kubesched.bench.compare import BaselineError, compare, load_baseline
 from kubesched.bench.relative import relative_ratio
-from kubesched.bench.report import Failure, JsonReport, Report, TableReport
+from kubesched.bench.report import JsonReport, Report, TableReport
+from kubesched.bench.selection import failure, list_workloads, parse_params, select
 from kubesched.bench.workload import (
     HOSTNAME_LABEL,
     ImageSpec,
@@ -57,11 +58,8 @@ from kubesched.bench.workload import (
     Workload,
     WorkloadError,
     bundled_workloads,
-    load_workload,
-    scan_workloads,
 )
 from kubesched.bounded_input import InputTooLarge, read_text
-from kubesched.cli.progress import Progress
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import default_config, load_config_dict, parse_yaml
 from kubesched.config.types import SchedulerConfiguration
@@ -70,6 +68,7 @@ from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.runtime.registry import Registry, with_entry_points
 from kubesched.heap import freeze_steady_state, thaw
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.progress import Progress
 from kubesched.run_async import run_returning
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -539,7 +538,8 @@ def _load_config(workload: Workload, registry: Registry, substitutions: Mapping[
         raise WorkloadError(f"{workload.source}: config: {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{workload.source}: config: {path}: not UTF-8 text ({exc.reason})") from None
-    return load_config_dict(_substitute(parse_yaml(text, path), substitutions), path, registry)
+    document = _substitute(parse_yaml(text, path), substitutions)
+    return load_config_dict(document, path, registry, base_dir=os.path.dirname(path))
 
 
 def _substitute(value: Any, substitutions: Mapping[str, str]) -> Any:
@@ -554,7 +554,7 @@ def _substitute(value: Any, substitutions: Mapping[str, str]) -> Any:
 
 def _serve(spec: OpaServerSpec, port_out: Connection, stop_in: Connection) -> None:
     """Child process: an OPA-compatible server with the workload's policy and data (its own core and GIL)."""
-    from kubesched.testing.opa_server import OpaTestServer
+    from kubesched.harness.opa_server import OpaTestServer
 
     policies = {path: Path(path).read_text() for path in spec.policies}
     data: dict[str, Any] = {}
@@ -610,60 +610,6 @@ def median_result(results: list[BenchResult]) -> BenchResult:
     )
 
 
-def _params(pairs: list[str]) -> dict[str, int]:
-    params: dict[str, int] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name or not value.isdigit():
-            raise WorkloadError(f"--param {pair!r}: expected NAME=N with N a non-negative integer")
-        params[name] = int(value)
-    return params
-
-
-@dataclass(slots=True)
-class Selection:
-    """The workloads to run, in order, and the failures known before any runs (files that cannot be read)."""
-
-    workloads: list[Workload] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-
-
-def _failure(exc: KubeschedError, source: str | None) -> Failure:
-    """One line naming the workload file: an error from elsewhere (its config file) gets the file in front."""
-    text = "; ".join(str(exc).splitlines())  # a config's every validation error, on the one line
-    where = source or getattr(exc, "source", None) or ""
-    if where and not text.startswith(where):
-        text = f"{where}: {text}"
-    return Failure(where, text)
-
-
-def _select(
-    names: list[str], directory: Path, params: Mapping[str, int] | None = None, *, bundled: bool = False
-) -> Selection:
-    scan = scan_workloads(directory, params) if directory.is_dir() else None
-    available = scan.workloads if scan is not None else {}
-    broken = [_failure(exc, exc.source) for exc in scan.failures] if scan is not None else []
-    if not names:
-        if scan is None or not (available or broken):
-            hint = "the installed package lacks its workloads" if bundled else "pass a directory of workload YAML"
-            raise WorkloadError(f"{directory}: no workloads found ({hint})")
-        return Selection(list(available.values()), broken)
-    selection = Selection()
-    for name in names:
-        if name in available:
-            selection.workloads.append(available[name])
-        elif Path(name).is_file():
-            try:
-                selection.workloads.append(load_workload(Path(name), params))
-            except WorkloadError as exc:
-                selection.failures.append(_failure(exc, name))
-        else:
-            known = ", ".join(sorted(available)) or "none"
-            unreadable = f"; unreadable there: {', '.join(f.source for f in broken)}" if broken else ""
-            raise WorkloadError(f"unknown workload {name!r} (known in {directory}: {known}{unreadable})")
-    return selection
-
-
 def machine_description() -> str:
     import os
 
@@ -673,7 +619,7 @@ def machine_description() -> str:
 def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    params = _params(list(getattr(args, "param", []) or []))
+    params = parse_params(list(getattr(args, "param", []) or []))
     baseline = None
     if getattr(args, "compare", None):
         try:
@@ -686,14 +632,16 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
             directory, bundled = Path(args.workload_dir), False
         else:
             directory, bundled = stack.enter_context(bundled_workloads()), True
-        selection = _select(list(args.workloads), directory, params, bundled=bundled)
+        selection = select(list(args.workloads), directory, params, bundled=bundled)
+        if getattr(args, "list", False):
+            return list_workloads(selection, args.output, out, err)
         progress = stack.enter_context(Progress(err))
         report: Report = JsonReport(out, err) if args.output == "json" else TableReport(out, err)
         report.start([workload.name for workload in selection.workloads])
         failed = len(selection.failures)
         results: list[BenchResult] = []
-        for failure in selection.failures:
-            report.failure(failure)
+        for broken in selection.failures:
+            report.failure(broken)
         # Round by round, every workload once per round; a workload judged against another (relativeTo) right after
         # a run of that other one (an extra run when the one before was not it): the machine drifts by a fifth within
         # minutes, so only runs next to each other compare.
@@ -714,7 +662,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None
                 )
             except KubeschedError as exc:
                 progress.clear()
-                report.failure(_failure(exc, workload.source))
+                report.failure(failure(exc, workload.source))
                 failed += 1
                 running.remove(workload)
                 runs.pop(workload.name, None)

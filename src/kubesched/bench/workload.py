@@ -1,52 +1,11 @@
-"""Benchmark workloads as data: scheduler_perf-style YAML with params, templates and ops.
+"""Benchmark workloads as data: scheduler_perf-style YAML with params, templates and ops, read and checked.
 
-A workload names its node and pod templates (ordinary manifests with ``metadata.generateName``), a
-``params`` map and a list of ops. ``$name`` in a count refers to a param. Read by the bench runner.
-
-- ``createNodes {count, nodeTemplate?, labelNodePrepareStrategy?, hostnameLabel?, images?, taints?}``:
-  scheduler_perf's ``labelNodePrepareStrategy: {labelKey, labelValues}`` gives node *i* ``labelValues[i % len]``
-  under ``labelKey``; a list of such mappings sets several keys (region and zone, say).
-  ``hostnameLabel: true`` gives each node ``kubernetes.io/hostname: <its name>``, as a kubelet would.
-  ``images: {perNode, poolSize, minSizeMB?, maxSizeMB?, seed?, prefix?}`` gives each node ``perNode`` distinct
-  images from a pool of ``poolSize`` named ``<prefix><k>:1.0`` (``prefix`` defaults to
-  ``registry.k8s.io/bench/image-``), image *k* always ``minSizeMB``..``maxSizeMB`` (default 10..800) in size;
-  sizes and each node's choice are drawn from ``seed`` (default 0), so runs agree and nodes differ.
-  ``taints: [{key, value?, effect, every}]`` taints nodes 0, ``every``, 2 x ``every``, ... of the op.
-- ``createPods {count, namespace, collectMetrics, podTemplate? | podTemplates?, expectUnschedulable?,
-  uniqueLabels?, uniqueAnnotations?, uniqueTokenMounts?, nodeHeartbeatEveryPods?}``: all of the op's pods are
-  queued, then the scheduler drains them; ``expectUnschedulable`` marks pods that must stay pending. ``podTemplates:
-  [{template, weight?}]`` makes pods from several templates in weighted round robin (weights 2 and 1: pods
-  0 and 1 from the first, pod 2 from the second, ...). ``uniqueLabels`` / ``uniqueAnnotations`` give every pod
-  its own ``kubesched.io/bench-index`` label / annotation; ``uniqueTokenMounts`` gives it what the ServiceAccount
-  admission plugin gives a real pod: a projected ``kube-api-access-<n>`` volume of its own, mounted in every
-  container, so replicas' containers differ. ``nodeHeartbeatEveryPods: N``: while the op is
-  drained, every N-th binding is followed by a kubelet-style status update of the next node in turn (its
-  Ready condition's ``lastHeartbeatTime`` and its ``resourceVersion`` change, nothing else), made through the
-  simulated cluster's ``update_node``, so the scheduler sees a NodeUpdate event.
-- ``churn {podTemplate, intervalMilliseconds, namespace?}``: scheduler_perf's ``churn`` in ``create`` mode,
-  narrowed to pods: while the next ``createPods`` op is being drained, one pod from the template is created
-  every interval of wall-clock time. Churned pods are expected to stay pending (upstream churns pods that
-  cannot fit).
-
-``relativeTo: <workload name>`` names the workload this one is judged against (SecurityAuditChurn against
-SchedulingBasic): when both are selected, each round runs this one right after a run of the other, and the report
-adds the median of their pods/s ratios (:mod:`kubesched.bench.relative`).
-
-``multiCluster {clusters, nodesPerCluster, nodeCapacity?, regions?, transport?, agentProcess?, refreshSeconds?}``
-makes the workload a hub's (:mod:`kubesched.bench.multicluster`): ``clusters`` in-memory member clusters of
-``nodesPerCluster`` nodes each (``nodeCapacity``: quantities, default 8 CPU, 32Gi, 110 pods), cluster *i* in
-``regions[i % len]`` (its ``topology.kubernetes.io/region`` label), each behind its own cluster agent, reached in
-this process (``transport: inProcess``, the default) or over loopback HTTPS (``https``: the agents' servers in a
-child process, ``agentProcess: separate``, the default, or on the hub's own event loop, ``agentProcess: hub``, as
-the tests run them); the hub's state cache refreshes every member every ``refreshSeconds`` of wall time while pods are
-drained (default 5, a live hub's interval; 0: only the one refresh before the pods). Such a workload has only
-``createPods`` ops (its nodes are the clusters' super nodes) and a ``config`` (the hub profile).
-
-Relative paths in a workload (``config``, ``opaServer.policies``, ``opaServer.data``) are relative to the
-workload file, and the runner replaces ``${WORKLOAD_DIR}`` in the strings of its config file with the
-workload file's directory: the workloads bundled in the package (:func:`bundled_workloads`) then run from any
-working directory. As in scheduler_perf, an op with a field it does not know is an error (a typo such as
-``colectMetrics`` would otherwise silently measure nothing).
+Who calls it: the bench runner (:mod:`kubesched.bench.runner`), for the bundled workloads (:func:`bundled_workloads`,
+package data, so they run from any directory) and for files given on the command line. Every field is checked, and
+an unknown op or field is an error naming the file and its path, as scheduler_perf refuses a typo such as
+``colectMetrics`` that would otherwise measure nothing. The format (``createNodes``, ``createPods``, ``churn``,
+``relativeTo``, ``multiCluster``, params, relative paths and ``${WORKLOAD_DIR}``) is documented in
+docs/reference/bench-workloads.md#format.
 """
 
 from __future__ import annotations
@@ -144,6 +103,7 @@ class Op:
     heartbeat_every: int = 0  # createPods: a node status update after every N bindings; 0: none
     images: ImageSpec | None = None  # createNodes
     taints: tuple[TaintSpec, ...] = ()  # createNodes
+    count_param: str = ""  # the param the count came from ("initNodes"), for messages; "" when written out
 
     def template_for(self, i: int) -> Mapping[str, Any]:
         """The template of the op's pod ``i``."""
@@ -210,6 +170,8 @@ class Workload:
     # The workload this one is judged against (SecurityAuditChurn: SchedulingBasic): the runner reports the ratio
     # of their pods/s within each round of one run, so machine drift between runs cancels out.
     relative_to: str | None = None
+    # The params in force (the declared ones, with overrides applied), in the order the file declares them.
+    params: Mapping[str, int] = field(default_factory=dict)
 
 
 def _count(value: object, params: Mapping[str, Any], where: str) -> int:
@@ -397,10 +359,12 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
             if milliseconds == 0:
                 raise WorkloadError(f"{where}.intervalMilliseconds: must be greater than zero")
             interval = milliseconds / 1000
+        raw_count = raw.get("count")
         ops.append(
             Op(
                 opcode=opcode,
-                count=0 if opcode == "churn" else _count(raw.get("count"), params, f"{where}.count"),
+                count=0 if opcode == "churn" else _count(raw_count, params, f"{where}.count"),
+                count_param=raw_count[1:] if isinstance(raw_count, str) and raw_count.startswith("$") else "",
                 namespace=_string(raw, "namespace", where, "default"),
                 collect_metrics=_flag(raw, "collectMetrics", where),
                 template=template,
@@ -424,6 +388,7 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         _check_hub_ops(ops, document, source)
     else:
         _check_nodes_before_pods(ops, raw_ops, source)
+        check_capacity(ops, source)
     labels = _strings(document.get("labels"), f"{source}: labels")
     description = document.get("description", "")
     if not isinstance(description, str):
@@ -454,6 +419,7 @@ def parse_workload(document: object, source: str, params: Mapping[str, Any] | No
         opa_server=opa_server,
         multi_cluster=multi_cluster,
         relative_to=relative_to,
+        params={str(k): v for k, v in params.items() if isinstance(v, int) and not isinstance(v, bool)},
     )
 
 
@@ -529,6 +495,15 @@ def _heartbeat(raw: Mapping[str, Any], params: Mapping[str, Any], where: str) ->
     if every == 0:
         raise WorkloadError(f"{where}.nodeHeartbeatEveryPods: must be greater than zero (omit it for no heartbeat)")
     return every
+
+
+def check_capacity(ops: Sequence[Op], source: str) -> None:
+    """Refuse a size whose nodes cannot hold the pods expected bound (:mod:`kubesched.bench.capacity`)."""
+    from kubesched.bench.capacity import capacity_problem
+
+    problem = capacity_problem(ops, source)
+    if problem is not None:
+        raise WorkloadError(f"{source}: {problem}")
 
 
 def _check_nodes_before_pods(ops: Sequence[Op], raw_ops: Sequence[Mapping[str, Any]], source: str) -> None:

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from kubesched.cli.common import positive_seconds
 from kubesched.errors import KubeschedError
 
 log = logging.getLogger("kubesched")
@@ -33,6 +34,15 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _check_readable(flag: str, path: str) -> None:
+    """A file a flag names must open: otherwise one line naming the flag, the path and why."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise AgentUsageError(f"{flag} {path}: {error.strerror or error}") from None
+
+
 def add_agent_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     agent = commands.add_parser("agent", help="serve one member cluster to the hub over HTTPS (the cluster agent)")
     agent.add_argument(
@@ -50,6 +60,20 @@ def add_agent_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     agent.add_argument(
         "--sweep-interval", type=float, default=5.0, help="seconds between expired-reservation sweeps (default 5)"
     )
+    agent.add_argument(
+        "--request-timeout",
+        type=positive_seconds,
+        default=10.0,
+        help="seconds each call to the member's API server may take; a pod create is also told to give up then "
+        "(default 10)",
+    )
+    agent.add_argument(
+        "--in-flight-seconds",
+        type=positive_seconds,
+        default=None,
+        help="seconds a pod create with no answer (or one a killed predecessor may have sent) may still take effect "
+        "in the member; releases answer Settling until then (default: --request-timeout + 5)",
+    )
     agent.set_defaults(func=cmd_agent)
 
 
@@ -63,19 +87,35 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from kubesched.live.run import install_signal_handlers
 
     host, port = parse_listen(args.listen)
-    connection = load_connection(args.kubeconfig, args.context)
+    for flag, path in (("--token-file", args.token_file), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        _check_readable(flag, path)
     try:
         token = read_token(Path(args.token_file))
+    except (OSError, ValueError) as error:
+        raise AgentUsageError(f"--token-file {args.token_file}: {getattr(error, 'strerror', None) or error}") from None
+    try:
         context = server_ssl_context(Path(args.tls_cert), Path(args.tls_key))
     except (OSError, ValueError) as error:
-        raise AgentUsageError(str(error)) from error
+        reason = getattr(error, "reason", None) or getattr(error, "strerror", None) or str(error)
+        raise AgentUsageError(
+            f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: not a PEM certificate and its private key "
+            f"({reason})"
+        ) from None
+    connection = load_connection(args.kubeconfig, args.context)
 
     async def serve() -> None:
         stop = asyncio.Event()
         install_signal_handlers(stop)
-        client = KubeClient(connection, user_agent="kubesched-agent")
+        client = KubeClient(connection, user_agent="kubesched-agent", timeout=args.request_timeout)
         try:
-            agent = Agent(client, clock=RealClock(), namespace=args.namespace, cluster_name=args.cluster_name)
+            agent = Agent(
+                client,
+                clock=RealClock(),
+                namespace=args.namespace,
+                cluster_name=args.cluster_name,
+                request_timeout=args.request_timeout,
+                in_flight_seconds=args.in_flight_seconds,
+            )
             server = AgentServer(
                 agent, token=token, ssl_context=context, host=host, port=port, sweep_interval=args.sweep_interval
             )

@@ -244,12 +244,17 @@ def simulation_audit(args: argparse.Namespace) -> Iterator[list[AttemptObserver]
         return
     from kubesched.audit.builder import AuditObserver, random_ids, seeded_ids
 
-    with open_audit_log(path, args.audit_durability, args.audit_signing_key, args.audit_checkpoint_every) as sink:
+    sink = open_audit_log(path, args.audit_durability, args.audit_signing_key, args.audit_checkpoint_every)
+    try:
         # A seeded run is reproducible, ids included; salting with the log's head keeps the ids of runs
         # appended to the same log apart.
         ids = seeded_ids(seed, sink.opened_at_head) if seed is not None else random_ids()
         observer = AuditObserver(sink, ids=ids)
         yield [observer]
+    except BaseException:
+        sink.close_unused()  # a run that failed before its first decision leaves no empty log
+        raise
+    sink.close_sync()
     # The sink is closed, so its writer is done: it counts what it lost after write returned, the
     # observer what write refused.
     lost = observer.write_errors + sink.dropped

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from kubesched.cli.common import CONFIG_HELP
+
 
 def rfc3339_seconds(text: str) -> float:
     """An RFC 3339 timestamp with a zone, as seconds since the epoch (argparse reports the error)."""
@@ -33,7 +35,7 @@ def add_explain_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     explain.add_argument(
         "--strict", action="store_true", help="refuse what kubectl apply --validate=strict would (else warnings)"
     )
-    explain.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    explain.add_argument("--config", help=CONFIG_HELP)
     explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
     explain.add_argument("--seed", type=int, default=0, help="seed for random tie-breaking (default 0)")
     explain.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")

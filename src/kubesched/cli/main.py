@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import select
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,11 +26,11 @@ import yaml
 
 from kubesched.cli.agent import add_agent_command
 from kubesched.cli.audit import add_audit_commands, add_simulate_arguments
-from kubesched.cli.common import load_config, plugin_registry, warn
+from kubesched.cli.common import CONFIG_HELP, load_config, plugin_registry, positive_seconds, warn
 from kubesched.cli.explain import add_explain_command, rfc3339_seconds
 from kubesched.cli.policy_test import UsageExitParser, add_policy_test_command
-from kubesched.cli.progress import Progress
 from kubesched.errors import KubeschedError
+from kubesched.progress import Progress
 
 if TYPE_CHECKING:
     from kubesched.scheduler.results import AttemptObserver, AttemptRecord
@@ -79,6 +81,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         progress.clear()
         warn(manifests.warnings)
         warn(config.warnings)
+        if args.exit_code and not manifests.objects_read:
+            # Most often a step before failed and wrote nothing (kubectl get without a cluster): a gate must not pass.
+            raise KubeschedError("the input holds no objects: nothing was scheduled")
         history = None
         if args.output == "html":
             from kubesched.explain.run import AttemptHistory
@@ -137,6 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
 
     from kubesched.backends.kube.kubeconfig import load_connection
+    from kubesched.live.hub import HubOptions
     from kubesched.live.run import LiveOptions, LiveScheduler, install_signal_handlers
 
     registry = plugin_registry()
@@ -159,13 +165,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         disable_created_metrics()  # type: ignore[no-untyped-call]  # as kube-scheduler: no <counter>_created
         options = LiveOptions(
+            hub=HubOptions(refresh_interval=args.member_refresh_interval),
             audit_sinks=sinks,
             audit_events=args.audit_events,
             hostname=args.hostname,
             health_address=None if args.port == 0 else (args.bind_address, args.port),
             registry=REGISTRY,  # also holds the audit trail's counters
         )
-        live = LiveScheduler(config, registry, connection, options)
+        try:
+            live = LiveScheduler(config, registry, connection, options)
+        except BaseException:
+            for sink in sinks:
+                sink.close_unused()  # a plugin that cannot be built leaves no empty log behind
+            raise
         stop = asyncio.Event()
         install_signal_handlers(stop)
         await live.run(stop)
@@ -234,6 +246,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from kubesched.bench.api import main as api_bench_main
 
         return api_bench_main(args)
+    if args.workloads and args.all:
+        print("error: name workloads or pass --all, not both", file=sys.stderr)
+        return 2
+    if not (args.workloads or args.all or args.list or args.workload_dir):
+        # Every bundled shape at full size (thousands of nodes and pods each): never by accident. As `kubectl get`
+        # without a resource type, say what to pass and where the choices are listed.
+        print(
+            "error: name the workloads to run (kubesched bench --list shows them, with their sizes), "
+            "or pass --all to run every one at full size",
+            file=sys.stderr,
+        )
+        return 2
     from kubesched.bench.runner import main as bench_main
 
     return bench_main(args)
@@ -317,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="schedule the pods of a real cluster, beside kube-scheduler")
-    run.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    run.add_argument("--config", help=CONFIG_HELP)
     run.add_argument(
         "--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then KUBECONFIG, then in-cluster)"
     )
@@ -334,6 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_simulate_arguments(run)
     run.add_argument("--audit-events", action="store_true", help="report every decision as a PolicyAudit event")
+    run.add_argument(
+        "--member-refresh-interval",
+        type=positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="with cluster profiles: seconds between two state refreshes of a member cluster (default 5)",
+    )
     run.set_defaults(func=cmd_run)
 
     simulate = commands.add_parser("simulate", help="schedule the pending pods of manifest files in memory")
@@ -344,10 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--exit-code",
         action="store_true",
-        help="exit 1 when any pod ends Unschedulable or Error (a CI gate: do my workloads still fit?); "
-        "SchedulingGated pods, never tried, do not count",
+        help="exit 1 when any pod ends Unschedulable or Error (a CI gate: do my workloads still fit?), or when the "
+        "input holds no objects at all (an empty file or directory is a warning without it); SchedulingGated pods, "
+        "never tried, do not count",
     )
-    simulate.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's defaults)")
+    simulate.add_argument("--config", help=CONFIG_HELP)
     simulate.add_argument(
         "--output",
         "-o",
@@ -375,10 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="work with KubeSchedulerConfiguration files")
     config_commands = config.add_subparsers(dest="config_command", required=True)
     validate = config_commands.add_parser("validate", help="check a configuration; list every error")
-    validate.add_argument("file")
+    validate.add_argument("file", help=CONFIG_HELP.replace(" (default: kube-scheduler's defaults)", ""))
     validate.set_defaults(func=cmd_config_validate)
-    view = config_commands.add_parser("view", help="print the fully defaulted configuration")
-    view.add_argument("file", nargs="?")
+    view = config_commands.add_parser(
+        "view", help="print the fully defaulted configuration, plugin args' file paths as they will be read"
+    )
+    view.add_argument("file", nargs="?", help=CONFIG_HELP)
     view.set_defaults(func=cmd_config_view)
 
     plugins = commands.add_parser("plugins", help="list registered plugins and their extension points")
@@ -404,11 +438,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_agent_command(commands)
 
-    bench = commands.add_parser("bench", help="run scheduler_perf-style benchmark workloads")
-    bench.add_argument("workloads", nargs="*", help="workload names or YAML files (default: all bundled)")
+    bench = commands.add_parser(
+        "bench",
+        help="run scheduler_perf-style benchmark workloads",
+        description="Run scheduler_perf-style workloads in this process and report pods/s, latency, CPU per pod "
+        "and a check of the final placements. Name the workloads (bench --list shows them), or pass --all.",
+    )
+    bench.add_argument(
+        "workloads",
+        nargs="*",
+        help="workload names (bundled, or in --workload-dir) or workload YAML files; none: --all or --workload-dir",
+    )
+    bench.add_argument(
+        "--all",
+        action="store_true",
+        help="run every workload (of --workload-dir, else every bundled one, each at its full size)",
+    )
+    bench.add_argument(
+        "--list",
+        action="store_true",
+        help="list the workloads (all, or those named) with their nodes, pods, params and what each measures; "
+        "sizes are after --param",
+    )
     bench.add_argument("--output", "-o", choices=("table", "json"), default="table")
     bench.add_argument(
-        "--workload-dir", help="directory of workload YAML files (default: the workloads bundled with kubesched)"
+        "--workload-dir",
+        help="directory of workload YAML files (default: the workloads bundled with kubesched); "
+        "alone, runs all of them",
     )
     bench.add_argument("--repeat", type=positive_int, default=1, help="runs per workload; medians are reported")
     bench.add_argument("--reference", action="store_true", help="use the per-node plugin path, not batch")
@@ -422,7 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=N",
-        help="override a workload param (e.g. measurePods=500), repeatable; the report names the override",
+        help="override a workload param, repeatable: it applies to the selected workloads that declare it, and a "
+        "param none declares is an error. A smaller run of a shape, e.g. SchedulingBasic --param initNodes=10 "
+        "--param initPods=100 --param measurePods=20 (nodes too small for the pods are refused before the run)",
     )
     api = bench.add_argument_group(
         "--api", "SchedulingBasic through a real kube-apiserver (KUBEBUILDER_ASSETS), kubesched vs kube-scheduler"
@@ -446,7 +504,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. When the reader of its output goes away (``kubesched plugins | head -1``), the command
+    stops quietly with exit code 141, what a shell reports for git, kubectl or coreutils ended by SIGPIPE (so
+    ``set -o pipefail`` scripts see the same as with them); Python ignores SIGPIPE and raises instead."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            # Output still buffered meets the closed pipe here, not at interpreter exit.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        gone = _closed_output_streams()
+        if not gone:
+            raise  # a pipe or socket of the command's own work, not its output: a bug to report
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in gone:
+            os.dup2(devnull, fd)  # what is left in the buffers is written nowhere at exit
+        os.close(devnull)
+        return SIGPIPE_EXIT
+
+
+def _closed_output_streams() -> list[int]:
+    """stdout and stderr descriptors that are pipes whose reader has gone (poll reports an error on them)."""
+    gone = []
+    for fd in (1, 2):
+        poller = select.poll()
+        try:
+            poller.register(fd, select.POLLOUT)
+            events = poller.poll(0)
+        except (OSError, ValueError):
+            continue
+        if any(mask & select.POLLERR for _, mask in events):
+            gone.append(fd)
+    return gone
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:

@@ -1,9 +1,9 @@
 """Turn simulation records into the ``simulate`` outputs: the JSON document and the people's table.
 
-Called by ``kubesched simulate`` (:mod:`kubesched.cli.main`) and by tests that compare runs. The JSON keys
-are a documented contract (README): more may be added, none removed. A pod of a cluster profile (its nodes are
-member clusters) also has ``"cluster"``: the member it was placed on (its ``node``, the super node, is the same
-name), or null; the table then has a CLUSTER column, and such a pod's NODE is "-".
+Called by ``kubesched simulate`` (:mod:`kubesched.cli.main`) and by tests that compare runs. The JSON keys are a
+documented contract (docs/reference/simulate-output.md#json): more may be added, none removed. A pod of a cluster
+profile (its nodes are member clusters) also has ``"cluster"``: the member it was placed on (its ``node``, the super
+node, is the same name), or null; the table then has a CLUSTER column, and such a pod's NODE is "-".
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Public API (everything else in this package is internal):
 
 - :func:`load_config_file`, :func:`load_config_dict`, :func:`default_config` -> :class:`SchedulerConfiguration`,
-  raising :class:`kubesched.errors.ValidationFailed` with every error found;
+  raising :class:`kubesched.errors.ValidationFailed` with every error found; relative file paths in plugin args
+  (SecurityAudit's ``policies``, ``data``, ``tokenFile``, ``caFile``; ComplianceScore's ``complianceDataPath``)
+  are relative to the configuration file's directory, as paths in a kubeconfig are to the kubeconfig;
 - :func:`dump_config` -> the fully-defaulted v1 document (``kubesched config view``);
 - :func:`decode_args` / :func:`encode_args` -> typed plugin args from/to their file form;
 - the plugin catalog protocol (:class:`PluginDescriptor`, :data:`PluginCatalog`, :data:`EXTENSION_POINTS`)

@@ -7,7 +7,9 @@ fields that all have defaults (those defaults ARE kube-scheduler's), and ``valid
 list[FieldError]`` reporting every problem. This module supplies the rest:
 
 - camelCase keys map to snake_case fields (``ignoredResourceGroups`` -> ``ignored_resource_groups``);
-  a field may override its file name with ``field(metadata={"json": "apiURL"})``;
+  a field may override its file name with ``field(metadata={"json": "apiURL"})``; a field holding a file path
+  or a list of them says so with ``field(metadata={"path": True})``, and a relative value is then read relative
+  to the configuration file (:mod:`kubesched.config.relative_paths`);
 - field types understood: ``int``, ``float``, ``bool``, ``str``, ``Literal[...]``, ``Enum`` subclasses
   (by value), nested dataclasses, ``list[T]`` / ``tuple[T, ...]`` / ``Sequence[T]``, ``frozenset[T]``,
   ``dict[str, T]`` / ``Mapping[str, T]``, ``T | None``, unions, ``Any``;

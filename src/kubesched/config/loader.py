@@ -9,11 +9,14 @@ not exist``); a YAML syntax error is one error naming its line.
 The pipeline: YAML -> :func:`kubesched.config.document.decode_document` (structure, types, unknown fields)
 -> top-level defaults and validation (here, after kube-scheduler's ``defaults.go`` and
 ``ValidateKubeSchedulerConfiguration``) -> :func:`kubesched.config.profiles.build_profile` per profile
-(plugin merge, multiPoint expansion, args) -> cross-profile checks (unique names, one common queueSort).
+(plugin merge, multiPoint expansion, args) -> cross-profile checks (unique names, one common queueSort) -> file
+paths in plugin args made relative to the configuration file's directory, as kubeconfig files do
+(:mod:`kubesched.config.relative_paths`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -47,6 +50,7 @@ from .document import RawConfig, RawProfile, decode_document
 from .dump import dump_config
 from .durations import format_go_duration
 from .profiles import ProfileResult, build_profile
+from .relative_paths import resolve_plugin_paths
 from .types import ClientConnectionConfig, LeaderElectionConfig, ProfileConfig, SchedulerConfiguration
 
 __all__ = ["DEFAULTS_SOURCE", "default_config", "dump_config", "load_config_dict", "load_config_file", "parse_yaml"]
@@ -99,7 +103,7 @@ def load_config_file(path: str, catalog: PluginCatalog) -> SchedulerConfiguratio
         raise ValidationFailed(path, [f"cannot read config file: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError as exc:
         raise ValidationFailed(path, [f"cannot read config file: not UTF-8 text ({exc.reason})"]) from None
-    return load_config_dict(parse_yaml(text, path), path, catalog)
+    return load_config_dict(parse_yaml(text, path), path, catalog, base_dir=os.path.dirname(path))
 
 
 def default_config(catalog: PluginCatalog) -> SchedulerConfiguration:
@@ -107,8 +111,12 @@ def default_config(catalog: PluginCatalog) -> SchedulerConfiguration:
     return load_config_dict({"apiVersion": API_VERSION, "kind": KIND}, DEFAULTS_SOURCE, catalog)
 
 
-def load_config_dict(data: Mapping[str, Any] | Any, source: str, catalog: PluginCatalog) -> SchedulerConfiguration:
-    """Default, merge and validate an already-parsed document; ``source`` names it in errors."""
+def load_config_dict(
+    data: Mapping[str, Any] | Any, source: str, catalog: PluginCatalog, *, base_dir: str = ""
+) -> SchedulerConfiguration:
+    """Default, merge and validate an already-parsed document; ``source`` names it in errors. Relative file
+    paths in plugin args are joined to ``base_dir``, the directory of the file the document came from
+    (:mod:`kubesched.config.relative_paths`); without one they stay as written (relative to the working directory)."""
     errors: list[FieldError] = []
     raw = decode_document(data, errors)
     if raw is None:
@@ -116,7 +124,7 @@ def load_config_dict(data: Mapping[str, Any] | Any, source: str, catalog: Plugin
     config = _build(raw, source, catalog, errors)
     if errors or config is None:
         raise ValidationFailed(source, errors)
-    return config
+    return resolve_plugin_paths(config, base_dir)
 
 
 def _build(

@@ -23,6 +23,7 @@ field path of the entry that caused them and every one is reported.
 
 from __future__ import annotations
 
+import difflib
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -173,8 +174,8 @@ def resolve_score_weights(
 ) -> tuple[dict[str, int], list[FieldError]]:
     """``getScoreWeights``: score-point weight beats the multiPoint one, 0 -> 1, overflow check.
 
-    ``args_weights`` replaces the 1 for plugins whose args carry their own ``weight`` (the seed's
-    ComplianceScore ``weight: 30``): a weight written in the profile's plugin list still wins.
+    ``args_weights`` replaces the 1 for plugins whose args carry their own ``weight`` (ComplianceScore's
+    ``weight: 30`` in ``examples/security-config.yaml``): a weight written in the profile's plugin list still wins.
     """
     weights: dict[str, int] = {}
     total = 0
@@ -405,10 +406,19 @@ def _reference_error(name: str, path: str, catalog: PluginCatalog) -> FieldError
         return removed_plugin_error(path, name)
     desc = catalog.get(name)
     if desc is None:
-        return FieldError.invalid(join(path, "name"), name, "plugin does not exist")
+        return FieldError.invalid(join(path, "name"), name, "plugin does not exist" + _did_you_mean(name, catalog))
     if not desc.implemented:
         return FieldError.invalid(join(path, "name"), name, "plugin is not implemented yet")
     return None
+
+
+def _did_you_mean(name: str, catalog: PluginCatalog) -> str:
+    """`` (did you mean "NodeResourcesFit"?)`` for a name close to one the catalog has (case aside first)."""
+    names = sorted(catalog)
+    close = [known for known in names if known.lower() == name.lower()] or difflib.get_close_matches(
+        name, names, n=1, cutoff=0.8
+    )
+    return f" (did you mean {_quote(close[0])}?)" if close else ""
 
 
 def _quote(text: str) -> str:

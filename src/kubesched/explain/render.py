@@ -1,35 +1,8 @@
 """A :class:`~kubesched.explain.model.PodExplanation` as JSON (a stable, documented shape) and as text.
 
-Called by ``kubesched explain``. The JSON document (``schema: kubesched.io/explain/v1``; keys may be
-added, none removed or renamed)::
-
-    {"schema": "kubesched.io/explain/v1",
-     "pod": {"namespace": "default", "name": "web-1", "uid": "…"}, "profile": "default-scheduler",
-     "result": "Scheduled", "node": "node-a", "message": "", "boundInManifests": null,
-     "target": "node",                                     # "cluster": the nodes are member clusters, and
-     "cluster": "us-east-a",                               # (only then) the cluster chosen, or null
-     "preempted": ["default/low-1"],                       # pods evicted for this one
-     "filterPlugins": ["NodeUnschedulable", …],            # in the order they run
-     "scorePlugins": [{"name": "NodeResourcesFit", "weight": 1}, …],
-     "attempts": [{
-        "attempt": 1, "result": "Scheduled", "message": "", "chosenNode": "node-a", "node": "node-a",
-        "preEnqueue": null, "preFilter": null,            # or {"plugin", "code", "reasons"}: stopped there
-        "skipped": {"filter": […], "score": […]},         # plugins PreFilter / PreScore told to skip
-        "evaluatedNodes": 5, "feasibleNodes": 3,
-        "nodes": [{"name": "node-a", "outcome": "chosen|feasible|rejected|not-evaluated", "reason": "",
-                   "filter": [{"plugin": "…", "verdict": "passed|rejected|not-run|skipped",
-                               "code": "", "reasons": []}],
-                   "laterRejection": null,                # Reserve/Permit/Bind refused the chosen node
-                   "scores": [{"plugin": "…", "raw": 37, "normalized": 37, "weight": 1, "weighted": 37}],
-                   "total": 187}],
-        "selection": {"rule": "highest-total|single-feasible-node|none", "chosen": "node-a",
-                      "highestTotal": 187, "tied": ["node-a"], "explanation": "…"},
-        "preemption": null | {"plugin": "DefaultPreemption", "chosen": "node-c",
-                              "candidates": [{"node": "node-c", "victims": ["ns/pod"], "pdbViolations": 0}],
-                              "notCandidates": {"node-b": "…"}}}]}
-
-The text form prints the same facts as aligned tables, with colour only on a terminal (and never when
-``NO_COLOR`` is set).
+Called by ``kubesched explain``. The JSON document (``schema: kubesched.io/explain/v1``; keys may be added, none
+removed or renamed) is documented in docs/reference/simulate-output.md#explain. The text form prints the same facts
+as aligned tables, with colour only on a terminal (and never when ``NO_COLOR`` is set).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Who calls it: :class:`~kubesched.federation.cache.ClusterStateCache` (state, in the background), the
 two-phase commit (reserve / release / bind) and the live hub (delete a member pod whose hub pod is gone).
 Transport: our keep-alive HTTP/1.1 exchange (:mod:`kubesched.backends.kube.http1`), not aiohttp -- it costs
-about a quarter of aiohttp's CPU per small request, and the hub makes several agent calls per placed pod on the
-scheduler's one thread (the MultiCluster benchmark budgets 32 ms p99 from queue pop to commit). Only the
+a fraction of aiohttp's CPU per small request, and the hub makes several agent calls per placed pod on the
+scheduler's one thread. Only the
 transport is shared with the kube backend.
 
 Failure policy, stated once: every call has a deadline (``timeout``, per call overridable) and is **not
@@ -32,6 +32,8 @@ from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_reque
 from kubesched.errors import KubeschedError
 from kubesched.federation.wire import (
     BIND_PATH,
+    FENCING_TOKEN_HEADER,
+    HUB_PODS_PATH,
     PODS_PATH,
     RESERVATIONS_PATH,
     STATE_PATH,
@@ -50,6 +52,7 @@ __all__ = [
     "BoundPod",
     "HeldReservation",
     "MemberEndpoint",
+    "Released",
 ]
 
 DEFAULT_TIMEOUT = 2.0
@@ -74,12 +77,17 @@ class AgentUnreachable(AgentError):
 
 
 class AgentRefused(AgentError):
-    """The agent answered an error status."""
+    """The agent answered an error status. ``definite``: it said no (a 4xx); a 5xx says it could not tell (its
+    member's API failed, or a create may still take effect), so asking again later can help."""
 
     def __init__(self, agent: str, status: int, reason: str, message: str) -> None:
         super().__init__(agent, f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
+
+    @property
+    def definite(self) -> bool:
+        return self.status < 500
 
 
 class AgentProtocolError(AgentError):
@@ -102,6 +110,21 @@ class BoundPod:
     node: str
     created: bool
 
+    @staticmethod
+    def from_summary(summary: Mapping[str, Any], created: bool) -> BoundPod:
+        """From the agent's ``{namespace, name, uid, node}``."""
+        namespace, name, uid, node = (str(summary.get(key) or "") for key in ("namespace", "name", "uid", "node"))
+        return BoundPod(namespace, name, uid, node, created)
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A release's answer: whether the member held the reservation -- or the pod made under it, or for the hub pod
+    named (the commit happened; nothing was released)."""
+
+    released: bool
+    made: BoundPod | None = None
+
 
 class MemberEndpoint(Protocol):
     """What the hub needs of one member, however it reaches it: an :class:`AgentClient` (pull mode, over HTTPS)
@@ -110,14 +133,43 @@ class MemberEndpoint(Protocol):
 
     async def state(self, name: str, *, generation: int = 0, timeout: float | None = None) -> ClusterState: ...
 
-    async def reserve(self, request: ReservationRequest, *, timeout: float | None = None) -> HeldReservation: ...
+    async def reserve(
+        self, request: ReservationRequest, *, token: int = 0, timeout: float | None = None
+    ) -> HeldReservation: ...
 
-    async def release(self, reservation_id: str, *, timeout: float | None = None) -> bool: ...
+    async def release(
+        self,
+        reservation_id: str,
+        *,
+        hub_pod: tuple[str, str, str] | None = None,
+        token: int = 0,
+        timeout: float | None = None,
+    ) -> Released:
+        """Let the reservation go; ``hub_pod`` (uid, namespace, name) names the pod it was for, so the member can
+        say whether a pod was made for it."""
+        ...
 
-    async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod: ...
+    async def bind(
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
+    ) -> BoundPod:
+        """Have the member create ``pod`` under the reservation; ``expires_at``: the reservation's as the reserve was
+        answered (a reservation made again under that id after a release is not consumed)."""
+        ...
 
-    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
-        """Delete the member pod made for hub pod ``hub_uid`` (whose hub pod is gone); whether there was one."""
+    async def delete_pod(
+        self, namespace: str, name: str, hub_uid: str, *, token: int = 0, timeout: float | None = None
+    ) -> bool:
+        """Delete the member pod made for hub pod ``hub_uid``; whether there was one."""
+        ...
+
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        """The member pod made for ``hub_pod`` (uid, namespace, name), finished or not; None when it has none."""
         ...
 
     async def aclose(self) -> None: ...
@@ -150,9 +202,13 @@ class AgentClient:
     async def aclose(self) -> None:
         await self._pool.aclose(CLOSE_GRACE_SECONDS)
 
-    async def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> tuple[int, Any]:
+    async def _call(
+        self, method: str, path: str, body: Any = None, timeout: float | None = None, token: int = 0
+    ) -> tuple[int, Any]:
         data = None if body is None else jsonwire.dumps(body, default=str)
         headers = dict(self._headers)
+        if token:
+            headers[FENCING_TOKEN_HEADER] = str(token)
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = encode_request(method, self._prefix + path, self._host_header, headers, data, self._fixed)
@@ -193,33 +249,67 @@ class AgentClient:
         except WireError as error:
             raise AgentProtocolError(self.url, str(error)) from error
 
-    async def reserve(self, request: ReservationRequest, *, timeout: float | None = None) -> HeldReservation:
-        status, body = await self._call("POST", RESERVATIONS_PATH, request.to_json(), timeout)
+    async def reserve(
+        self, request: ReservationRequest, *, token: int = 0, timeout: float | None = None
+    ) -> HeldReservation:
+        status, body = await self._call("POST", RESERVATIONS_PATH, request.to_json(), timeout, token)
         held = self._field(body, "reservation")
         try:
             return HeldReservation(str(held["id"]), str(held["node"]), float(held["expiresAt"]), status == 201)
         except (KeyError, TypeError, ValueError) as error:
             raise AgentProtocolError(self.url, f"reservation answer: {error}") from error
 
-    async def release(self, reservation_id: str, *, timeout: float | None = None) -> bool:
-        _, body = await self._call("DELETE", f"{RESERVATIONS_PATH}/{urllib.parse.quote(reservation_id)}", None, timeout)
-        return bool(self._field(body, "released"))
-
-    async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod:
-        status, body = await self._call("POST", BIND_PATH, {"reservationId": reservation_id, "pod": pod}, timeout)
-        member_pod = self._field(body, "pod")
-        if not isinstance(member_pod, Mapping):
+    async def release(
+        self,
+        reservation_id: str,
+        *,
+        hub_pod: tuple[str, str, str] | None = None,
+        token: int = 0,
+        timeout: float | None = None,
+    ) -> Released:
+        path = f"{RESERVATIONS_PATH}/{urllib.parse.quote(reservation_id)}"
+        if hub_pod is not None:
+            uid, namespace, name = hub_pod
+            path += "?" + urllib.parse.urlencode({"hubPodUID": uid, "namespace": namespace, "name": name})
+        _, body = await self._call("DELETE", path, None, timeout, token)
+        made = body.get("pod") if isinstance(body, Mapping) else None
+        if made is not None and not isinstance(made, Mapping):
             raise AgentProtocolError(self.url, "the answer's pod is not an object")
-        return BoundPod(
-            str(member_pod.get("namespace", "")),
-            str(member_pod.get("name", "")),
-            str(member_pod.get("uid", "")),
-            str(member_pod.get("node", "")),
-            status == 201,
+        return Released(
+            bool(self._field(body, "released")), None if made is None else BoundPod.from_summary(made, False)
         )
 
-    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
+    async def bind(
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
+    ) -> BoundPod:
+        body: dict[str, Any] = {"reservationId": reservation_id, "pod": pod}
+        if expires_at is not None:
+            body["reservationExpiresAt"] = expires_at
+        status, answer = await self._call("POST", BIND_PATH, body, timeout, token)
+        member_pod = self._field(answer, "pod")
+        if not isinstance(member_pod, Mapping):
+            raise AgentProtocolError(self.url, "the answer's pod is not an object")
+        return BoundPod.from_summary(member_pod, status == 201)
+
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        uid, namespace, name = hub_pod
+        query = urllib.parse.urlencode({"namespace": namespace, "name": name})
+        _, body = await self._call("GET", f"{HUB_PODS_PATH}/{urllib.parse.quote(uid)}?{query}", None, timeout)
+        found = self._field(body, "pod")
+        if found is not None and not isinstance(found, Mapping):
+            raise AgentProtocolError(self.url, "the answer's pod is not an object")
+        return None if found is None else BoundPod.from_summary(found, False)
+
+    async def delete_pod(
+        self, namespace: str, name: str, hub_uid: str, *, token: int = 0, timeout: float | None = None
+    ) -> bool:
         path = f"{PODS_PATH}/{urllib.parse.quote(namespace)}/{urllib.parse.quote(name)}"
         query = urllib.parse.urlencode({"hubPodUID": hub_uid})
-        _, body = await self._call("DELETE", f"{path}?{query}", None, timeout)
+        _, body = await self._call("DELETE", f"{path}?{query}", None, timeout, token)
         return bool(self._field(body, "deleted"))

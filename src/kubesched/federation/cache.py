@@ -1,29 +1,13 @@
 """The hub's cluster state cache: every member's state refreshed in the background, served without I/O.
 
 Who calls it: a live multi-cluster scheduler provides it as the Handle service
-:data:`~kubesched.framework.clusters.CLUSTER_STATE_SERVICE` (it is a
+:data:`~kubesched.framework.clusters.CLUSTER_STATE_SERVICE` (a
 :class:`~kubesched.framework.clusters.ClusterStateSource`); cluster plugins take one
-:meth:`ClusterStateCache.snapshot` per cycle. Tests drive it with a virtual clock.
-
-* One asyncio task per member asks its agent (anything with ``async state(name, *, generation, timeout)``:
-  :class:`~kubesched.federation.agent_client.AgentClient`) every ``interval`` seconds, within ``deadline``
-  seconds, on the injectable clock; members are refreshed concurrently and independently, so a slow member
-  delays nobody else.
-* ``snapshot(now)`` hands out the last states: no I/O, no waiting.
-* A state is stamped with the **hub's** clock at the moment its request was sent (the agent's own
-  ``observedAt`` is not used: a member whose clock runs ahead must not look fresher than it is; the data is
-  at least as new as the request).
-* A member whose refresh fails keeps its last state, with its old stamp, so ClusterReadiness' staleness rule
-  (``maxStalenessSeconds`` with Reject or Penalize) applies to it; each failure is counted
-  (:meth:`ClusterStateCache.health`). A member never heard from is not ready (``not yet observed``).
-* Members come and go (the live hub adds one per MemberCluster, :meth:`ClusterStateCache.add`, and removes it,
-  :meth:`ClusterStateCache.remove`): a member added or replaced starts over as not yet observed, with its own
-  refresher started at once when the others run; a removed member's refresher is cancelled and an answer it
-  was still waiting for is dropped.
-* ``on_refresh`` (optional) is told the member's name after every refresh, answered or not, so the caller can
-  derive what depends on the state (the live hub's super nodes, the MemberCluster status) without polling.
-* The uid of the member's placeholder pod (:func:`~kubesched.federation.state.placeholder_uid`) is added to
-  the accounted pods, as for the simulation's states: the super node's allocated capacity is the member's.
+:meth:`ClusterStateCache.snapshot` per cycle; the live hub adds and removes members as MemberClusters come and go;
+tests drive it on a virtual clock. One task per member asks its agent every ``interval`` within ``deadline`` on the
+injectable clock; a state is stamped with the hub's clock when its request was sent; a member whose refresh fails
+keeps its last state and stamp, so ClusterReadiness judges its age; ``on_refresh`` hears of every refresh. Why:
+docs/explanation/cross-cluster.md#cluster-state.
 """
 
 from __future__ import annotations

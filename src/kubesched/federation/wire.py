@@ -22,6 +22,9 @@ from kubesched.framework.clusters import SCHEDULING_TAINT_EFFECTS, ClusterState,
 __all__ = [
     "API_VERSION_PREFIX",
     "BIND_PATH",
+    "FENCED_REASON",
+    "FENCING_TOKEN_HEADER",
+    "HUB_PODS_PATH",
     "HUB_POD_UID_ANNOTATION",
     "MANAGED_BY_LABEL",
     "MANAGED_BY_VALUE",
@@ -44,11 +47,18 @@ STATE_PATH = f"{API_VERSION_PREFIX}/state"
 RESERVATIONS_PATH = f"{API_VERSION_PREFIX}/reservations"
 BIND_PATH = f"{API_VERSION_PREFIX}/bind"
 PODS_PATH = f"{API_VERSION_PREFIX}/pods"
+HUB_PODS_PATH = f"{API_VERSION_PREFIX}/hubpods"
+
+FENCING_TOKEN_HEADER = "Kubesched-Fencing-Token"
+"""The hub's fencing token on every mutating call (docs/explanation/cross-cluster-commit.md#fencing)."""
+FENCED_REASON = "Fenced"
+"""The reason of the agent's ``409`` to a fencing token older than the newest its member has seen."""
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "kubesched"
 RESERVATION_LABEL = "multicluster.kubesched.io/reservation"
-"""On the ConfigMaps that store reservations in the member (value ``"true"``), so one list finds them all."""
+"""On the ConfigMaps the agent stores in the member (value ``"true"`` for a reservation, ``"fence"`` for a fencing
+token), so one watch finds them all."""
 RESERVATION_ANNOTATION = "multicluster.kubesched.io/reservation-id"
 """On a pod the agent created: the reservation it consumed (what makes bind idempotent)."""
 HUB_POD_UID_ANNOTATION = "multicluster.kubesched.io/hub-pod-uid"
@@ -163,6 +173,7 @@ def state_to_json(state: ClusterState, reservations: list[dict[str, Any]] | None
         "workloads": [{"key": list(key), "count": count} for key, count in state.workloads.items()],
         "accountedPods": sorted(state.accounted_pods),
         "podPhases": dict(sorted(state.pod_phases.items())),
+        "podNames": dict(sorted(state.pod_names.items())),
     }
     if reservations is not None:
         body["reservations"] = reservations
@@ -253,6 +264,9 @@ def state_from_json(body: object, name: str, generation: int = 0) -> ClusterStat
     phases = body.get("podPhases", {})  # an agent before phases were reported sends none
     if not isinstance(phases, Mapping) or not all(isinstance(phase, str) for phase in phases.values()):
         raise WireError("state.podPhases: must be an object of hub pod uid -> phase")
+    names = body.get("podNames", {})
+    if not isinstance(names, Mapping) or not all(isinstance(name, str) for name in names.values()):
+        raise WireError("state.podNames: must be an object of hub pod uid -> namespace/name")
     reason = body.get("readyReason", "")
     return ClusterState(
         name=name,
@@ -266,5 +280,6 @@ def state_from_json(body: object, name: str, generation: int = 0) -> ClusterStat
         workloads=workloads,
         accounted_pods=frozenset(accounted),
         pod_phases=dict(phases),
+        pod_names=dict(names),
         generation=generation,
     )

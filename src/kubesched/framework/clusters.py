@@ -25,6 +25,7 @@ pods of the super node's NodeInfo that are not in :attr:`ClusterState.accounted_
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -50,6 +51,7 @@ __all__ = [
     "NoClusterCommitter",
     "NodeBucket",
     "PriceList",
+    "ReleaseOutcome",
     "WorkloadKey",
     "app_workload_key",
     "cluster_committer",
@@ -146,7 +148,8 @@ class ClusterState:
     ``apis`` None: served APIs not reported (every kind counts as served); otherwise ``"group/version/Kind"``
     (``"v1/Pod"`` for the core group). ``workloads``: pods already running there per :data:`WorkloadKey`.
     ``accounted_pods``: uids of pods on the super node this state already counts (the rest are in flight).
-    ``pod_phases``: per hub pod the member runs a pod for (by the hub pod's uid), that pod's phase.
+    ``pod_phases``: per hub pod the member runs a pod for (by the hub pod's uid), that pod's phase;
+    ``pod_names``: that pod's ``namespace/name`` in the member (empty from an agent that does not report names).
     ``generation`` changes whenever the state does, so derived values can be cached by it.
     """
 
@@ -162,6 +165,7 @@ class ClusterState:
     workloads: Mapping[WorkloadKey, int] = field(default_factory=dict)
     accounted_pods: frozenset[str] = frozenset()
     pod_phases: Mapping[str, str] = field(default_factory=dict)
+    pod_names: Mapping[str, str] = field(default_factory=dict)
     generation: int = 0
 
 
@@ -248,9 +252,10 @@ CLUSTER_COMMIT_SERVICE = "cluster-commit"
 
 class CommitError(Exception):
     """A reserve, release or bind in a member failed. ``refused``: the member answered no (``reason`` says why:
-    ``Unfit``, ``NotFound``, ``Expired``, ...); otherwise it could not be reached in time (``Unreachable``), and may
-    or may not have acted: repeating the call with the same reservation id is safe. ``may_have_acted``: whether the
-    request may have reached the member unanswered (False when it never left: the connection was refused)."""
+    ``Unfit``, ``NotFound``, ``Expired``, ``Fenced``, ...); otherwise it could not be reached in time or could not
+    tell (``Unreachable``, ``Settling``, ``MemberUnavailable``), and may or may not have acted: repeating the call
+    with the same reservation id is safe. ``may_have_acted``: whether the request may have reached the member
+    unanswered (False when it never left: the connection was refused)."""
 
     def __init__(self, cluster: str, reason: str, message: str, *, refused: bool, may_have_acted: bool = True) -> None:
         super().__init__(message if message.startswith(f"cluster {cluster}: ") else f"cluster {cluster}: {message}")
@@ -260,11 +265,21 @@ class CommitError(Exception):
         self.may_have_acted = not refused and may_have_acted
 
 
+MAX_REMEMBERED_COMMITS = 65536
+"""Hub pods a :class:`CommitLedger` remembers settled commits of; forgetting one costs one more question to its
+member, never a wrong answer."""
+
+
 class CommitLedger:
-    """Consecutive commit failures per cluster and when the last one happened (in-memory, the scheduler's)."""
+    """What the scheduler knows of its commits (in memory): consecutive failures per cluster and when the last one
+    happened; and per hub pod (by uid) the commits settled since -- a reservation known to have no pod under it
+    and none to come, or the cluster known to run the pod -- and whether a settle is under way."""
 
     def __init__(self) -> None:
         self._failures: dict[str, tuple[int, float]] = {}
+        self._settled: OrderedDict[str, str] = OrderedDict()  # hub pod uid -> reservation id with no pod
+        self._made: OrderedDict[str, str] = OrderedDict()  # hub pod uid -> cluster that runs its pod
+        self._settling: set[str] = set()
 
     def failed(self, cluster: str, now: float) -> int:
         """Count one failure; the cluster's consecutive failures now."""
@@ -283,6 +298,53 @@ class CommitLedger:
     def failing(self) -> Mapping[str, tuple[int, float]]:
         """Every cluster with consecutive failures: (how many, time of the last one) by name (read-only)."""
         return self._failures
+
+    def settled_empty(self, uid: str, reservation_id: str) -> None:
+        """The member answered: no pod was made under ``reservation_id`` for hub pod ``uid``, and none can be."""
+        _remember(self._settled, uid, reservation_id)
+        self._made.pop(uid, None)
+
+    def is_settled_empty(self, uid: str, reservation_id: str) -> bool:
+        return self._settled.get(uid) == reservation_id
+
+    def settled_made(self, uid: str, cluster: str) -> None:
+        """``cluster`` runs a pod made for hub pod ``uid``."""
+        _remember(self._made, uid, cluster)
+
+    def made_in(self, uid: str) -> str | None:
+        """The cluster a settled commit of hub pod ``uid`` made its pod in, if one did."""
+        return self._made.get(uid)
+
+    def forget(self, uid: str) -> None:
+        """Hub pod ``uid`` is bound (or gone): nothing about its commits is needed any more."""
+        self._settled.pop(uid, None)
+        self._made.pop(uid, None)
+
+    def begin_settle(self, uid: str) -> bool:
+        """Mark a settle of hub pod ``uid``'s open commit as under way; False when one already is."""
+        if uid in self._settling:
+            return False
+        self._settling.add(uid)
+        return True
+
+    def end_settle(self, uid: str) -> None:
+        self._settling.discard(uid)
+
+
+def _remember(kept: OrderedDict[str, str], uid: str, value: str) -> None:
+    kept.pop(uid, None)
+    kept[uid] = value
+    if len(kept) > MAX_REMEMBERED_COMMITS:
+        kept.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseOutcome:
+    """A member's answer to a release: whether it held the reservation -- or, ``made`` non-empty, the
+    ``namespace/name`` of the pod it made for the hub pod: that commit happened, and nothing was released."""
+
+    released: bool
+    made: str = ""
 
 
 @runtime_checkable
@@ -306,13 +368,16 @@ class ClusterCommitter(Protocol):
         """Hold ``requests`` for ``pod`` in ``cluster`` for ``ttl_seconds``; the member's node holding them."""
         ...
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
-        """Let the reservation go; whether the member still held it (False: a bind consumed it, it expired or
-        it never existed). Once the member has answered, no bind under that id can make a pod any more."""
+    async def release(
+        self, cluster: str, reservation_id: str, *, timeout: float, pod: Pod | None = None
+    ) -> ReleaseOutcome:
+        """Let the reservation go, or learn that a pod was made under it (or for ``pod``). Once the member has
+        answered, no bind under that id can make a pod any more: the answer settles the commit."""
         ...
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
-        """Create ``pod`` in ``cluster`` under the reservation (consuming it)."""
+        """Create ``pod`` in ``cluster`` under the reservation (consuming it); a member that already runs a pod for
+        ``pod`` answers with that one."""
         ...
 
 

@@ -55,8 +55,8 @@ class CycleState:
         copy = CycleState()
         data: dict[str, object] = {}
         for key, value in self._data.items():
-            # What isinstance(value, StateData) decides, without the runtime Protocol check, which costs ~20 µs
-            # per value; preemption's dry run clones the state for every node it tries.
+            # What isinstance(value, StateData) decides, without the runtime Protocol check, which is slow
+            # for every value; preemption's dry run clones the state for every node it tries.
             clone = getattr(value, "clone", None)
             data[key] = clone() if clone is not None else value
         copy._data = data

@@ -9,7 +9,7 @@ counts as QUEUE; a plugin without ``events_to_register`` is requeued on every ev
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -30,6 +30,9 @@ class EventResource(enum.Enum):
     VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
     CSI_DRIVER = "storage.k8s.io/CSIDriver"
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
+    # The revision of a policy engine's policy and data (not a Kubernetes object): a new revision may admit pods
+    # the old one denied. The scheduler raises it when a policy client reports another revision.
+    POLICY = "kubesched.io/PolicyRevision"
     WILDCARD = "*"
 
 
@@ -87,7 +90,16 @@ class QueueingHint(enum.Enum):
     QUEUE = 1
 
 
-AnyObject: TypeAlias = Pod | Node | None
+@dataclass(frozen=True, slots=True)
+class PolicyRevision:
+    """The object of a ``PolicyRevisionChange`` event: a policy engine (its
+    :class:`~kubesched.framework.policy.PolicyEngineSpec`) and the revision it reported."""
+
+    engine: Hashable
+    revision: str
+
+
+AnyObject: TypeAlias = Pod | Node | PolicyRevision | None
 QueueingHintFn = Callable[[Pod, AnyObject, AnyObject], QueueingHint]
 """(the rejected pod, the object before the change, the object after) → hint."""
 
@@ -104,3 +116,4 @@ ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "Ass
 ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 UNSCHEDULABLE_TIMEOUT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
 FORCE_ACTIVATE = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
+POLICY_REVISION_CHANGE = ClusterEvent(EventResource.POLICY, ActionType.UPDATE, "PolicyRevisionChange")

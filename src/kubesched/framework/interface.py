@@ -250,6 +250,26 @@ class BindingLimiter(Protocol):
     def max_bindings_in_flight(self) -> int | None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class DecisionCacheStats:
+    """Lookups of a plugin's decision cache since the plugin was built: found there, or not yet."""
+
+    hits: int
+    misses: int
+
+
+@runtime_checkable
+class DecisionCacheReporter(Protocol):
+    """A plugin that keeps policy decisions between attempts and reports its cache's lookups (ours).
+
+    The scheduler's metrics read it at scrape time, summed over every plugin of every profile, as
+    ``kubesched_policy_decision_cache_hits_total`` and ``..._misses_total``; a plugin reports here instead of
+    being looked into, so it may keep its cache however it likes.
+    """
+
+    def decision_cache_stats(self) -> DecisionCacheStats: ...
+
+
 @runtime_checkable
 class EnqueueExtensions(Protocol):
     def events_to_register(self) -> Sequence[ClusterEventWithHint]: ...
@@ -303,6 +323,12 @@ class ClusterClient(Protocol):
     async def clear_nominated_node_name(self, pod: Pod) -> None:
         """Remove ``status.nominatedNodeName`` from a pending pod (nothing to do if it has none or is gone);
         raises :class:`ApiError`."""
+        ...
+
+    async def compare_and_set_annotation(self, pod: Pod, key: str, expected: str | None, value: str) -> bool:
+        """Set annotation ``key`` of ``pod`` (the same uid) to ``value`` if it is ``expected`` now (None: absent);
+        whether it was. Two writers that read the same ``expected`` cannot both succeed (ClusterBind records its
+        commit this way). Raises :class:`ApiError` when the pod is gone or the write fails."""
         ...
 
     async def bind_volumes(

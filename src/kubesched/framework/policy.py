@@ -94,6 +94,9 @@ class PolicyEngineSpec:
     policies: tuple[str, ...] = ()
     data: tuple[str, ...] = ()
     reload_interval_seconds: float = 5.0
+    #: The freshness bound of a remote engine's revision, and how often the scheduler asks either engine whether
+    #: its revision changed (to requeue the pods the old one rejected). See docs/explanation/policy-freshness.md.
+    refresh_seconds: float = 2.0
 
 
 @runtime_checkable
@@ -108,6 +111,13 @@ class PolicyClient(Protocol):
     def revision(self) -> str:
         """The policy revision in force as last seen. Cheap and without I/O: decision caches are keyed by it
         on every cycle; the client refreshes it in the background and from every answer."""
+        ...
+
+    async def refresh(self) -> str:
+        """The revision in force now, asked of the engine's source when the client's freshness bound requires it
+        (the embedded engine: whenever its files changed; remote OPA: once the revision it reported is older than
+        the bound). Awaited before a decision cache is consulted; raises :class:`PolicyError` by the deadline when
+        the revision cannot be confirmed."""
         ...
 
     async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
@@ -141,6 +151,7 @@ def policy_client(handle: Handle, spec: PolicyEngineSpec) -> PolicyClient:
 
 
 # ---- what a policy reads of its input --------------------------------------------------------------
+
 
 class Step(enum.Enum):
     """The parts of a read path that are no key: ``EACH`` every element of the collection there, one at a time
@@ -405,7 +416,7 @@ def rounded_time(now: float, granularity: float) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _rounded_rfc3339(seconds: float) -> str:
-    # Every attempt within one granularity step asks for the same text (formatting it is 5 µs an attempt).
+    # Every attempt within one granularity step asks for the same text (formatting it anew would cost every attempt).
     return rfc3339(seconds)
 
 

@@ -42,6 +42,7 @@ class PolicyVerdict:
     skipped: bool = False  # the engine failed and failurePolicy Ignore let the pod through
     error: str = ""  # the engine could not decide
     exempt: str = ""  # why the pod was exempt, when it was
+    note: str = ""  # what else the audit should know (a break-glass label refused in this namespace)
 
     @property
     def outcome(self) -> str:

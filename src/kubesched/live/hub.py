@@ -1,55 +1,17 @@
 """The live cross-cluster hub: ``kubesched run`` with cluster profiles places their pods onto member clusters.
 
 Who calls it: :class:`kubesched.live.run.LiveScheduler` builds one :class:`HubPlane` when the configuration has
-cluster profiles (:func:`kubesched.federation.profiles.cluster_profiles`), beside -- not instead of -- the node
-plane that schedules the node profiles onto the hub's real Nodes; tests build it through the LiveScheduler too.
-
-The design, and why:
-
-* **Two schedulers, one process.** As in the simulation (:mod:`kubesched.simulation.run`), the cluster
-  profiles get their own :class:`~kubesched.scheduler.scheduler.Scheduler` whose nodes are the members' super
-  nodes, so a node profile never lands a pod on a cluster nor a cluster profile on a Node, and every framework,
-  queue and plugin runs unchanged. They share the process, the Lease and the clock, not the cache.
-* **The backend** (:class:`~kubesched.live.hub_backend.HubBackend`) is the kube backend with other informers:
-  the cluster profiles' unassigned and assigned hub pods (field selectors on ``spec.schedulerName``), the
-  listers' kinds, and a watch of ``memberclusters.multicluster.kubesched.io/v1alpha1`` instead of Nodes. It has
-  its own API client (user agent ``kubesched-hub``), so MemberCluster status writes and cluster bindings do not
-  spend the node plane's QPS.
-* **Members.** Each MemberCluster that decodes gets a :class:`~kubesched.live.members.MemberLink` (its endpoint,
-  built from ``spec.connection`` and the Secret it names), registered in the
-  :class:`~kubesched.federation.cache.ClusterStateCache` (refreshed in the background, one task per member) and
-  in the :class:`~kubesched.federation.commit.AgentCommitter`; the two are the Handle services the cluster
-  plugins use (CLUSTER_STATE_SERVICE, CLUSTER_COMMIT_SERVICE). A change of ``spec.connection`` replaces the
-  link (the state starts over as not yet observed); a deleted MemberCluster leaves cache, committer and nodes.
-* **Super nodes** (:class:`~kubesched.live.hub_backend.SuperNodes`) are derived again after every refresh and
-  every MemberCluster change, and the scheduler hears only real changes (node add / update / delete, the
-  placeholder pod's add / update / delete), so the queue requeues as on real nodes.
-* **Binding**: ClusterBind has the member create the pod (two-phase commit through the agent), then binds the
-  hub pod with the normal ``pods/binding`` to the cluster's name. The hub pod keeps
-  ``spec.nodeName`` set to the cluster: it is the record of where the work went, and takes its member pod's
-  phase (below). Consequence for operators: the
-  hub API server's kube-controller-manager must not run the ``podgc`` controller (its orphaned-pod collection
-  deletes pods bound to a ``nodeName`` no Node has, after 40 s) -- as Karmada's control plane runs a reduced
-  controller set.
-* **Status**: the :class:`~kubesched.live.member_status.MemberStatusWriter` writes every MemberCluster's status
-  from the cache, rate-limited, while this process leads. A broken connection (a missing Secret, a bad URL) or
-  an object that does not decode is a Ready=False condition with the reason and the field -- never a crash, and
-  never a super node that looks usable: it stays not ready, which ClusterReadiness filters out.
-* **Deletion**: the hub plays the kubelet for the pods it bound to clusters. A bound pod is deleted gracefully
-  (it gets a ``deletionTimestamp`` and waits for its kubelet, which no cluster has), so when a hub pod is
-  terminating the hub has the member delete the pod it made for it (``DELETE /v1/pods/NS/NAME?hubPodUID=``:
-  the agent deletes only that hub pod's pod) and then removes the hub pod (grace period 0, uid precondition).
-  A hub pod deleted at once (``--grace-period=0 --force``) only has its member pod deleted. Before acting, a GET
-  on the hub confirms the pod is terminating or gone (a pod leaving the assigned-pod watch's selector is a
-  DELETED event too); a member that does not answer is tried a few times with backoff. A hub pod deleted while
-  no hub ran is still terminating at the next start, and handled then; one force-deleted then is not.
-
-* **Phases**: the agent reports each member pod's phase by its hub pod's uid; after every refresh the
-  :class:`~kubesched.live.pod_phases.PhaseMirror` writes Running, Succeeded or Failed to the hub pods that have
-  not reached it, while this process leads.
-
-Not yet: with node profiles too, the cluster plane's scheduler exports no metrics of its own (one
-SchedulerMetrics per registry).
+cluster profiles (:func:`kubesched.federation.profiles.cluster_profiles`), beside the node plane that schedules the
+node profiles onto the hub's own Nodes. The plane is a second scheduler whose nodes are the members' super nodes,
+over :class:`~kubesched.live.hub_backend.HubBackend` (the kube backend watching MemberClusters instead of Nodes,
+with its own API client), one :class:`~kubesched.live.members.MemberLink` per member registered in the state cache
+and the committer, and, while this process leads, the writers of MemberCluster status and hub pod phases and the
+:class:`~kubesched.live.reconcile.Reconciler` that deletes copies a member should not run. What it does for
+operators (bind to the cluster's name, mirror the member pod's phase, delete member pods, write status, the
+``podgc`` requirement) and why: docs/explanation/cross-cluster.md#the-live-hub; the commit protocol:
+docs/explanation/cross-cluster-commit.md. Only the leading process deletes member pods (with its fencing token); a
+new leader deletes those of the terminating hub pods it lists, and a deletion that failed is tried again after the
+member's next refresh.
 """
 
 from __future__ import annotations
@@ -71,6 +33,7 @@ from kubesched.config.types import SchedulerConfiguration
 from kubesched.federation.agent_client import AgentError, AgentRefused
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
+from kubesched.federation.wire import FENCED_REASON
 from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services
@@ -78,6 +41,7 @@ from kubesched.live.hub_backend import HubBackend, SuperNodes
 from kubesched.live.member_status import MemberStatusWriter, member_status
 from kubesched.live.members import MemberLink
 from kubesched.live.pod_phases import PhaseMirror
+from kubesched.live.reconcile import ApiHubPods, Reconciler
 from kubesched.policy.clients import policy_services
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.metrics import SchedulerMetrics
@@ -124,7 +88,7 @@ class _MemberFeed:
 
 
 class HubPlane:
-    """The cluster profiles' scheduler over the members (module doc). ``start``, ``run_leading``, ``aclose``."""
+    """The cluster profiles' scheduler over the members. ``start``, ``run_leading``, ``aclose``."""
 
     def __init__(
         self,
@@ -182,9 +146,22 @@ class HubPlane:
         )
         self.backend.subscribe(self.scheduler.event_handlers)
         self.phases = PhaseMirror(self.client)
+        self.reconciler = Reconciler(
+            ApiHubPods(self.client),
+            self.links,
+            self.cache,
+            self.backend.hub_pods,
+            clock=clock,
+            profile=config.profiles[0].scheduler_name,
+            token=lambda: self.committer.fencing_token,
+            timeout=self.options.refresh_deadline,
+            observer=observer,
+        )
         self._closers: set[asyncio.Task[None]] = set()
-        self._reapers: set[asyncio.Task[None]] = set()
-        self._reaping: set[str] = set()  # uids of hub pods whose member pod is (being) deleted
+        self._reapers: dict[str, asyncio.Task[None]] = {}  # hub pod uid -> the task deleting its member pod
+        self._to_reap: dict[str, Pod] = {}  # deleted hub pods whose member pod is not deleted yet, by uid (leading)
+        self._reaping: set[str] = set()  # uids of terminating hub pods whose member pod was deleted
+        self._leading = False
         self.reaped: list[tuple[str, str, bool]] = []  # (cluster, hub pod key, whether a member pod was deleted)
 
     def _member_reflector(self, options: dict[str, Any]) -> Sequence[Reflector[Any]]:
@@ -248,6 +225,10 @@ class HubPlane:
         self.super_nodes.recompute(name)
         self._offer_status(name)
         self._mirror_phases(name)
+        self.reconciler.offer(name)
+        for uid, pod in list(self._to_reap.items()):  # a deletion that failed is tried again once the member answers
+            if pod.spec.node_name == name:
+                self._start_reap(uid)
 
     def _mirror_phases(self, name: str) -> None:
         state, info = self.cache.states.get(name), self.scheduler.cache.node(name)
@@ -272,11 +253,29 @@ class HubPlane:
             if deleted:  # the DELETED after the hub's own final delete (or someone's force): nothing more comes
                 self._reaping.discard(uid)
             return
-        if not deleted:
-            self._reaping.add(uid)  # its DELETED comes later and must not start a second deletion
+        if not self._leading:
+            return  # the leader deletes its copy; should this process take over, it finds what is left (module doc)
+        self._to_reap[uid] = pod
+        self._start_reap(uid)
+
+    def _start_reap(self, uid: str) -> None:
+        """Delete the member pod of hub pod ``uid`` in the background (while this process leads)."""
+        pod = self._to_reap.get(uid)
+        if pod is None or not self._leading or uid in self._reapers:
+            return
         task = asyncio.get_running_loop().create_task(self._reap(pod), name=f"delete member pod of {pod.key}")
-        self._reapers.add(task)
-        task.add_done_callback(self._reapers.discard)
+        self._reapers[uid] = task
+        task.add_done_callback(lambda _: self._reapers.pop(uid, None))
+
+    def _reap_waiting(self) -> None:
+        """Start deleting the member pods of the hub pods that were being deleted before this process led: every
+        terminating hub pod bound to a member (those gone meanwhile are reconciliation's: their hub pod no longer
+        exists)."""
+        for uid, pod in list(self.backend.hub_pods.items()):
+            if pod.metadata.deletion_timestamp is not None and pod.spec.node_name in self.links:
+                self._to_reap.setdefault(uid, pod)
+        for uid in list(self._to_reap):
+            self._start_reap(uid)
 
     def _hub_path(self, pod: Pod) -> str:
         return f"/api/v1/namespaces/{pod.metadata.namespace}/pods/{pod.metadata.name}"
@@ -306,36 +305,53 @@ class HubPlane:
                 raise
 
     async def _reap(self, pod: Pod) -> None:
-        """Delete the member pod of the deleted hub pod ``pod`` (module doc); never raises."""
+        """Delete the member pod of the deleted hub pod ``pod`` (module doc); never raises. One that does not succeed
+        stays to do: tried again after the member's next refresh, or by this process when it leads again."""
         cluster, uid = pod.spec.node_name, pod.metadata.uid
         for attempt in range(REAP_ATTEMPTS):
             if attempt:
                 await sleep(self.clock, REAP_BACKOFF_SECONDS * 2 ** (attempt - 1))
             link = self.links.get(cluster)
             if link is None:
+                self._to_reap.pop(uid, None)
                 return  # the MemberCluster is gone too: nothing to reach it by
             try:
                 now = await self._hub_pod_now(pod)
                 if now == "live":
+                    self._to_reap.pop(uid, None)
                     return  # it left the watch's selector (terminated), it was not deleted
                 deleted = await link.delete_pod(
-                    pod.metadata.namespace, pod.metadata.name, uid, timeout=self.options.refresh_deadline
+                    pod.metadata.namespace,
+                    pod.metadata.name,
+                    uid,
+                    token=self.committer.fencing_token,
+                    timeout=self.options.refresh_deadline,
                 )
                 if now == "terminating":
+                    self._reaping.add(uid)  # its DELETED comes after _finish and must not start a second deletion
                     await self._finish(pod)
             except AgentRefused as refusal:
+                if refusal.reason == FENCED_REASON:  # another hub leads: it deletes it (this one, should it lead)
+                    log.info(
+                        "hub pod %s deleted; its pod in %s is left to the leading hub: %s", pod.key, cluster, refusal
+                    )
+                    return
                 if refusal.status < 500:  # Conflict: the member's pod of that name is not this hub pod's
+                    self._to_reap.pop(uid, None)
                     log.warning("hub pod %s deleted; its pod in %s is left: %s", pod.key, cluster, refusal)
                     return
                 error: Exception = refusal
             except (AgentError, KubeApiError, KubeTransportError) as failure:
                 error = failure
             else:
+                self._to_reap.pop(uid, None)
                 self.reaped.append((cluster, pod.key, deleted))
                 log.info("hub pod %s deleted; its pod in %s %s", pod.key, cluster, "too" if deleted else "was gone")
                 return
             log.warning("hub pod %s deleted; deleting its pod in %s failed: %s", pod.key, cluster, error)
-        log.warning("hub pod %s deleted; gave up deleting its pod in %s", pod.key, cluster)
+        log.warning(
+            "hub pod %s deleted; deleting its pod in %s is tried again after its next refresh", pod.key, cluster
+        )
 
     def _close_later(self, link: MemberLink) -> None:
         task = asyncio.get_running_loop().create_task(link.aclose(), name=f"close member link {link.name}")
@@ -371,22 +387,27 @@ class HubPlane:
         except KubeTransportError as error:
             log.warning("listing MemberClusters failed: %s", error)
 
-    async def run_leading(self, stop: asyncio.Event) -> None:
-        """Schedule the cluster profiles' pods and write the members' statuses until ``stop``."""
+    async def run_leading(self, stop: asyncio.Event, fencing_token: int = 0) -> None:
+        """Schedule the cluster profiles' pods and write the members' statuses until ``stop``; every call to a
+        member carries ``fencing_token`` (docs/explanation/cross-cluster-commit.md#fencing)."""
+        self.committer.fencing_token = fencing_token
         writer = asyncio.create_task(self.statuses.run(), name="kubesched-member-status")
-        self.phases.leading = True
+        self.phases.leading = self.reconciler.leading = self._leading = True
+        self._reap_waiting()
         try:
             await self.scheduler.run(stop)
         finally:
-            self.phases.leading = False
+            self.phases.leading = self.reconciler.leading = self._leading = False
             writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
 
     async def aclose(self, *, drain_seconds: float = 5.0) -> None:
-        for task in self._reapers:
+        reapers = list(self._reapers.values())
+        for task in reapers:
             task.cancel()
-        await asyncio.gather(*self._reapers, return_exceptions=True)
+        await asyncio.gather(*reapers, return_exceptions=True)
         await self.phases.aclose()
+        await self.reconciler.aclose()
         await self.scheduler.close()
         await self.cache.close()
         for link in list(self.links.values()):

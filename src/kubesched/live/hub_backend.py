@@ -141,11 +141,16 @@ class _DeletionWatch:
     ran)."""
 
     def __init__(
-        self, handler: ClusterEventHandler, super_nodes: SuperNodes, on_gone: Callable[[Pod, bool], None]
+        self,
+        handler: ClusterEventHandler,
+        super_nodes: SuperNodes,
+        on_gone: Callable[[Pod, bool], None],
+        pods: dict[str, Pod],
     ) -> None:
         self.handler = handler
         self.super_nodes = super_nodes
         self.on_gone = on_gone
+        self.pods = pods
 
     def on_node_add(self, node: Node) -> None:
         self.handler.on_node_add(node)
@@ -160,17 +165,20 @@ class _DeletionWatch:
         return bool(pod.spec.node_name) and pod.spec.node_name in self.super_nodes.members
 
     def on_pod_add(self, pod: Pod) -> None:
+        self.pods[pod.metadata.uid] = pod
         self.handler.on_pod_add(pod)
         if pod.metadata.deletion_timestamp is not None and self._on_cluster(pod):
             self.on_gone(pod, False)
 
     def on_pod_update(self, old: Pod, new: Pod) -> None:
+        self.pods[new.metadata.uid] = new
         self.handler.on_pod_update(old, new)
         terminating = new.metadata.deletion_timestamp is not None and old.metadata.deletion_timestamp is None
         if terminating and self._on_cluster(new):
             self.on_gone(new, False)
 
     def on_pod_delete(self, pod: Pod) -> None:
+        self.pods.pop(pod.metadata.uid, None)
         self.handler.on_pod_delete(pod)
         if self._on_cluster(pod):
             self.on_gone(pod, True)
@@ -199,6 +207,8 @@ class HubBackend(KubeBackend):
         self.super_nodes = super_nodes
         self._extra = extra
         self._on_hub_pod_gone = on_hub_pod_gone
+        self.hub_pods: dict[str, Pod] = {}
+        """The cluster profiles' hub pods as the informers have them, by uid (with ``on_hub_pod_gone`` only)."""
 
     def subscribe(self, handler: ClusterEventHandler) -> None:
         if self.informers is not None:
@@ -206,7 +216,7 @@ class HubBackend(KubeBackend):
         self.super_nodes.attach(handler)
         pods: ClusterEventHandler = handler
         if self._on_hub_pod_gone is not None:
-            pods = _DeletionWatch(handler, self.super_nodes, self._on_hub_pod_gone)
+            pods = _DeletionWatch(handler, self.super_nodes, self._on_hub_pod_gone, self.hub_pods)
         self.informers = Informers(
             self.client,
             self.scheduler_names,

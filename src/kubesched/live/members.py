@@ -49,6 +49,7 @@ from kubesched.federation.agent_client import (
     BoundPod,
     HeldReservation,
     MemberEndpoint,
+    Released,
 )
 from kubesched.federation.wire import ReservationRequest
 from kubesched.framework.clusters import ClusterState
@@ -262,17 +263,41 @@ class MemberLink:
     async def state(self, name: str, *, generation: int = 0, timeout: float | None = None) -> ClusterState:
         return await self._call(lambda e: e.state(name, generation=generation, timeout=timeout))
 
-    async def reserve(self, request: ReservationRequest, *, timeout: float | None = None) -> HeldReservation:
-        return await self._call(lambda e: e.reserve(request, timeout=timeout))
+    async def reserve(
+        self, request: ReservationRequest, *, token: int = 0, timeout: float | None = None
+    ) -> HeldReservation:
+        return await self._call(lambda e: e.reserve(request, token=token, timeout=timeout))
 
-    async def release(self, reservation_id: str, *, timeout: float | None = None) -> bool:
-        return await self._call(lambda e: e.release(reservation_id, timeout=timeout))
+    async def release(
+        self,
+        reservation_id: str,
+        *,
+        hub_pod: tuple[str, str, str] | None = None,
+        token: int = 0,
+        timeout: float | None = None,
+    ) -> Released:
+        return await self._call(lambda e: e.release(reservation_id, hub_pod=hub_pod, token=token, timeout=timeout))
 
-    async def bind(self, reservation_id: str, pod: Mapping[str, Any], *, timeout: float | None = None) -> BoundPod:
-        return await self._call(lambda e: e.bind(reservation_id, pod, timeout=timeout))
+    async def bind(
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
+    ) -> BoundPod:
+        return await self._call(
+            lambda e: e.bind(reservation_id, pod, token=token, timeout=timeout, expires_at=expires_at)
+        )
 
-    async def delete_pod(self, namespace: str, name: str, hub_uid: str, *, timeout: float | None = None) -> bool:
-        return await self._call(lambda e: e.delete_pod(namespace, name, hub_uid, timeout=timeout))
+    async def delete_pod(
+        self, namespace: str, name: str, hub_uid: str, *, token: int = 0, timeout: float | None = None
+    ) -> bool:
+        return await self._call(lambda e: e.delete_pod(namespace, name, hub_uid, token=token, timeout=timeout))
+
+    async def find_pod(self, hub_pod: tuple[str, str, str], *, timeout: float | None = None) -> BoundPod | None:
+        return await self._call(lambda e: e.find_pod(hub_pod, timeout=timeout))
 
     async def aclose(self) -> None:
         await self._drop()

@@ -205,7 +205,9 @@ class LiveScheduler:
                 if self._node_plane:
                     planes.create_task(self.scheduler.run(stop), name="kubesched node plane")
                 if self.hub is not None:
-                    planes.create_task(self.hub.run_leading(stop), name="kubesched hub plane")
+                    # Each term of leadership has its own, higher leaseTransitions: the token members fence by.
+                    token = self.elector.transitions_observed if self.elector is not None else 0
+                    planes.create_task(self.hub.run_leading(stop, token), name="kubesched hub plane")
         finally:
             self.scheduling.clear()
 

@@ -1,8 +1,8 @@
 """The in-tree plugin registry: one explicit table of every plugin kubesched knows by name.
 
-Who calls it: the scheduler (to build one framework per profile), the config loader (as its plugin
-catalog: names, extension points, args types, which default plugins are not built yet) and the CLI's
-``plugins`` command. Nothing registers itself on import (DESIGN rule 2); out-of-tree plugins are merged in
+Who calls it: the scheduler (to build one framework per profile), the config loader (as its plugin catalog: names,
+extension points, args types, which default plugins are not built yet) and the CLI's ``plugins`` command. Nothing
+registers itself on import (docs/explanation/design.md#one-explicit-registry); out-of-tree plugins are merged in
 through the ``kubesched.plugins`` entry-point group by ``framework.runtime.registry.with_entry_points``.
 
 Built plugins are registered with their class (constructed as ``Cls(args, handle)``); plugins of

@@ -2,7 +2,8 @@
 
 The scheduler registers :func:`policy_services` with its :class:`~kubesched.framework.runtime.services.Services`;
 a plugin asks for its engine through the Handle (:func:`kubesched.framework.policy.policy_client`) and gets the
-client shared by every plugin configured alike.
+client shared by every plugin configured alike, wrapped in a :class:`~kubesched.policy.outage.OutageLog` so that an
+engine's outage is logged once, where every plugin's failed calls meet.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Hashable
 from kubesched.clock import Clock
 from kubesched.framework.policy import ENGINE_REMOTE, POLICY_ENGINE_SERVICE, PolicyClient, PolicyEngineSpec
 from kubesched.framework.runtime.services import ServiceFactory
+from kubesched.policy.outage import OutageLog
 
 
 def build_policy_client(spec: PolicyEngineSpec, clock: Clock) -> PolicyClient:
@@ -25,6 +27,7 @@ def build_policy_client(spec: PolicyEngineSpec, clock: Clock) -> PolicyClient:
             ca_file=spec.ca_file or None,
             batch_endpoint=spec.batch_endpoint or None,
             decision_path=spec.decision_path,
+            refresh_seconds=spec.refresh_seconds,
             clock=clock,
         )
     from kubesched.policy.worker import EmbeddedPolicyClient
@@ -45,6 +48,13 @@ def policy_services(clock: Clock) -> dict[str, ServiceFactory]:
     def factory(spec: Hashable) -> object:
         if not isinstance(spec, PolicyEngineSpec):
             raise TypeError(f"a {POLICY_ENGINE_SERVICE} service needs a PolicyEngineSpec, not {type(spec).__name__}")
-        return build_policy_client(spec, clock)
+        return OutageLog(build_policy_client(spec, clock), clock, engine_name(spec))
 
     return {POLICY_ENGINE_SERVICE: factory}
+
+
+def engine_name(spec: PolicyEngineSpec) -> str:
+    """How log lines name an engine: its endpoint, or the embedded engine's policy files."""
+    if spec.engine == ENGINE_REMOTE:
+        return spec.endpoint
+    return f"embedded ({', '.join(spec.policies)})"

@@ -25,6 +25,7 @@ import hashlib
 import itertools
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,24 @@ def _files(policy_paths: Sequence[str], data_paths: Sequence[str]) -> tuple[list
     if not policy_files:
         raise PolicyError(f"no .rego files found in {', '.join(policy_paths) or '(no paths)'}")
     return policy_files, _expand(data_paths, DATA_SUFFIXES, skip_tests=False)
+
+
+def files_stamp(policy_paths: Sequence[str], data_paths: Sequence[str]) -> Stamp:
+    """The state of every policy and data file the paths name now (raises PolicyError or OSError when they cannot
+    be listed): equal stamps, unchanged files."""
+    return _stamp([*itertools.chain(*_files(policy_paths, data_paths))])
+
+
+def watched_paths(policy_paths: Sequence[str], data_paths: Sequence[str]) -> tuple[str, ...]:
+    """The policy and data files the paths name now, and every directory they are listed from: a change of the
+    files (or of which files there are: an added, removed or renamed entry changes its directory) changes the
+    stat of one of these paths. Raises PolicyError or OSError when they cannot be listed."""
+    policy_files, data_files = _files(policy_paths, data_paths)
+    directories: list[str] = []
+    for raw in (*policy_paths, *data_paths):
+        if os.path.isdir(raw):
+            directories.extend(sorted(top for top, _, _ in os.walk(raw, followlinks=True)))
+    return tuple(dict.fromkeys([*map(str, policy_files), *map(str, data_files), *directories]))
 
 
 def _read_sources(policy_paths: Sequence[str], data_paths: Sequence[str]) -> PolicySources:
@@ -257,7 +276,7 @@ class EmbeddedRegoEngine:
         """
         stamp: Stamp | None = None
         try:
-            stamp = _stamp([*itertools.chain(*_files(self._policy_paths, self._data_paths))])
+            stamp = files_stamp(self._policy_paths, self._data_paths)
             if stamp == self._sources.stamp or stamp == self._failed_stamp:
                 return False
             if on_change is not None:

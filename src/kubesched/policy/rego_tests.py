@@ -1,29 +1,14 @@
 """Run Rego unit tests as ``opa test`` does, with the embedded engine (regorus), each under a real time limit.
 
 Who calls it: ``kubesched policy test`` (:mod:`kubesched.cli.main`), after
-:func:`~kubesched.policy.rego_test_files.load_test_sources` has read the files; the test suite, for the bundled
-example policy. :mod:`~kubesched.policy.rego_test_report` prints the results as OPA's reporters do.
-
-What a test is (OPA's ``tester`` package): every rule, in any module, whose head reference has a part starting
-with ``test_`` (``test_allow``, ``cases.test_allow``); its name is the reference up to that part, its full name
-``data.<package>.<name>``, which ``--run`` matches. A test passes when it evaluates to ``true``; one whose head
-goes on past the name with a variable (``test_cases[note] if ...``) passes when every value it produced is
-``true``; undefined or any other value fails; an evaluation error is an error. ``todo_test_`` rules are reported
-as skipped, not evaluated. A name defined by several rules (two ``test_x if`` bodies, a copy-paste slip) is run
-rule by rule, the second as ``test_x#01`` and so on, as OPA renames them: evaluated together, a passing body
-would hide a failing one. Each test's ``print()`` lines are kept as its output (OPA's, without the
-``file:line:`` regorus puts in front).
-
-Why a child process. regorus holds the GIL for a whole evaluation and has no time limit of its own, so a test
-that loops (``every x in numbers.range(1, 100000000)``) would hang the command. Tests run one at a time in a
-child process; the parent waits on its pipe with the time left (``--timeout``, 5 s as in OPA) and, when it runs
-out, kills the child (SIGKILL), reports that test as an ``eval_cancel_error`` and starts a fresh child for the
-rest. The child processes, their start (the policy worker's fork server, with regorus already imported) and the
-pipe handling are the policy worker's (:mod:`kubesched.policy.worker`).
-
-Protocol (pickled, over ``Connection.send_bytes``): the child is started with the modules and the data as JSON;
-it answers ``("ready", cases)`` or ``("error", message)`` when a module does not parse; then for each test index
-it is sent, ``(fail, error, duration_ns, output)``.
+:func:`~kubesched.policy.rego_test_files.load_test_sources` has read the files, and the test suite, for the bundled
+policies; :mod:`~kubesched.policy.rego_test_report` prints the results as OPA's reporters do. What counts as a test
+and how it passes follow OPA's ``tester`` package (docs/reference/policy-contract.md#rego-unit-tests); a name two
+rules define runs rule by rule (``test_x``, ``test_x#01``), as a passing body would otherwise hide a failing one.
+Tests run one at a time in a child process started as the policy worker's are (regorus holds the GIL and has no time
+limit of its own); the parent waits with the time left and kills the child when it runs out, reports that test as
+``eval_cancel_error`` and starts a fresh child for the rest. The child is sent the modules and data, answers
+``("ready", cases)`` or ``("error", message)``, then ``(fail, error, duration_ns, output)`` per test index.
 """
 
 from __future__ import annotations

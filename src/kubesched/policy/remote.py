@@ -3,86 +3,16 @@
 Who calls it: the scheduler's policy-engine service builds one per distinct remote
 :class:`~kubesched.framework.policy.PolicyEngineSpec` (plugins get it from
 :func:`~kubesched.framework.policy.policy_client`); the SecurityAudit plugins await
-:meth:`RemoteOpaEngine.decide_batch` once per pod between Filter batches and the Permit plugin awaits
-:meth:`RemoteOpaEngine.decide`. Nothing else in kubesched talks to OPA, and no library exception leaves this
-module: every failure is a :class:`~kubesched.framework.policy.PolicyError` (DESIGN rule 8), with the library
-exception chained as ``__cause__``. What a failure *means* (deny, retry later) is the caller's failure policy
-(DESIGN rule 6); this module only guarantees that it is reported, and reported before the deadline.
+:meth:`RemoteOpaEngine.decide_batch` once per pod between Filter batches, the Permit plugin
+:meth:`RemoteOpaEngine.decide`. Every failure is a :class:`~kubesched.framework.policy.PolicyError` with the library
+exception chained (docs/explanation/design.md#own-the-client-and-its-errors); what it means is the caller's failure
+policy. The transport's rules (one deadline per call, ``TCP_NODELAY``, the one retry when nothing arrived, token
+re-reads, the batch module check, revisions) and why are in
+docs/explanation/policy-decisions.md#talking-to-a-remote-opa.
 
-Transport. Every call is a coroutine on an :class:`aiohttp.ClientSession`, so no network I/O blocks the event
-loop (httpx, used before, took about 2.4 times as long per request). The session is created lazily, on first
-use, inside the running loop, and stays bound to that loop: the engine may be built before the loop runs, but
-it must then be used and closed (:meth:`RemoteOpaEngine.aclose`) on that one loop. It uses OPA's v1 Data API
-(``POST /v1/data/<path>`` with ``{"input": ...}``):
-
-* a pool of keep-alive connections (aiohttp's :class:`~aiohttp.TCPConnector`): at most
-  ``max_concurrent_requests`` requests are in flight, each on a connection of its own, and further callers
-  wait their turn in order, the wait counted in their deadline (a semaphore held for the whole call; the
-  connector's limit is the same number, so a request never waits for a connection). When the last call in
-  flight ends, idle connections beyond ``pool_size`` are closed, and none is kept idle longer than
-  :data:`KEEPALIVE_EXPIRY_SECONDS` (shorter than the idle timeouts of the load balancers and NATs that drop
-  connections silently);
-* ``TCP_NODELAY`` on every socket: without it a keep-alive call can cost ~44 ms (Nagle's algorithm against
-  delayed ACKs, reference/opa-policy.md §4). aiohttp sets it on every client connection (asyncio does too);
-  a test reads it back from a real connection. And a request goes out in one write: aiohttp (3.12 and
-  later) holds a request's head back and sends it with the body, so that even a socket without
-  ``TCP_NODELAY`` does not wait for the server's delayed ACK (a test turns it off to check);
-* one deadline per call, ``timeout_seconds`` from the start of the call, enforced with :func:`asyncio.timeout`
-  around the whole call: waiting for a turn, reading the token file, installing the batch module,
-  connecting, sending, a retry and reading the body all share it. aiohttp's own timeouts are off: a per-read
-  timeout would add nothing but a second clock, and alone would let an answer that trickles in run far past
-  the deadline;
-* a connection that the server closed while it sat idle is not reused: the event loop goes on reading idle
-  connections, so the server's close is seen as soon as the loop runs and aiohttp drops the connection; and
-  in case the loop has not run since the close arrived, the pool checks, before it hands out an idle
-  connection, whether its socket is readable - an idle connection has nothing to read unless the server
-  closed it (EOF, or a reset) - and opens a new one instead. That is how connections to a restarted OPA are
-  replaced without a failed request;
-* if the server closes a *reused* connection anyway (it closed it just as we sent) before a single byte of
-  the answer arrived, the request is sent once more on a new connection (the pool's idle connections are
-  closed first: they are as old). The pool knows whether the connection it handed an attempt had served
-  before (aiohttp's trace events would tell too, but cost a seventh of the engine's instructions per
-  request); "nothing arrived" is a reset, a broken pipe, or aiohttp's ``ServerDisconnectedError`` without a
-  partly parsed head, before the head of the answer was complete. That is the only retry: a request whose
-  answer was partly received, that failed on a connection opened for it, or that timed out, is never sent
-  again (aiohttp's own retry of idempotent requests, which would resend the batch module's PUT, is turned
-  off). One limit: aiohttp's C parser reports even one byte of a head, but its pure-Python fallback (when
-  the compiled extension is missing) cannot tell a head cut off inside a line from nothing, so there such a
-  request is sent once more;
-* ``Authorization: Bearer`` from ``token_file``, re-read (in a worker thread: it is disk I/O) when the file
-  changes, checked at most once per second of the injected clock (Kubernetes rotates projected
-  service-account tokens by swapping the file); a 401 makes the next call check the file again;
-* for ``https`` endpoints, TLS verified against ``ca_file`` (or the system trust store), the
-  :class:`ssl.SSLContext` given to the connector;
-* no proxies or ``.netrc`` from the environment (OPA is reached directly, as configured) and no cookies.
-
-Every query carries ``strict-builtin-errors=true`` (a failing built-in must not silently make a deny rule
-undefined) and ``provenance=true`` (for bundle revisions, below). An answer with OPA's ``api_usage_warning``
-is an error (the input did not arrive as ``input``); ``decision_id`` is kept on every Decision.
-
-Batch. ``decide_batch`` makes one request per pod: it POSTs the batch input to
-``/v1/data/kubesched/batch/<kind>_decisions``, served by the generated module
-:func:`~kubesched.policy.contract.batch_module`, which this engine installs with
-``PUT /v1/policies/kubesched-batch`` (``kubesched-batch-<kind>`` for other target kinds) at first use,
-unless a ``GET`` of that module finds it already equal to ours byte for byte (an administrator installed it, so
-the scheduler's token needs no policy write access); the check is repeated every ``revision_ttl_seconds`` (at
-least 1 s), and a module that differs is replaced, or refused when it cannot be: a module put there by
-someone else never decides a pod. When
-bundles own OPA's policy tree the PUT is refused (a 4xx, remembered for ``max(revision_ttl_seconds, 1)`` so
-that it is not repeated on every pod); then load the module in your bundle and set ``batch_endpoint`` (or
-``install_batch_module=False`` if it is served at the default path). The generated rule is always defined,
-so an undefined batch answer means the module was deleted behind our back: every target is an undefined
-deny and the module is installed again at the next call.
-
-Revision. OPA keeps no decision cache (maintainers, OPA issue #3405), so the scheduler caches decisions
-keyed by :meth:`RemoteOpaEngine.revision`. When OPA reports bundle revisions (``provenance.bundles.<name>
-.revision``) the revision is ``bundles:<name>=<revision>,...``. Otherwise, and whenever no answer has
-confirmed the bundle revisions for ``revision_ttl_seconds``, it is ``remote:<endpoint>:<generation>``: the
-generation moves on when this engine (re)installs its batch module and every ``revision_ttl_seconds``
-(default 10 s), because policies and data can be PUT into OPA behind our back and nothing tells us, so a
-remote answer can be trusted for a short time only. Every Decision carries the revision that answered it:
-the bundle revisions that this very answer's provenance reported, else the generation current when the
-answer arrived.
+Revision: what OPA reports about its policy -- bundle revisions (``provenance``) as ``bundles:<name>=<rev>,...``
+and a digest of ``GET /v1/policies`` as ``policies:<digest>`` -- asked again once the last answer is
+``refresh_seconds`` old (docs/explanation/policy-freshness.md#freshness-bound-of-each-engine).
 """
 
 from __future__ import annotations
@@ -91,6 +21,7 @@ import asyncio
 import contextvars
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -125,7 +56,7 @@ from kubesched.policy.contract import (
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
-    "DEFAULT_REVISION_TTL_SECONDS",
+    "DEFAULT_REFRESH_SECONDS",
     "KEEPALIVE_EXPIRY_SECONDS",
     "OpaHttpError",
     "OpaTransportError",
@@ -134,7 +65,8 @@ __all__ = [
     "batch_module_id",
 ]
 
-DEFAULT_REVISION_TTL_SECONDS = 10.0
+DEFAULT_REFRESH_SECONDS = 2.0
+POLICIES_TARGET = "/v1/policies"
 DEFAULT_POOL_SIZE = 4
 DEFAULT_MAX_CONCURRENT_REQUESTS = 8
 # An answer for a batch of 5000 nodes is well under 1 MB; a bigger one is a misconfigured decision path (a whole
@@ -494,7 +426,8 @@ class RemoteOpaEngine:
     ``endpoint`` is the decision's Data API URL, e.g. ``http://opa:8181/v1/data/kubernetes/authz``; or OPA's
     base URL (``http://opa:8181``) with the document in ``decision_path`` (``kubernetes/authz``).
     ``batch_endpoint`` (same origin) may contain ``{target_kind}``, replaced by ``node`` or ``cluster``.
-    Concurrent calls are safe on the loop that first used the engine; see the module docstring for the rest.
+    Its HTTP session is made on first use, in the running loop, and stays bound to that loop: use the engine and
+    close it (:meth:`aclose`) there. Concurrent calls are safe on that loop.
     """
 
     def __init__(
@@ -507,7 +440,7 @@ class RemoteOpaEngine:
         ca_file: str | None = None,
         batch_endpoint: str | None = None,
         install_batch_module: bool = True,
-        revision_ttl_seconds: float = DEFAULT_REVISION_TTL_SECONDS,
+        refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
         pool_size: int = DEFAULT_POOL_SIZE,
         max_concurrent_requests: int = DEFAULT_MAX_CONCURRENT_REQUESTS,
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
@@ -515,8 +448,8 @@ class RemoteOpaEngine:
     ) -> None:
         if not (isinstance(timeout_seconds, int | float) and math.isfinite(timeout_seconds) and timeout_seconds > 0):
             raise PolicyError(f"timeout_seconds must be a positive number of seconds, not {timeout_seconds!r}")
-        if not (math.isfinite(revision_ttl_seconds) and revision_ttl_seconds >= 0):
-            raise PolicyError(f"revision_ttl_seconds must be zero or more, not {revision_ttl_seconds!r}")
+        if not (math.isfinite(refresh_seconds) and refresh_seconds >= 0):
+            raise PolicyError(f"refresh_seconds must be zero or more, not {refresh_seconds!r}")
         if pool_size < 1:
             raise PolicyError(f"pool_size must be at least 1, not {pool_size!r}")
         if max_concurrent_requests < 1:
@@ -534,7 +467,7 @@ class RemoteOpaEngine:
         self._install = install_batch_module and batch_endpoint is None
         self._batch_targets: dict[str, str] = {}
         self._timeout = float(timeout_seconds)
-        self._revision_ttl = float(revision_ttl_seconds)
+        self._refresh = float(refresh_seconds)
         self._clock: Clock = clock if clock is not None else RealClock()
         self._token = _TokenFile(token_file, self._clock) if token_file is not None else None
         self._ssl_context: ssl.SSLContext | None = None
@@ -560,10 +493,13 @@ class RemoteOpaEngine:
         self._install_locks: dict[str, asyncio.Lock] = {}
         self._installed: dict[str, float] = {}  # module id -> when its content was last found to be ours
         self._refused: dict[str, tuple[float, PolicyError]] = {}
-        self._generation = 0
-        self._generation_started = self._clock.now()
+        # What OPA reported about its policy: bundle revisions (every answer's provenance) and the digest of its
+        # modules (a refresh's GET /v1/policies; None: not read yet, or refused).
         self._bundles: tuple[tuple[str, str], ...] | None = None
-        self._bundles_seen_at = -math.inf
+        self._policies: str | None = None
+        self._refreshes = 0  # names the revision only when OPA reports nothing (see revision())
+        self._refreshed_at = -math.inf
+        self._refresh_lock: asyncio.Lock | None = None
 
     # ------------------------------------------------------------------------------------ PolicyClient
 
@@ -576,11 +512,23 @@ class RemoteOpaEngine:
         return self._endpoint
 
     def revision(self) -> str:
-        now = self._clock.now()
         with self._state_lock:
-            if self._bundles is not None and now - self._bundles_seen_at < self._revision_ttl:
-                return _bundles_revision(self._bundles)
-            return self._generation_revision(now)
+            return self._reported_revision()
+
+    async def refresh(self) -> str:
+        """The revision OPA reports now, asked again (``GET /v1/policies``, and the provenance of the batch document
+        when OPA runs bundles) once the last refresh is ``refresh_seconds`` old; raises PolicyError by the deadline
+        when OPA cannot be asked."""
+        if self._fresh():
+            return self.revision()
+        if self._refresh_lock is None:
+            self._refresh_lock = asyncio.Lock()
+        async with self._refresh_lock:
+            if not self._fresh():
+                session = self._client()
+                call = _Call(f"GET {POLICIES_TARGET}", WAITING_FOR_A_TURN)
+                await self._within_deadline(call, self._ask_revision(session, call))
+        return self.revision()
 
     def input_paths(self, revision: str) -> InputPaths | None:
         # Not analysed: OPA's AST (GET /v1/policies) is not regorus' and the policies can change on the server
@@ -625,8 +573,13 @@ class RemoteOpaEngine:
         undefined = undefined_decision(decision_id, revision)
         if "result" not in document:
             if self._install:
-                # The generated rule is always defined (an empty object at worst): our module is gone.
+                # The generated rule is always defined (an empty object at worst): our module is gone. Not the
+                # policy's answer, so not one to cache: a failure, and the module is installed at the next call.
                 self._installed.pop(batch_module_id(target_kind), None)
+                raise PolicyError(
+                    f"OPA at {self._origin} no longer serves kubesched's batch module at {path} (deleted behind our "
+                    "back); it is installed again at the next call"
+                )
             return dict.fromkeys(names, undefined)
         result = document["result"]
         if not isinstance(result, Mapping):
@@ -721,7 +674,8 @@ class RemoteOpaEngine:
             headers={"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"},
         )
         # aiohttp resends an idempotent request (our PUT) once after any connection error, on any connection;
-        # the engine's one retry is narrower (see the module docstring). There is no public switch for it.
+        # the engine's one retry is narrower (docs/explanation/policy-decisions.md#talking-to-a-remote-opa). There is
+        # no public switch for it.
         session._retry_connection = False
         return session
 
@@ -745,15 +699,60 @@ class RemoteOpaEngine:
             if self._calls == 0 and self._pool is not None:
                 self._pool.trim()
 
-    def _generation_revision(self, now: float) -> str:
-        """``remote:<endpoint>:<generation>``, moving the generation on when the TTL is over (lock held)."""
-        if self._revision_ttl == 0 or now - self._generation_started >= self._revision_ttl:
-            self._next_generation(now)
-        return f"remote:{self._endpoint}:{self._generation}"
+    def _reported_revision(self) -> str:
+        """What OPA reported, as one string (state lock held)."""
+        parts = []
+        if self._bundles is not None:
+            parts.append(_bundles_revision(self._bundles))
+        if self._policies is not None:
+            parts.append(f"policies:{self._policies}")
+        return ";".join(parts) if parts else f"unreported:{self._refreshes}"
 
-    def _next_generation(self, now: float) -> None:
-        self._generation += 1
-        self._generation_started = now
+    def _fresh(self) -> bool:
+        return self._refresh > 0 and abs(self._clock.now() - self._refreshed_at) < self._refresh
+
+    async def _ask_revision(self, session: aiohttp.ClientSession, call: _Call) -> None:
+        """Read what OPA reports about its policy now: its modules, and its bundles' revisions when it runs any."""
+        answer = await self._exchange(session, call, "GET", POLICIES_TARGET, b"", "application/json")
+        policies: str | None = None
+        if answer.status == 200:
+            listed = _json_object(answer, f"GET {POLICIES_TARGET}", self._origin).get("result")
+            if not isinstance(listed, list):
+                raise PolicyError(
+                    f"OPA at {self._origin} answered GET {POLICIES_TARGET} with a result that is "
+                    f"{json_type_phrase(listed)}, not a list of modules"
+                )
+            policies = self._policies_digest(listed)
+        elif answer.status not in (401, 403):  # refused to this token: OPA reports nothing of its modules to us
+            raise _http_error(self._origin, f"GET {POLICIES_TARGET}", answer)
+        bundles = self._bundles
+        if bundles is not None:
+            # Bundles carry data as well as modules: their revisions say when either changed.
+            target = self._batch_target("node")
+            call.what = f"GET {target.split('?', 1)[0]}"
+            provenance = await self._exchange(session, call, "GET", target, b"", "application/json")
+            if not 200 <= provenance.status < 300:
+                raise _http_error(self._origin, call.what, provenance)
+            reported = _json_object(provenance, call.what, self._origin).get("provenance")
+            bundles = _bundle_revisions(reported) if isinstance(reported, Mapping) else None
+        with self._state_lock:
+            self._policies, self._bundles = policies, bundles
+            self._refreshes += 1
+            self._refreshed_at = self._clock.now()
+
+    def _policies_digest(self, listed: list[Any]) -> str:
+        """A digest of OPA's modules (id and source), leaving out kubesched's batch modules while they are ours
+        byte for byte (installing one changes no decision; a module that differs is counted)."""
+        ours = {batch_module_id(kind): batch_module(self._decision_path, kind) for kind in ("node", "cluster")}
+        modules = []
+        for item in listed:
+            if not isinstance(item, Mapping):
+                continue
+            module_id, raw = str(item.get("id", "")), str(item.get("raw", ""))
+            if ours.get(module_id) != raw:
+                modules.append((module_id, raw))
+        encoded = json.dumps(sorted(modules), separators=(",", ":")).encode()
+        return hashlib.sha256(encoded).hexdigest()[:16]
 
     def _batch_target(self, target_kind: str) -> str:
         target = self._batch_targets.get(target_kind)
@@ -839,19 +838,15 @@ class RemoteOpaEngine:
 
     def _answer_revision(self, provenance: object) -> str:
         """Remember the bundle revisions this answer reports; the revision that answered it."""
-        now = self._clock.now()
         with self._state_lock:
             if isinstance(provenance, Mapping):
                 self._bundles = _bundle_revisions(provenance)
-                self._bundles_seen_at = now
-                if self._bundles is not None:
-                    return _bundles_revision(self._bundles)
-            return self._generation_revision(now)
+            return self._reported_revision()
 
     async def _ensure_batch_module(self, session: aiohttp.ClientSession, call: _Call, target_kind: str) -> None:
         """Make sure the module at ``/v1/policies/kubesched-batch`` is ours, byte for byte, before trusting its
         answers: checked with a GET (read access is enough when a bundle already ships it) at first use and
-        again once ``revision_ttl_seconds`` (at least 1 s) have passed; written with a PUT when it is missing
+        again once ``refresh_seconds`` (at least 1 s) have passed; written with a PUT when it is missing
         or differs."""
         module_id = batch_module_id(target_kind)
         if self._verified_recently(module_id):
@@ -863,7 +858,7 @@ class RemoteOpaEngine:
             if self._verified_recently(module_id):
                 return
             refused = self._refused.get(module_id)
-            if refused is not None and abs(self._clock.now() - refused[0]) < max(self._revision_ttl, 1.0):
+            if refused is not None and abs(self._clock.now() - refused[0]) < max(self._refresh, 1.0):
                 raise refused[1]
             source = batch_module(self._decision_path, target_kind)
             found = await self._installed_source(session, call, target)
@@ -896,12 +891,10 @@ class RemoteOpaEngine:
                 log.warning("replaced the module at %s: its content was not kubesched's batch module", target)
             self._refused.pop(module_id, None)
             self._installed[module_id] = self._clock.now()
-            with self._state_lock:
-                self._next_generation(self._clock.now())
 
     def _verified_recently(self, module_id: str) -> bool:
         verified_at = self._installed.get(module_id)
-        return verified_at is not None and abs(self._clock.now() - verified_at) < max(self._revision_ttl, 1.0)
+        return verified_at is not None and abs(self._clock.now() - verified_at) < max(self._refresh, 1.0)
 
     async def _installed_source(self, session: aiohttp.ClientSession, call: _Call, target: str) -> str | None:
         """The source OPA holds at ``target``; None when there is none or we may not read it (then a PUT decides)."""

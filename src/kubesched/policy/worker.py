@@ -1,58 +1,21 @@
 """The embedded Rego engine as an asynchronous PolicyClient: regorus in a child process, with a real time limit.
 
 Who calls it: the scheduler builds one :class:`EmbeddedPolicyClient` per distinct embedded
-:class:`~kubesched.framework.policy.PolicyEngineSpec` and hands it to the SecurityAudit plugins through the
-Handle; the scheduling cycle awaits its decisions between Filter batches. The synchronous
-:class:`~kubesched.policy.embedded.EmbeddedRegoEngine` it runs stays what the OPA test server uses in-process.
-``kubesched policy test`` (:mod:`kubesched.policy.rego_tests`) runs its child processes with this module's start
-method and pipe handling (``_context``, ``_Worker``), for the same reasons.
+:class:`~kubesched.framework.policy.PolicyEngineSpec` and hands it to the SecurityAudit plugins through the Handle;
+the scheduling cycle awaits its decisions between Filter batches. ``kubesched policy test``
+(:mod:`kubesched.policy.rego_tests`) starts its child processes with this module's start method and pipe handling.
+Why a process, how workers start, the time limit and reloads: docs/explanation/policy-decisions.md#the-embedded-engine.
 
-Why a process. A regorus ``Engine`` holds the GIL for a whole evaluation (a 5 s evaluation in a worker thread
-froze the event loop for 5 s), panics when used from a thread other than its creator, and has no execution
-time limit. So the engine lives in a child process that the client can kill, and the event loop only ever
-waits on a pipe.
+One thread per client does every blocking thing (sending, waiting on the pipe and the process sentinel with the
+time left, killing and restarting the worker); coroutines hand it jobs in order. Requests are a JSON header line
+and the input as JSON, given to regorus as it is; decision answers are JSON (``{"revision", "decision"}`` or
+``{"revision", "decisions"}``, each decision ``[allowed, reasons, decision_id, pending, undefined]``, or
+``{"error"}``); start-up and reload messages are pickled, as YAML data may hold values JSON cannot. A program
+started from a script must guard its entry point with ``if __name__ == "__main__"``: the fork server imports it.
 
-Process model. One worker process per client, started by multiprocessing's ``forkserver`` with this module
-(hence regorus, PyYAML and the engine) preloaded: the first client in a process pays for starting the fork
-server (0.4-0.65 s measured), every later worker start is a fork of it (~20 ms, of which building the
-example policy is 2 ms). ``spawn`` imports kubesched afresh for every worker (0.4-0.5 s each), and ``fork``
-from the scheduler's multi-threaded process is unsafe. The fork server and multiprocessing's resource tracker
-are process-wide helpers that outlive the clients and exit with the interpreter. As with every start method
-but ``fork``, a program started from a script file has that script imported again (as ``__mp_main__``) in
-each worker, so its entry point must be guarded by ``if __name__ == "__main__"`` (kubesched's console script
-and ``python -m`` are fine). The worker changes to the directory the client was made in, so relative paths
-(and the messages that name them) mean what they meant to the caller.
-
-Threads. Each client has one thread that does every blocking thing: sending a request, waiting for its answer
-(``multiprocessing.connection.wait`` on the pipe and on the process sentinel, with the time left), killing
-and restarting the worker. Coroutines hand it a job and await it (:func:`asyncio.wrap_future`), so callers
-queue in order, one request at a time for the single-threaded worker. The caller encodes the input (on the
-event loop, before awaiting: the loop may change the documents afterwards); the thread decodes the answer.
-
-Protocol (``Connection.send_bytes``). Requests are a JSON header line and, for decisions, the input as JSON
-(the worker passes it to regorus' ``set_input_json`` as is, never building Python objects from it). Decision
-answers are JSON: ``{"revision", "decision": [...]}`` or ``{"revision", "decisions": {name: [...]}}`` with
-each decision as ``[allowed, reasons, decision_id, pending, undefined]``, or ``{"error"}`` for a
-:class:`PolicyError` (same message as in-process). JSON rather than pickle for requests, measured on a
-650-node batch: ``json.dumps`` 1.7 ms + ``set_input_json`` 4.6 ms, against ``pickle.dumps`` 0.9 ms +
-``pickle.loads`` and ``set_input`` 6.9 ms. Start-up and reload messages are pickled, because policy data
-read from YAML may hold values JSON cannot (dates).
-
-Time limit. Every call is bounded by ``timeout_seconds`` from the moment it is made, queueing included. A call
-that has waited out its time in the queue fails without being sent. A call whose evaluation outlives it gets
-a :class:`PolicyError`, the worker is killed (SIGKILL), and a fresh one is started before the next request is
-sent, built from the same sources (:class:`~kubesched.policy.embedded.PolicySources`) so it answers with the
-same revision; a worker that dies (crash, OOM, killed by someone) is handled the same way, and one found
-dead while idle is replaced without failing anyone.
-
-Revision and reload. :meth:`EmbeddedPolicyClient.revision` returns the revision of the last answer the worker
-gave, without I/O. When ``reload_interval_seconds`` have passed on the injected clock since the last check,
-using the client (``revision``, ``decide``, ``decide_batch``) queues a check: the worker stats the files and
-reloads them if they changed, keeping the last good engine (``last_reload_error`` says why). There is no
-periodic timer: a simulation on a virtual clock ends when no timer is pending. Every Decision carries the
-revision that evaluated it; callers cache by ``Decision.revision``. A reload is bounded by
-``startup_timeout_seconds``: one that does not finish (a new rule that loops on the smoke input) costs a
-restart, and that state of the files is not tried again until they change.
+``refresh``, ``decide`` and ``decide_batch`` first stat the policy files (in the caller, no round trip) and have
+the worker reload a change before going on, so the first decision after a change is made with the new policy
+(docs/explanation/policy-freshness.md); ``revision`` answers without I/O.
 """
 
 from __future__ import annotations
@@ -69,7 +32,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -78,13 +41,14 @@ from typing import Any, cast
 from kubesched.clock import Clock
 from kubesched.framework.policy import ENGINE_EMBEDDED, Decision, InputPaths, PolicyError, undefined_decision
 from kubesched.policy.contract import batch_input
-from kubesched.policy.embedded import EmbeddedRegoEngine, PolicySources, Stamp
+from kubesched.policy.embedded import EmbeddedRegoEngine, PolicySources, Stamp, watched_paths
 
 __all__ = ["DEFAULT_STARTUP_TIMEOUT_SECONDS", "START_METHOD", "EmbeddedPolicyClient"]
 
 log = logging.getLogger(__name__)
 
-#: How worker processes are started (see the module docstring for the measurements behind it).
+#: How worker processes are started: a fork of a server with this module preloaded, so a restart is cheap; ``fork``
+#: from the scheduler's multi-threaded process would be unsafe.
 START_METHOD = "forkserver"
 DEFAULT_STARTUP_TIMEOUT_SECONDS = 30.0
 # An idle worker asked to exit gets this long before it is killed.
@@ -363,6 +327,10 @@ class EmbeddedPolicyClient:
         self._last_check = clock.now()
         self._check_pending = False
         self._stopped: concurrent.futures.Future[None] = concurrent.futures.Future()
+        # The files' state as last seen here: taken before the worker reads them, so a change made while it reads
+        # differs from it and is reloaded at the next look.
+        self._watched: tuple[str, ...] = ()
+        self._files_seen = self._files_state()
         self._start_worker()
         self._thread = threading.Thread(target=self._run, name="kubesched-policy-client", daemon=True)
         self._thread.start()
@@ -397,8 +365,14 @@ class EmbeddedPolicyClient:
         analysed, paths = self._paths
         return paths if analysed == revision and revision else None
 
+    async def refresh(self) -> str:
+        """The revision in force once the files as they are now have been loaded (reloaded first if they changed)."""
+        await self._follow_files()
+        return self._revision
+
     async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
         deadline = _monotonic() + self._timeout
+        await self._follow_files()
         self._maybe_check()
         job = _Job("decide", _DECIDE + _encode(input_doc), deadline)
         result: Decision = await self._submit(job)
@@ -414,6 +388,7 @@ class EmbeddedPolicyClient:
         time: str,
     ) -> dict[str, Decision]:
         deadline = _monotonic() + self._timeout
+        await self._follow_files()
         self._maybe_check()
         names = [target["metadata"]["name"] for target in targets]
         document = batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time)
@@ -441,6 +416,34 @@ class EmbeddedPolicyClient:
             self._thread.join()
 
     # ---- callers' side
+
+    def _files_state(self) -> Hashable:
+        """The stat of every watched path (:func:`~kubesched.policy.embedded.watched_paths`, listed when there is no
+        list yet), or why they cannot be listed: a change of either is a change to reload."""
+        try:
+            if not self._watched:
+                cwd = self._config.cwd
+                self._watched = watched_paths(
+                    [os.path.join(cwd, path) for path in self._config.policies],
+                    [os.path.join(cwd, path) for path in self._config.data],
+                )
+            return tuple(_identity(path) for path in self._watched)
+        except (PolicyError, OSError) as exc:
+            self._watched = ()
+            return ("unreadable", str(exc))
+
+    async def _follow_files(self) -> None:
+        """Have the worker reload the files first when they changed since last seen here (a stat per watched path)."""
+        if self._closed:
+            return
+        state = self._files_state()
+        if state == self._files_seen:
+            return
+        self._watched = ()  # listed again: the change may have added or removed files
+        self._files_seen = self._files_state()
+        self._last_check = self._clock.now()
+        self._check_pending = True
+        await self._submit(_Job("check"))
 
     def _maybe_check(self) -> None:
         if self._reload_interval <= 0 or self._check_pending or self._closed:
@@ -689,6 +692,11 @@ class EmbeddedPolicyClient:
         if error and error != self._last_reload_error:
             log.error("keeping the last good policy (revision %s): %s", revision, error)
         self._revision, self._last_reload_error, self._failed_stamp = revision, error, failed_stamp
+
+
+def _identity(path: str) -> tuple[int, int, int, int]:
+    info = os.stat(path)  # follows symlinks: a ConfigMap update swaps the link target
+    return info.st_mtime_ns, info.st_size, info.st_ino, info.st_dev
 
 
 def _monotonic() -> float:

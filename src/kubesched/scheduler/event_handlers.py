@@ -153,9 +153,41 @@ class EventHandlers:
             self.queue.on_event(ASSIGNED_POD_DELETE, pod, None)
 
 
+# What kube-scheduler leaves out when it asks whether a pod was updated in a way that may make it schedulable: the
+# bookkeeping of the API server and the status (a scheduler's PodScheduled condition and nominatedNodeName, the
+# kubelet's), except the status of the pod's generated resource claims.
+_BOOKKEEPING_METADATA = ("resourceVersion", "generation", "managedFields", "finalizers")
+_SCHEDULING_STATUS = "resourceClaimStatuses"
+
+
+def _scheduling_relevant(pod: Pod) -> dict[str, object]:
+    manifest = pod.raw
+    # The type, too: a list's items come without apiVersion and kind, a watch event's object with them.
+    manifest.pop("apiVersion", None)
+    manifest.pop("kind", None)
+    metadata = manifest.get("metadata")
+    if isinstance(metadata, dict):
+        for key in _BOOKKEEPING_METADATA:
+            metadata.pop(key, None)
+    status = manifest.get("status")
+    claims = status.get(_SCHEDULING_STATUS) if isinstance(status, dict) else None
+    manifest["status"] = {_SCHEDULING_STATUS: claims} if claims else {}
+    return manifest
+
+
+def pod_updated(old: Pod, new: Pod) -> bool:
+    """Whether a pending pod changed in a way that may make it schedulable (kube-scheduler's ``isPodUpdated``):
+    anything but its resourceVersion, generation, managedFields, finalizers and status (resource claim statuses
+    excepted). The scheduler's own writes (the PodScheduled condition, nominatedNodeName) are no such change."""
+    return _scheduling_relevant(old) != _scheduling_relevant(new)
+
+
 def pod_update_action(old: Pod, new: Pod) -> ActionType:
     """What changed in a pending pod that a plugin's rejection may depend on (kube-scheduler's
-    ``PodSchedulingPropertiesChange``); anything else, a status patch included, is UPDATE_POD_OTHER."""
+    ``PodSchedulingPropertiesChange``), UPDATE_POD_OTHER for any other change :func:`pod_updated` sees, and no
+    action at all (0) for a change it does not see (a status patch: nothing to requeue the pod for)."""
+    if not pod_updated(old, new):
+        return ActionType(0)
     action = ActionType(0)
     if old.metadata.labels != new.metadata.labels:
         action |= ActionType.UPDATE_POD_LABEL

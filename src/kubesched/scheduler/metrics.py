@@ -1,40 +1,14 @@
 """The scheduler's Prometheus metrics, with kube-scheduler's names, labels and buckets.
 
-A :class:`SchedulerMetrics` registers everything in one ``prometheus_client`` registry (the process's
-default one unless told otherwise; tests pass a fresh ``CollectorRegistry``) and is fed from three places,
-none of which costs anything when a scheduler is built without it:
-
-* **attempt records** (it is an :class:`~kubesched.scheduler.results.AttemptObserver`; the scheduler
-  chains it before its own observer): ``scheduler_schedule_attempts_total{result, profile}``,
-  ``scheduler_scheduling_attempt_duration_seconds{result, profile}`` (from the pop to the end of the
-  attempt, so a scheduled pod's includes its binding cycle), ``scheduler_scheduling_algorithm_duration_seconds``,
-  ``scheduler_pod_scheduling_sli_duration_seconds{attempts}`` (from the pod's first entry into activeQ to
-  bound), ``scheduler_pod_scheduling_attempts`` and ours, ``kubesched_policy_decisions_total{engine,
-  outcome}``. These durations are read off the scheduler's clock: real seconds in a live scheduler,
-  virtual seconds in a simulation (where only waiting — backoff, Permit — takes time).
-* **the framework runtime** (it is a :class:`~kubesched.framework.runtime.framework.FrameworkMetrics`):
-  ``scheduler_framework_extension_point_duration_seconds{extension_point, status, profile}`` for every
-  runner call (Filter once per cycle, for the whole node search) and, in the cycles it samples
-  (``sample_percent``, 10 as upstream), ``scheduler_plugin_execution_duration_seconds{plugin,
-  extension_point, status}``. Wall time (``time.perf_counter``).
-* **scrape time** (a collector reading the scheduler it is :meth:`attached <SchedulerMetrics.attach>` to, so
-  nothing is updated on every queue move): ``scheduler_pending_pods{queue}``,
-  ``scheduler_queue_incoming_pods_total{queue, event}`` (the queue's own counts),
-  ``scheduler_cache_size{type}``, ``scheduler_goroutines{operation="binding"}`` (binding tasks in flight)
-  and ours, ``kubesched_policy_decision_cache_hits_total`` / ``..._misses_total``.
-
-``scheduler_preemption_attempts_total`` and ``scheduler_preemption_victims`` are fed by DefaultPreemption
-through its Handle (the framework forwards to :meth:`SchedulerMetrics.preemption_attempted` and
-:meth:`SchedulerMetrics.preemption_victims_selected`): one attempt per PostFilter call, one observation per
-eviction batch.
-
-Names, label names and values, and bucket boundaries are kube-scheduler's (``pkg/scheduler/metrics``);
-the help texts are ours. The histograms are observed on every cycle, so they are kept as plain bucket
-counts (no lock: the scheduler observes them from its event loop) and turned into Prometheus histograms
-when scraped; scrape from the event loop too (:class:`~kubesched.scheduler.health.HealthServer` does) for
-a consistent view. The counters are ``prometheus_client`` counters, which also expose a
-``<name>_created`` series; a process that wants kube-scheduler's exact series set calls
-``prometheus_client.disable_created_metrics()`` at start.
+Who calls it: the scheduler builds one :class:`SchedulerMetrics` when it serves metrics (``kubesched run``; tests
+pass a fresh ``CollectorRegistry``). It is fed from attempt records (it is an
+:class:`~kubesched.scheduler.results.AttemptObserver`), from the framework runtime (it is a
+:class:`~kubesched.framework.runtime.framework.FrameworkMetrics`; plugin durations in a sample of cycles, as
+upstream), and at scrape time from the queue, the cache and the binding tasks it is :meth:`attached
+<SchedulerMetrics.attach>` to. The histograms are plain bucket counts, observed from the event loop without a lock
+and turned into Prometheus histograms when scraped (scrape from the loop too, as
+:class:`~kubesched.scheduler.health.HealthServer` does). Every metric, its labels and meaning:
+docs/reference/metrics.md.
 """
 
 from __future__ import annotations
@@ -43,7 +17,7 @@ import bisect
 import logging
 import random
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -51,8 +25,8 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.interface import DecisionCacheReporter, DecisionCacheStats
 from kubesched.framework.runtime.framework import Framework
-from kubesched.plugins.security.decision_cache import DecisionCache
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.queue.scheduling_queue import SchedulingQueue
 from kubesched.scheduler.results import ERROR, SCHEDULED, UNSCHEDULABLE, AttemptObserver, AttemptRecord, Phase
@@ -184,7 +158,6 @@ class _Sources:
     cache: Cache
     frameworks: tuple[Framework, ...] = ()
     binding_tasks: Collection[object] | None = None
-    decision_caches: list[DecisionCache[object]] = field(default_factory=list)
 
 
 class SchedulerMetrics:
@@ -401,22 +374,21 @@ class SchedulerMetrics:
             cache_size.add_metric(["assumed_pods"], cache.assumed_pod_count())
             if sources.binding_tasks is not None:
                 goroutines.add_metric(["binding"], len(sources.binding_tasks))
-            caches = _decision_caches(sources.frameworks)
-            hits.add_metric([], sum(c.hits for c in caches))
-            misses.add_metric([], sum(c.misses for c in caches))
+            stats = _decision_cache_stats(sources.frameworks)
+            hits.add_metric([], sum(s.hits for s in stats))
+            misses.add_metric([], sum(s.misses for s in stats))
         yield from (histogram.collect() for histogram in self.histograms)
         yield from (pending, incoming, cache_size, goroutines, hits, misses)
 
 
-def _decision_caches(frameworks: Iterable[Framework]) -> list[DecisionCache[object]]:
-    """The decision caches of the frameworks' plugins (read where the plugin keeps it now: it may replace it)."""
-    found: list[DecisionCache[object]] = []
-    for fwk in frameworks:
-        for plugin in fwk.plugins.values():
-            cache = getattr(plugin, "cache", None)
-            if isinstance(cache, DecisionCache):
-                found.append(cache)
-    return found
+def _decision_cache_stats(frameworks: Iterable[Framework]) -> list[DecisionCacheStats]:
+    """What each plugin with a decision cache reports now (a plugin serving several points is counted once)."""
+    return [
+        plugin.decision_cache_stats()
+        for fwk in frameworks
+        for plugin in fwk.plugins.values()
+        if isinstance(plugin, DecisionCacheReporter)
+    ]
 
 
 class _ScrapeTimeCollector(Collector):

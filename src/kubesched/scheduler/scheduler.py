@@ -11,7 +11,9 @@ a virtual clock.
 
 Services shared by the plugins of every profile (the policy engine clients) are created through
 :class:`~kubesched.framework.runtime.services.Services`, with the factories from
-:func:`kubesched.policy.clients.policy_services` unless the caller passes its own.
+:func:`kubesched.policy.clients.policy_services` unless the caller passes its own. A policy client's new revision
+is the ``PolicyRevisionChange`` cluster event: seen after every cycle (an attempt asked the engine), and in live
+mode asked of every engine each ``refresh_seconds`` of its spec (docs/explanation/policy-freshness.md).
 
 With ``metrics`` (a :class:`~kubesched.scheduler.metrics.SchedulerMetrics`), the frameworks observe their
 runners, every attempt record feeds the metrics before it reaches ``observer``, and the queue, the cache
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import random
 from typing import TYPE_CHECKING
 
@@ -29,7 +33,9 @@ from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
 from kubesched.clock import Clock, VirtualClock
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.framework.events import POLICY_REVISION_CHANGE, PolicyRevision
 from kubesched.framework.interface import QueuedPodInfo
+from kubesched.framework.policy import POLICY_ENGINE_SERVICE, PolicyClient, PolicyEngineSpec, PolicyError
 from kubesched.framework.runtime.framework import Framework, FrameworkBuildError
 from kubesched.framework.runtime.handle import FrameworkContext
 from kubesched.framework.runtime.registry import Registry
@@ -51,6 +57,8 @@ from kubesched.scheduler.schedule_one import ScheduleOne
 
 if TYPE_CHECKING:
     from kubesched.scheduler.metrics import SchedulerMetrics
+
+log = logging.getLogger(__name__)
 
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
 ROOM_RECHECK_SECONDS = 0.001
@@ -90,6 +98,8 @@ class Scheduler:
         self.services = services if services is not None else Services(policy_services(clock))
         self.pending: dict[str, Pod] = {}
         self._closed = False
+        # The revision each policy client reported last, by its spec (see note_policy_revisions).
+        self._policy_revisions: dict[PolicyEngineSpec, str] = {}
         nominator = PodNominator()
         context = FrameworkContext(
             clock=clock,
@@ -105,12 +115,17 @@ class Scheduler:
             listers=backend.listers,
         )
         self.frameworks: dict[str, Framework] = {}
+        problems: list[str] = []  # of every profile, so that config validate lists them all
         for profile in config.profiles:
             try:
                 built = Framework(profile, registry, context, use_batch=use_batch, metrics=metrics)
             except FrameworkBuildError as exc:
-                raise FrameworkBuildError(f'{config.source}: profile "{profile.scheduler_name}": {exc}') from exc
+                where = f'{config.source}: profile "{profile.scheduler_name}"'
+                problems.extend(f"{where}: {problem}" for problem in exc.problems or (str(exc),))
+                continue
             self.frameworks[profile.scheduler_name] = built
+        if problems:
+            raise FrameworkBuildError(*problems)
         first = next(iter(self.frameworks.values()))
         hints = {name: fwk.events_to_register() for name, fwk in self.frameworks.items()}
         self.queue = SchedulingQueue(
@@ -146,6 +161,7 @@ class Scheduler:
                 }
             ),
         )
+        self.note_policy_revisions()  # what the engines answer with now: a later revision is a change
         if metrics is not None:
             metrics.attach(
                 queue=self.queue,
@@ -177,7 +193,56 @@ class Scheduler:
         if qpi is None:
             return False
         await self.cycles.schedule_one(qpi)
+        self.note_policy_revisions()  # the attempt may have seen a new revision: requeue what the old one rejected
         return True
+
+    # ---- policy revisions --------------------------------------------------------------------
+
+    def _policy_clients(self) -> list[tuple[PolicyEngineSpec, PolicyClient]]:
+        return [
+            (spec, client)
+            for spec, client in self.services.instances(POLICY_ENGINE_SERVICE)
+            if isinstance(spec, PolicyEngineSpec) and isinstance(client, PolicyClient)
+        ]
+
+    def _observe_revision(self, spec: PolicyEngineSpec, revision: str) -> bool:
+        before = self._policy_revisions.get(spec)
+        self._policy_revisions[spec] = revision
+        if before is None or before == revision:
+            return False
+        log.info("policy revision %s is in force (was %s): requeueing the pods it may now admit", revision, before)
+        self.queue.on_event(POLICY_REVISION_CHANGE, PolicyRevision(spec, before), PolicyRevision(spec, revision))
+        return True
+
+    def note_policy_revisions(self) -> bool:
+        """Compare every policy client's revision as last seen (no I/O) with the one noted before; a change is the
+        ``PolicyRevisionChange`` event. True when a revision changed."""
+        changed = False
+        for spec, client in self._policy_clients():
+            changed = self._observe_revision(spec, client.revision()) or changed
+        return changed
+
+    async def check_policy_revisions(self) -> bool:
+        """Ask every policy engine for the revision in force (:meth:`PolicyClient.refresh`, which asks its source
+        only when its bound requires) and raise ``PolicyRevisionChange`` for each that changed; an engine that
+        cannot answer is skipped until the next check. True when a revision changed."""
+        changed = False
+        for spec, client in self._policy_clients():
+            try:
+                revision = await client.refresh()
+            except PolicyError as exc:
+                log.debug("policy revision check skipped for %s: %s", spec.endpoint or spec.policies, exc)
+                continue
+            changed = self._observe_revision(spec, revision) or changed
+        return changed
+
+    async def _check_in_background(self) -> None:
+        await self.check_policy_revisions()
+
+    def _policy_check_interval(self) -> float:
+        """How often live mode asks the engines for their revision: the shortest bound of their specs."""
+        intervals = [spec.refresh_seconds for spec, _ in self._policy_clients() if spec.refresh_seconds > 0]
+        return min(intervals) if intervals else math.inf
 
     def pop(self) -> QueuedPodInfo | None:
         """The next pod off the queue, or None: nothing ready, or a profile at its bound of binding cycles (the
@@ -271,7 +336,10 @@ class Scheduler:
         self.queue.on_ready = wake.set
         self.cycles.admission.on_room = wake.set
         stopped = asyncio.ensure_future(stop.wait())
-        last_flush = self.clock.now()
+        last_flush = last_policy_check = self.clock.now()
+        policy_interval = self._policy_check_interval()
+        # The engines are asked in the background: a remote one that does not answer holds up no cycle.
+        policy_check: asyncio.Task[None] | None = None
         try:
             while not stop.is_set():
                 if await self.schedule_next():
@@ -282,10 +350,17 @@ class Scheduler:
                     self.queue.flush_unschedulable_left_over()
                     last_flush = now
                     continue
+                checking = policy_check is not None and not policy_check.done()
+                if not checking and now - last_policy_check >= policy_interval:
+                    last_policy_check = now
+                    policy_check = self.tasks.spawn(self._check_in_background(), name="kubesched-policy-revisions")
+                    policy_check.add_done_callback(lambda _: wake.set())
+                    continue
                 wake.clear()
                 if self.queue.has_ready_work() and self.cycles.admission.admits():
                     continue
-                deadline = last_flush + UNSCHEDULABLE_FLUSH_INTERVAL
+                policy_due = math.inf if checking else last_policy_check + policy_interval
+                deadline = min(last_flush + UNSCHEDULABLE_FLUSH_INTERVAL, policy_due)
                 backoff = self.queue.next_error_backoff_expiry()
                 if backoff is not None:
                     deadline = min(deadline, backoff)

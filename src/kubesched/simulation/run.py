@@ -242,11 +242,17 @@ async def _run_plane(
 def build_every_plugin(config: SchedulerConfiguration, registry: Registry) -> None:
     """Build every profile's plugins as start-up does (policies compiled and their ``decisionPath`` checked,
     compliance files read, engines started), then close them: ``kubesched config validate``. A failure raises
-    the error start-up would, naming the file and the profile."""
+    the error start-up would, naming the file and the profile, with one line per plugin that failed."""
 
     async def build() -> None:
         clock = VirtualClock(time.time())
-        scheduler = Scheduler(config, registry, SimulatedCluster(clock, [], [], listers=Listers.empty()), clock=clock)
-        await scheduler.close()
+        # Ours to close, also when a plugin fails after others started their engines.
+        services = Services(policy_services(clock))
+        try:
+            cluster = SimulatedCluster(clock, [], [], listers=Listers.empty())
+            scheduler = Scheduler(config, registry, cluster, clock=clock, services=services)
+            await scheduler.close()
+        finally:
+            await services.aclose()
 
     asyncio.run(build())

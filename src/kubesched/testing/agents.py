@@ -2,7 +2,7 @@
 
 Who calls it: the agent's end-to-end tests and those of the hub's agent client and state cache. A
 :class:`RunningAgent` owns the member's API client, the :class:`~kubesched.agent.core.Agent` and its
-:class:`~kubesched.agent.server.AgentServer` (a serving certificate from :mod:`kubesched.testing.certificates`,
+:class:`~kubesched.agent.server.AgentServer` (a serving certificate from :mod:`kubesched.harness.certificates`,
 a random token), and can be stopped and started again on the same port (an agent restart).
 :meth:`RunningAgent.call` is a plain HTTPS request with aiohttp -- deliberately not our agent client, so the
 agent's tests do not depend on it.
@@ -24,8 +24,8 @@ from kubesched.agent.server import AgentServer, server_ssl_context
 from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.clock import Clock
-from kubesched.testing.certificates import write_server_certificates
-from kubesched.testing.envtest import ControlPlane
+from kubesched.harness.certificates import write_server_certificates
+from kubesched.harness.envtest import ControlPlane
 
 __all__ = ["RunningAgent", "make_node"]
 

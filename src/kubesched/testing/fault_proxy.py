@@ -1,11 +1,14 @@
-"""A fault-injecting reverse proxy between kubesched and a real kube-apiserver, for the fault e2e tests.
+"""A fault-injecting reverse proxy between kubesched and a real kube-apiserver (or a cluster agent), for the fault
+e2e tests.
 
-Who calls it: ``tests/e2e/test_live_faults.py``. The scheduler under test talks plain HTTP to the proxy
-(``http://127.0.0.1:PORT``, through a kubeconfig or a :class:`ClusterConnection` from :meth:`FaultProxy.connection`);
-the proxy forwards every request over HTTPS to the :class:`~kubesched.testing.envtest.ControlPlane` (its CA,
-the client's ``Authorization`` header passed through) and streams the answer back as it comes, so watches
-work. Between the two it injects the faults a real cluster shows now and then, on rules the test sets and
-changes while the scheduler runs::
+Who calls it: ``tests/e2e/test_live_faults.py`` and ``tests/e2e/test_commit_crashes.py``. The client under test
+talks plain HTTP to the proxy (``http://127.0.0.1:PORT``, through a kubeconfig or a :class:`ClusterConnection` from
+:meth:`FaultProxy.connection`); the proxy forwards every request over HTTPS to the
+:class:`~kubesched.harness.envtest.ControlPlane` (its CA, the client's ``Authorization`` header passed through)
+and streams the answer back as it comes, so watches work. In front of a cluster agent it is
+``FaultProxy(upstream=agent_url, upstream_ca=ca_file, server_ssl=context)``: it serves HTTPS itself (with the
+agent's own certificate, so the hub trusts it as the agent) and forwards to the agent. Between the two it
+injects the faults a real cluster shows now and then, on rules the test sets and changes while the clients run::
 
     async with FaultProxy(plane) as proxy:
         proxy.fail("POST", r"/pods/[^/]+/binding$", 500, times=3, per_path=True)   # 3 per pod
@@ -15,6 +18,7 @@ changes while the scheduler runs::
         proxy.delay("POST", r"/binding$", 2.0, times=2)
         proxy.mutate(r"^/api/v1/pods$", spoil)                                   # malformed objects
         proxy.watch_error(r"^/api/v1/pods$", code=410, after_events=1)           # ERROR 410 in a stream
+        proxy.hook("POST", r"/pods$", kill_agent, when="answer")                  # the member made it; then
         connection = proxy.connection("scheduler")
         ...
         assert [r.status for r in proxy.log if r.method == "POST"] == [...]
@@ -29,6 +33,13 @@ request ends there), else, for a watch, the first matching stream rule (``drop(a
 (``object``) they match, as the real server never would (that is how malformed objects get in). Every
 request lands in :attr:`FaultProxy.log` with its method, path, query, status (``None``: no answer) and the
 fault applied.
+
+A ``hook`` calls a function of the test when a matching request arrives (``when="request"``: before any delay
+and before it is forwarded) or when its answer came back from upstream (``when="answer"``: the server has carried
+it out, the client has not heard), with the :class:`LoggedRequest`; then the request goes on (``drop=False``) or
+the client's connection is closed without an answer (``drop=True``, the default) -- e.g. SIGKILL the client
+process at that exact step. A hook is terminal like ``fail`` and ``drop``. The callback runs in the proxy's event
+loop: it must not block.
 """
 
 from __future__ import annotations
@@ -50,11 +61,11 @@ import yaml
 from aiohttp import web
 
 from kubesched.backends.kube.kubeconfig import ClusterConnection
-from kubesched.testing.envtest import USERS, ControlPlane
+from kubesched.harness.envtest import USERS, ControlPlane
 
 __all__ = ["FaultProxy", "LoggedRequest", "Mutation", "Rule"]
 
-Action = Literal["fail", "drop", "delay", "mutate", "watch_error"]
+Action = Literal["fail", "drop", "delay", "mutate", "watch_error", "hook"]
 # A mutation takes one object of a list answer or a watch event and returns what to send instead (or None
 # after changing it in place).
 Mutation = Callable[[dict[str, Any]], "dict[str, Any] | None"]
@@ -110,6 +121,8 @@ class Rule:
     after_events: int | None = None  # drop: cut a watch after this many events; watch_error: inject after them
     after_upstream: bool = False  # drop: forward the request first, then give no answer
     mutation: Mutation | None = None
+    callback: Callable[[LoggedRequest], object] | None = None  # hook: called with the request
+    when: Literal["request", "answer"] = "request"  # hook: before forwarding, or once upstream answered
     hits: int = 0
     _per_path_hits: dict[str, int] = field(default_factory=dict)
 
@@ -166,16 +179,35 @@ class _Dropped(Exception):
 
 
 class FaultProxy:
-    """The proxy (module doc). ``async with FaultProxy(plane) as proxy`` starts it in the running loop."""
+    """The proxy (module doc). ``async with FaultProxy(plane) as proxy`` starts it in the running loop.
 
-    def __init__(self, plane: ControlPlane, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    ``plane``: forward to that control plane. Or ``upstream`` (an ``https://`` URL) with ``upstream_ca`` (the CA
+    file its certificate is checked with); ``server_ssl``: serve HTTPS with that context instead of plain HTTP.
+    ``port`` 0 picks a free port (kept across :meth:`stop` and :meth:`start`)."""
+
+    def __init__(
+        self,
+        plane: ControlPlane | None = None,
+        *,
+        upstream: str = "",
+        upstream_ca: Path | None = None,
+        server_ssl: ssl.SSLContext | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        if (plane is None) == (not upstream):
+            raise ValueError("give a control plane or an upstream URL, not both")
         self.plane = plane
+        self._upstream = upstream.rstrip("/")
+        self._upstream_ca = upstream_ca if plane is None else plane.ca_file
+        self.server_ssl = server_ssl
         self.host = host
         self._port = port
         self.rules: list[Rule] = []
         self.log: list[LoggedRequest] = []
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
+        self._late: set[asyncio.Task[None]] = set()  # requests forwarded after their client was answered
 
     # ---------------------------------------------------------------------------------------------- lifecycle
 
@@ -191,7 +223,7 @@ class FaultProxy:
     async def start(self) -> None:
         if self._runner is not None:
             raise RuntimeError("the fault proxy is already started")
-        context = ssl.create_default_context(cafile=str(self.plane.ca_file))
+        context = ssl.create_default_context(cafile=None if self._upstream_ca is None else str(self._upstream_ca))
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=context, limit=0),
             timeout=aiohttp.ClientTimeout(),
@@ -203,13 +235,16 @@ class FaultProxy:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self._port)
+        site = web.TCPSite(self._runner, self.host, self._port, ssl_context=self.server_ssl)
         await site.start()
         self._port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         """Close the listener and every open connection (watches included), then the upstream session."""
         runner, self._runner = self._runner, None
+        for late in list(self._late):
+            late.cancel()
+        await asyncio.gather(*self._late, return_exceptions=True)
         session, self._session = self._session, None
         try:
             if runner is not None:
@@ -220,16 +255,26 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``, where the scheduler under test connects."""
+        """``http://127.0.0.1:PORT`` (``https://`` with ``server_ssl``), where the client under test connects."""
         if self._runner is None:
             raise RuntimeError("the fault proxy is not started")
-        return f"http://{self.host}:{self._port}"
+        return f"{'https' if self.server_ssl is not None else 'http'}://{self.host}:{self._port}"
+
+    @property
+    def upstream(self) -> str:
+        """Where requests are forwarded to."""
+        return self.plane.url if self.plane is not None else self._upstream
 
     # ---------------------------------------------------------------------------------------------- clients
 
+    def _plane(self) -> ControlPlane:
+        if self.plane is None:
+            raise RuntimeError("the fault proxy is in front of an upstream URL, not a control plane")
+        return self.plane
+
     def connection(self, user: str = "scheduler") -> ClusterConnection:
         """A connection to the proxy as ``user`` of the control plane (its bearer token)."""
-        return ClusterConnection(server=self.url, source=f"fault proxy {self.url}", token=self.plane.token(user))
+        return ClusterConnection(server=self.url, source=f"fault proxy {self.url}", token=self._plane().token(user))
 
     def write_kubeconfig(
         self, path: Path, user: str = "scheduler", context_name: str = "kubesched-fault-proxy"
@@ -240,7 +285,7 @@ class FaultProxy:
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": context_name, "cluster": {"server": self.url}}],
-            "users": [{"name": name, "user": {"token": self.plane.token(user)}}],
+            "users": [{"name": name, "user": {"token": self._plane().token(user)}}],
             "contexts": [{"name": context_name, "context": {"cluster": context_name, "user": name}}],
             "current-context": context_name,
         }
@@ -267,11 +312,15 @@ class FaultProxy:
         watch: bool | None = None,
         query: str | None = None,
         per_path: bool = False,
+        forward_after: float | None = None,
     ) -> Rule:
-        """Answer ``status`` with ``body`` (default: a ``Status`` object) and ``headers``; not forwarded."""
+        """Answer ``status`` with ``body`` (default: a ``Status`` object) and ``headers``; not forwarded -- or, with
+        ``forward_after``, forwarded that many seconds later all the same, its answer discarded: a server that
+        answered ``504`` while still carrying the request out (a slow etcd write)."""
         return self._add(Rule(
             "fail", method, re.compile(path_regex), times, per_path, watch, _compile(query), status,
-            dict(headers or {}), body if body is not None else status_body(status),
+            dict(headers or {}), body if body is not None else status_body(status), seconds=forward_after or 0.0,
+            after_upstream=forward_after is not None,
         ))  # fmt: skip
 
     def drop(
@@ -331,6 +380,24 @@ class FaultProxy:
         return self._add(Rule(
             "watch_error", "GET", re.compile(path_regex), times, False, True, _compile(query), code,
             body=body, after_events=after_events,
+        ))  # fmt: skip
+
+    def hook(
+        self,
+        method: str | None,
+        path_regex: str,
+        callback: Callable[[LoggedRequest], object],
+        times: int | None = 1,
+        *,
+        when: Literal["request", "answer"] = "answer",
+        drop: bool = True,
+        query: str | None = None,
+    ) -> Rule:
+        """Call ``callback`` when a matching request arrives or once upstream answered it, then close the client's
+        connection without an answer (``drop``) or carry on (module doc). Never for watches."""
+        return self._add(Rule(
+            "hook", method, re.compile(path_regex), times, False, False, _compile(query), callback=callback,
+            when=when, after_upstream=drop,
         ))  # fmt: skip
 
     def remove(self, rule: Rule) -> None:
@@ -397,21 +464,34 @@ class FaultProxy:
         query = urllib.parse.unquote_plus(request.query_string)
         seconds, rule, mutations = self._select(request.method, request.path, query, watch)
         faults = []
+        if rule is not None and rule.action == "hook" and rule.when == "request":
+            faults.append("hook")  # on arrival, before any delay
+            entry.fault = "hook"
+            assert rule.callback is not None
+            rule.callback(entry)
         if seconds:
             faults.append("delay")
-            entry.fault = "delay"
+            entry.fault = "+".join(faults)
             await asyncio.sleep(seconds)
         if rule is not None and rule.action == "fail":
             entry.fault = "+".join([*faults, "fail"])
             entry.status = rule.status
+            if rule.after_upstream:
+                late = asyncio.get_running_loop().create_task(
+                    self._forward_late(request.method, request.path_qs, dict(request.headers), body, rule.seconds)
+                )
+                self._late.add(late)
+                late.add_done_callback(self._late.discard)
             text = rule.body if isinstance(rule.body, str | bytes) else json.dumps(rule.body)
             headers = {"Content-Type": "application/json", **rule.headers}
             return web.Response(status=rule.status, body=text, headers=headers)
         if rule is not None and rule.action == "drop" and rule.after_events is None and not rule.after_upstream:
             entry.fault = "+".join([*faults, "drop"])
             self._abort(request)
+        if rule is not None and rule.action == "hook" and rule.when == "request" and rule.after_upstream:  # drop
+            self._abort(request)
         assert self._session is not None
-        url = self.plane.url + request.path_qs
+        url = self.upstream + request.path_qs
         try:
             upstream = await self._session.request(
                 request.method,
@@ -429,6 +509,16 @@ class FaultProxy:
                 await upstream.read()
                 entry.fault = "+".join([*faults, "drop"])
                 self._abort(request)
+            if rule is not None and rule.action == "hook" and rule.when == "answer":
+                answer = await upstream.read()
+                entry.fault = "+".join([*faults, "hook"])
+                entry.status = upstream.status  # what the server answered; the client gets it only without drop
+                assert rule.callback is not None
+                rule.callback(entry)
+                if rule.after_upstream:  # drop
+                    entry.status = None
+                    self._abort(request)
+                return web.Response(status=upstream.status, body=answer, headers=_forwarded(upstream.headers))
             headers = _forwarded(upstream.headers)
             if watch and upstream.status == 200:
                 stream_rule = rule if rule is not None and rule.after_events is not None else None
@@ -492,6 +582,25 @@ class FaultProxy:
                     await forward(buffer)
         await response.write_eof()
         return response
+
+    async def _forward_late(
+        self, method: str, path_qs: str, headers: dict[str, str], body: bytes, seconds: float
+    ) -> None:
+        """Send a request the client was already answered for, ``seconds`` from now; the answer is logged only."""
+        await asyncio.sleep(seconds)
+        entry = LoggedRequest(method, path_qs.split("?", 1)[0], {}, time.monotonic(), fault="late")
+        self.log.append(entry)
+        assert self._session is not None
+        try:
+            async with self._session.request(
+                method, self.upstream + path_qs, headers=_forwarded(headers), data=body or None, allow_redirects=False
+            ) as answer:
+                await answer.read()
+                entry.status = answer.status
+        except (aiohttp.ClientError, OSError):
+            entry.status = 502
+        finally:
+            entry.ended = time.monotonic()
 
     @staticmethod
     def _abort(request: web.Request) -> None:

@@ -85,6 +85,7 @@ class RecordingClient:
         self.bindings: list[tuple[str, str]] = []
         self.preemptions: list[tuple[str, str]] = []  # (victim key, preemptor key)
         self.cleared_nominations: list[str] = []
+        self.annotations: dict[str, dict[str, str]] = {}  # pod uid -> annotations as compare_and_set left them
         # (pod key, node, [(volume, claim key)], [claim key to provision]) per bind_volumes call.
         self.volume_bindings: list[tuple[str, str, list[tuple[str, str]], list[str]]] = []
 
@@ -102,6 +103,15 @@ class RecordingClient:
         if self.fail_with is not None:
             raise self.fail_with
         self.cleared_nominations.append(pod.key)
+
+    async def compare_and_set_annotation(self, pod: Pod, key: str, expected: str | None, value: str) -> bool:
+        if self.fail_with is not None:
+            raise self.fail_with
+        current = self.annotations.setdefault(pod.metadata.uid, dict(pod.metadata.annotations))
+        if current.get(key) != expected:
+            return False
+        current[key] = value
+        return True
 
     async def bind_volumes(
         self,

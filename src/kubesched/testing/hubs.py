@@ -27,6 +27,7 @@ from kubesched.federation.commit import AgentCommitter
 from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
 from kubesched.framework.runtime.services import Services
 from kubesched.framework.verdict import PolicyVerdict
+from kubesched.harness.envtest import ControlPlane
 from kubesched.plugins.multicluster.reservation import APPROVAL_ANNOTATION_KEY
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
@@ -34,7 +35,6 @@ from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.agents import RunningAgent
 from kubesched.testing.builders import make_pod
-from kubesched.testing.envtest import ControlPlane
 from kubesched.testing.multicluster_builders import make_member
 
 HUB = "hub-scheduler"

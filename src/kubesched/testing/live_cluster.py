@@ -1,6 +1,6 @@
 """Pieces of the live-mode end-to-end tests: one test's objects, a scheduler run in the test's loop, waiting.
 
-Who calls it: ``tests/e2e`` (over :class:`~kubesched.testing.envtest.ControlPlane`). Every test names its own
+Who calls it: ``tests/e2e`` (over :class:`~kubesched.harness.envtest.ControlPlane`). Every test names its own
 scheduler profile and labels its own nodes, and its pods select those nodes, so tests sharing the session's API
 server never schedule each other's pods.
 """
@@ -19,9 +19,9 @@ from typing import Any
 from kubesched.backends.kube.kubeconfig import ClusterConnection, load_connection
 from kubesched.config.loader import load_config_dict
 from kubesched.config.types import SchedulerConfiguration
+from kubesched.harness.envtest import ControlPlane
 from kubesched.live.run import LiveOptions, LiveScheduler
 from kubesched.plugins.registry import in_tree_registry
-from kubesched.testing.envtest import ControlPlane
 
 
 @dataclass

@@ -67,3 +67,37 @@ def test_an_unhashable_key_is_a_one_line_yaml_error(tmp_path: Path) -> None:
     path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  ? [a]\n  : b\n")
     with pytest.raises(ManifestError, match=r"m\.yaml: line \d+: could not parse YAML: found unhashable key"):
         load_manifests([str(path)])
+
+
+JSON_DUPLICATES = """{
+  "apiVersion": "v1",
+  "kind": "List",
+  "items": [
+    {"apiVersion": "v1", "kind": "Node",
+     "metadata": {"name": "n",
+                  "name": "m"}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+     "spec": {"containers": [{"name": "c", "image": "x", "image": "y"}]}}
+  ]
+}
+"""
+
+
+def test_a_repeated_key_in_json_is_found_as_in_yaml(tmp_path: Path) -> None:
+    """kubectl's strict decoding refuses both (``duplicate field``); the last value wins in lenient loading."""
+    path = tmp_path / "m.json"
+    path.write_text(JSON_DUPLICATES)
+    loaded = load_manifests([str(path)])
+    assert [w for w in loaded.warnings if "already set" in w] == [
+        f'{path}: line 7: key "name" already set in map (first at line 6)',
+        f'{path}: line 9: key "image" already set in map (first at line 9)',
+    ]
+    assert [node.metadata.name for node in loaded.nodes] == ["m"]
+    with pytest.raises(ManifestError, match=r'm\.json: line 7: key "name" already set in map \(first at line 6\)'):
+        load_manifests([str(path)], strict=True)
+
+
+def test_json_without_repeated_keys_has_no_finding(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text('{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"name": "x"}}}')
+    assert load_manifests([str(path)], strict=True).warnings == []

@@ -328,7 +328,8 @@ def test_json_form(tmp_path: Path) -> None:
         "key_ids": [key_id(KEY.public_key())],
         "checkpoints": 2,
         "last_checkpoint": {"records": 6, "hash": json.loads(lines[-1])["hash"], "time": "2026-05-28T20:26:40.000000Z"},
-        "expect_head_matched": False,
+        "expect_head_matched": None,  # no expect_head was given
+        "after_head_records": 0,
         "anchored": 6,
         "unanchored_records": 0,
         "problem": None,

@@ -5,14 +5,12 @@ nothing is lost or repeated, a stalled disk fills a bounded queue, close does no
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import json
 import logging
 import os
 import stat
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,6 @@ from kubesched.audit.verify import verify_chain
 from kubesched.testing.builders import make_node, make_pod
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
-SLOW_FSYNC = 0.2
 
 
 def is_file(fd: int) -> bool:
@@ -46,19 +43,27 @@ def ids(*indexes: int) -> list[str]:
 
 
 class Disk:
-    """Stands in for os.fsync in the sink's module: optionally sleeps or fails first; on each fsync of the
-    log, notes how many lines the log holds and how many records its head file names at that moment."""
+    """Stands in for os.fsync in the sink's module: optionally held until ``gate`` is set (``entered`` says a
+    sync is waiting there) or failed; on each fsync of the log, notes how many lines the log holds and how many
+    records its head file names at that moment."""
 
     def __init__(
-        self, monkeypatch: pytest.MonkeyPatch, path: Path, *, delay: float = 0.0, fail_at: int | None = None
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        path: Path,
+        *,
+        gate: threading.Event | None = None,
+        fail_at: int | None = None,
     ) -> None:
         self.path = path
         self.seen: list[tuple[int, int]] = []
+        self.entered = threading.Event()
         real: Callable[[int], None] = os.fsync
 
         def fsync(fd: int) -> None:
-            if delay:
-                time.sleep(delay)
+            if gate is not None and is_file(fd):
+                self.entered.set()
+                assert gate.wait(30), "the test never let the disk go on"
             if is_file(fd):
                 head = read_head(path)
                 self.seen.append((len(path.read_bytes().splitlines()), head.records if head is not None else 0))
@@ -96,19 +101,20 @@ class FailingWrite:
 
 def test_write_returns_without_waiting_for_a_slow_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "audit.jsonl"
+    disk_may_go_on = threading.Event()
     with JsonlSink(path, durability="every") as sink:
-        disk = Disk(monkeypatch, path, delay=SLOW_FSYNC)
-        started = time.perf_counter()
+        disk = Disk(monkeypatch, path, gate=disk_may_go_on)
         for index in range(20):
             sink.write(make_record(index))
-        wrote = time.perf_counter() - started
+        # Every write has returned while the disk holds the first record's fsync: none of them waited for it.
+        assert disk.entered.wait(10), "the writer reached the disk"
+        assert len(logged(path)) == 1 and disk.seen == []
+        disk_may_go_on.set()
         sink.flush()
-        flushed = time.perf_counter() - started
+        assert len(disk.seen) == 20, "flush returned only once every record was fsynced"
         assert [line["decision_id"] for line in logged(path)] == ids(*range(20)), "all on disk after flush"
         head = read_head(path)
         assert head is not None and head.records == 20
-    assert wrote < SLOW_FSYNC / 4, f"20 writes took {wrote:.3f}s: write waited on the disk"
-    assert flushed >= 20 * SLOW_FSYNC, "flush waits until every record is fsynced"
     # `every`: each record is fsynced before the next one is written, and the head file is replaced only
     # after the fsync, so at each fsync the head names the record before.
     assert disk.seen == [(n, n - 1) for n in range(1, 21)]
@@ -312,10 +318,10 @@ def test_a_stalled_disk_fills_the_bounded_queue_and_the_rest_is_counted(
         monkeypatch.setattr(os, "fsync", fsync)  # the sink's writer calls os.fsync
         sink.write(make_record(0))
         assert entered.wait(5), "the writer is stuck in the first fsync"
-        started = time.perf_counter()
+        # The disk stays stuck until after these writes: a write that waited for room in the queue would never
+        # return, so getting past the loop shows that a full queue drops instead.
         for index in range(1, 10):
             sink.write(make_record(index))
-        assert time.perf_counter() - started < 0.1, "a full queue drops; it does not wait"
         release.set()
     assert [line["decision_id"] for line in logged(path)] == ids(0, 1, 2, 3, 4, 5)
     assert metrics.dropped_total("jsonl", "queue_full") == 4 == sink.dropped
@@ -326,36 +332,28 @@ def test_close_from_a_coroutine_does_not_stall_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_async: Runner
 ) -> None:
     path = tmp_path / "audit.jsonl"
+    disk_may_go_on = threading.Event()
 
-    async def scenario() -> tuple[list[float], float]:
+    async def scenario() -> tuple[int, bool]:
         sink = JsonlSink(path, durability="every")
-        Disk(monkeypatch, path, delay=SLOW_FSYNC)
+        disk = Disk(monkeypatch, path, gate=disk_may_go_on)
         for index in range(3):
             sink.write(make_record(index))
-        gaps: list[float] = []
+        closing = asyncio.ensure_future(sink.close())
+        turns = 0
+        # The disk holds an fsync until the loop has turned a few times while close is under way: a close
+        # that blocked the loop would leave it no turn (and never return).
+        while turns < 3 and not closing.done():
+            await asyncio.sleep(0)
+            turns += disk.entered.is_set()
+        closed_before_the_disk = closing.done()
+        disk_may_go_on.set()
+        await closing
+        return turns, closed_before_the_disk
 
-        async def tick() -> None:
-            last = time.perf_counter()
-            while True:
-                await asyncio.sleep(0.005)
-                now = time.perf_counter()
-                gaps.append(now - last)
-                last = now
-
-        ticker = asyncio.create_task(tick())
-        await asyncio.sleep(0.02)
-        started = time.perf_counter()
-        await sink.close()
-        took = time.perf_counter() - started
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
-        return gaps, took
-
-    gaps, took = run_async(scenario())
-    assert took >= 2 * SLOW_FSYNC, "close waited for the records still being fsynced"
-    assert max(gaps) < 0.05, f"the loop stalled for {max(gaps):.3f}s while the log closed"
-    assert len(gaps) >= took / 0.05
+    turns, closed_before_the_disk = run_async(scenario())
+    assert turns == 3
+    assert not closed_before_the_disk, "close waited for the records still being fsynced"
     result = verify_chain(path)
     assert result.ok and result.records == 3
 

@@ -17,7 +17,6 @@ import datetime
 import json
 import os
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -213,28 +212,27 @@ def test_a_dropped_connection_then_an_answer_succeeds(run_async: RunAsync[Any]) 
 
 
 def test_an_answer_slower_than_the_deadline_is_a_transport_error(run_async: RunAsync[Any]) -> None:
-    async def scenario() -> tuple[list[float], list[str], int]:
+    async def scenario() -> tuple[list[str], int]:
         server: ApiServer
 
         async def slow(request: web.Request, seen: Seen) -> web.StreamResponse:
             await server.closing.wait()
             return ok({})
 
-        elapsed: list[float] = []
         messages: list[str] = []
         async with ApiServer(slow) as server, kube_client(server.connection(), timeout=0.2, max_retries=0) as client:
             for override in (None, 0.1):
-                started = time.monotonic()
                 with pytest.raises(KubeTransportError) as caught:
                     await client.request("GET", PODS, timeout=override)
-                elapsed.append(time.monotonic() - started)
                 messages.append(str(caught.value))
-            return elapsed, messages, len(server.seen)
+            return messages, len(server.seen)
 
-    elapsed, messages, requests = run_async(scenario())
-    assert 0.2 <= elapsed[0] < 0.7
-    assert 0.1 <= elapsed[1] < 0.5
-    assert messages == [f"GET {PODS}: no answer within the deadline"] * 2
+    # The server never answers: the deadline alone ended each call, the client's own, then the override.
+    messages, requests = run_async(scenario())
+    assert messages == [
+        f"GET {PODS}: no answer within the deadline (0.2 s)",
+        f"GET {PODS}: no answer within the deadline (0.1 s)",
+    ]
     assert requests == 2
 
 
@@ -307,22 +305,6 @@ def test_the_token_bucket_paces_requests_beyond_the_burst(run_async: RunAsync[An
     assert sequential == pytest.approx([0.1, 0.1, 0.1, 0.1])  # requests 3..6 wait one token each
     assert after_pause == pytest.approx([0.1])  # two saved tokens, then one wait
     assert requests == 9
-
-
-def test_the_token_bucket_measured(run_async: RunAsync[Any]) -> None:
-    async def scenario() -> list[float]:
-        async with ApiServer(answer_ok({})) as server, kube_client(server.connection(), qps=5, burst=2) as client:
-            started = time.monotonic()
-            done: list[float] = []
-            for _ in range(5):
-                await client.request("GET", PODS)
-                done.append(time.monotonic() - started)
-            return done
-
-    done = run_async(scenario())
-    assert done[1] < 0.15  # the burst goes at once (a paced second request would come at 0.2 s)
-    assert done[-1] >= 3 / 5 - 0.01  # then 5 a second
-    assert done[-1] < 0.6 + 0.4
 
 
 def test_a_negative_qps_disables_the_limiter(run_async: RunAsync[Any]) -> None:
@@ -554,7 +536,7 @@ def test_a_failing_exec_plugin_is_a_transport_error(tmp_path: Path, run_async: R
 def test_tls_with_the_kubeconfig_ca(tmp_path: Path, run_async: RunAsync[Any]) -> None:
     import ssl
 
-    from kubesched.testing.certificates import write_server_certificates
+    from kubesched.harness.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -636,7 +618,7 @@ def test_stream_lines_delivers_the_lines(run_async: RunAsync[Any]) -> None:
 
 
 def test_a_silent_stream_ends_after_the_read_timeout(run_async: RunAsync[Any]) -> None:
-    async def scenario() -> tuple[list[bytes], str, float]:
+    async def scenario() -> tuple[list[bytes], str]:
         server: ApiServer
 
         async def watch(request: web.Request, seen: Seen) -> web.StreamResponse:
@@ -644,17 +626,16 @@ def test_a_silent_stream_ends_after_the_read_timeout(run_async: RunAsync[Any]) -
 
         got: list[bytes] = []
         async with ApiServer(watch) as server, kube_client(server.connection()) as client:
-            started = time.monotonic()
             with pytest.raises(KubeTransportError) as caught:
                 async with client.stream_lines(PODS, {"watch": "true"}, read_timeout=0.25) as lines:
                     async for line in lines:
                         got.append(line)
-            return got, str(caught.value), time.monotonic() - started
+            return got, str(caught.value)
 
-    got, message, elapsed = run_async(scenario())
+    # The server holds the stream open without a word after the first event: the read timeout ended it.
+    got, message = run_async(scenario())
     assert got == [b'{"type": "ADDED"}\n']
-    assert message == f"GET {PODS} (watch): silent for 0 s"
-    assert 0.25 <= elapsed < 1.0
+    assert message == f"GET {PODS} (watch): silent for 0.25 s"
 
 
 def test_a_stream_cut_midway_is_a_transport_error(run_async: RunAsync[Any]) -> None:
@@ -818,7 +799,7 @@ def test_requests_and_watches_given_up_midway_over_tls_leave_no_socket_open(
     import ssl
     import warnings
 
-    from kubesched.testing.certificates import write_server_certificates
+    from kubesched.harness.certificates import write_server_certificates
 
     ca, cert, key = write_server_certificates(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

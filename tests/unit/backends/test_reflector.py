@@ -1,18 +1,17 @@
 """Reflector against a scripted API server: list pages and watch connections answered in a set order.
 
-Checked with the exact requests the server saw and the exact handler calls (reference/kubernetes-clients.md
-§4.5): paginated lists; the watch query (the list's version, bookmarks, a ``timeoutSeconds`` drawn in range);
-bookmarks move the version without a handler call; 410 Gone, in the stream or as the watch's status, relists
-at once and diffs (delete / update / add / nothing); any other failure reconnects from the last version after
-the backoff (measured: the jitter is pinned to 1.0 and INITIAL_BACKOFF is shortened), which doubles and is
-reset by a watch that delivered; a watch closed at once with nothing in it backs off too; malformed objects go
-to ``on_invalid`` and leave the cache; ``synced`` is set by the first list only.
+Checked with the exact requests the server saw and the exact handler calls: paginated lists; the watch query (the
+list's version, bookmarks, a ``timeoutSeconds`` drawn in range); bookmarks move the version without a handler call;
+410 Gone, in the stream or as the watch's status, relists at once and diffs (delete / update / add / nothing); any
+other failure reconnects from the last version after the backoff (the delays the reflector asks its injected sleep
+for; the jitter is pinned to 1.0), which doubles and is reset by a watch that delivered; a watch closed at once
+with nothing in it backs off too; malformed objects go to ``on_invalid`` and leave the cache; ``synced`` is set by
+the first list only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
@@ -129,12 +128,28 @@ class Recorder:
         self.cached_at_invalid.append(self.cache())
 
 
+class Backoffs:
+    """The reflector's sleep: every backoff it asks for is recorded, with whether it was synced then, and taken at
+    once (a yield to the loop)."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+        self.synced: list[bool] = []
+        self.reflector: Reflector[Pod] | None = None
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.synced.append(self.reflector is not None and self.reflector.synced.is_set())
+        await asyncio.sleep(0)
+
+
 @dataclass
 class Run:
     reflector: Reflector[Pod]
     recorder: Recorder
     server: ApiServer
     task: asyncio.Task[None]
+    backoffs: Backoffs
 
     def requests(self) -> list[tuple[str, ...]]:
         """("list", continue) and ("watch", resourceVersion), in order."""
@@ -146,11 +161,6 @@ class Run:
     def watches(self) -> list[Seen]:
         return [s for s in self.server.seen if s.query.get("watch")]
 
-    def gaps(self) -> list[float]:
-        """Seconds between consecutive watch requests."""
-        times = [s.at for s in self.watches()]
-        return [later - earlier for earlier, later in itertools.pairwise(times)]
-
 
 @asynccontextmanager
 async def reflecting(script: Script, **options: Any) -> AsyncIterator[Run]:
@@ -160,10 +170,14 @@ async def reflecting(script: Script, **options: Any) -> AsyncIterator[Run]:
         fake = FakeTime()  # the client's own retries are off: every failure reaches the reflector
         client = KubeClient(server.connection(), max_retries=0, sleep=fake.sleep)
         recorder = Recorder()
-        reflector: Reflector[Pod] = Reflector(client, PODS, recorder, rng=FixedJitter(), **options)
+        backoffs = Backoffs()
+        reflector: Reflector[Pod] = Reflector(
+            client, PODS, recorder, rng=FixedJitter(), sleep=backoffs.sleep, **options
+        )
+        backoffs.reflector = reflector
         recorder.cache = lambda: sorted(p.metadata.name for p in reflector.items())
         task = asyncio.create_task(reflector.run())
-        run = Run(reflector, recorder, server, task)
+        run = Run(reflector, recorder, server, task, backoffs)
         try:
             yield run
             assert not task.done(), f"the reflector stopped: {task}"
@@ -260,18 +274,15 @@ def test_a_failed_list_is_retried_after_the_backoff_and_not_synced_meanwhile(
 ) -> None:
     script = Script(pages=[failure, page([pod("a", "1")], "10")])
 
-    async def scenario() -> tuple[list[float], bool, list[tuple[str, ...]]]:
+    async def scenario() -> tuple[list[float], list[bool], list[tuple[str, ...]]]:
         async with reflecting(script) as run:
-            await wait_for(run, lambda: len(run.server.seen) >= 1)
-            synced_after_failure = run.reflector.synced.is_set()
             await wait_for(run, watch_count(run, 1))
-            seen = run.server.seen
-            return [seen[1].at - seen[0].at], synced_after_failure, run.requests()
+            return run.backoffs.sleeps, run.backoffs.synced, run.requests()
 
-    gap, synced_after_failure, requests = run_async(scenario())
+    backoffs, synced_while_backing_off, requests = run_async(scenario())
     assert requests == [("list", ""), ("list", ""), ("watch", "10")]
-    assert not synced_after_failure
-    assert BACKOFF <= gap[0] < BACKOFF + 0.5
+    assert backoffs == [BACKOFF]
+    assert synced_while_backing_off == [False]
 
 
 # -------------------------------------------------------------------------------------------------- watches
@@ -365,14 +376,12 @@ def test_410_relists_at_once_and_diffs_against_the_cache(
         watches=[gone],
     )
 
-    async def scenario() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], float, int, int]:
+    async def scenario() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[float], int, int]:
         async with reflecting(script) as run:
             await wait_for(run, watch_count(run, 2))
-            seen = run.server.seen
-            relist_gap = seen[2].at - seen[1].at
-            return run.recorder.calls, run.requests(), relist_gap, run.reflector.lists, len(run.reflector)
+            return run.recorder.calls, run.requests(), run.backoffs.sleeps, run.reflector.lists, len(run.reflector)
 
-    calls, requests, gap, lists, cached = run_async(scenario())
+    calls, requests, backoffs, lists, cached = run_async(scenario())
     assert calls == [
         ("add", "a@1"),
         ("add", "b@2"),
@@ -387,7 +396,7 @@ def test_410_relists_at_once_and_diffs_against_the_cache(
         ("delete", "c@3"),
     ]
     assert requests == [("list", ""), ("watch", "10"), ("list", ""), ("watch", "30")]
-    assert gap < BACKOFF  # no backoff before the relist
+    assert backoffs == []  # no backoff before the relist
     assert (lists, cached) == (2, 4)
 
 
@@ -442,13 +451,19 @@ def test_other_failures_reconnect_from_the_last_version_after_the_backoff(
     async def scenario() -> tuple[list[tuple[str, ...]], list[tuple[str, ...]], list[float], int, str]:
         async with reflecting(script) as run:
             await wait_for(run, watch_count(run, 2))
-            return run.recorder.calls, run.requests(), run.gaps(), run.reflector.lists, run.reflector.last_error
+            return (
+                run.recorder.calls,
+                run.requests(),
+                run.backoffs.sleeps,
+                run.reflector.lists,
+                run.reflector.last_error,
+            )
 
-    got, requests, gaps, lists, last_error = run_async(scenario())
+    got, requests, backoffs, lists, last_error = run_async(scenario())
     assert got == [("add", "a@1"), *calls]
     assert requests == [("list", ""), ("watch", "10"), ("watch", resume_from)]  # no relist
     assert lists == 1
-    assert BACKOFF <= gaps[0] < BACKOFF + 0.5
+    assert backoffs == [BACKOFF]
     assert last_error
 
 
@@ -467,13 +482,11 @@ def test_the_backoff_doubles_and_a_watch_that_delivered_resets_it(run_async: Run
     async def scenario() -> tuple[list[float], list[tuple[str, ...]]]:
         async with reflecting(script) as run:
             await wait_for(run, watch_count(run, 6), timeout=10)
-            return run.gaps(), run.requests()
+            return run.backoffs.sleeps, run.requests()
 
-    gaps, requests = run_async(scenario())
+    backoffs, requests = run_async(scenario())
     assert requests == [("list", ""), *(("watch", rv) for rv in ("10", "10", "10", "11", "11", "12"))]
-    nominal = [BACKOFF, 2 * BACKOFF, BACKOFF, 2 * BACKOFF, BACKOFF]
-    for gap, expected in zip(gaps, nominal, strict=True):
-        assert expected <= gap < expected + BACKOFF * 1.5, (gaps, nominal)
+    assert backoffs == pytest.approx([BACKOFF, 2 * BACKOFF, BACKOFF, 2 * BACKOFF, BACKOFF])
 
 
 def test_a_watch_closed_at_once_with_nothing_in_it_backs_off(run_async: RunAsync[Any]) -> None:
@@ -483,12 +496,11 @@ def test_a_watch_closed_at_once_with_nothing_in_it_backs_off(run_async: RunAsync
     async def scenario() -> tuple[list[float], list[tuple[str, ...]]]:
         async with reflecting(script) as run:
             await wait_for(run, watch_count(run, 4), timeout=10)
-            return run.gaps(), run.requests()
+            return run.backoffs.sleeps, run.requests()
 
-    gaps, requests = run_async(scenario())
+    backoffs, requests = run_async(scenario())
     assert requests == [("list", ""), *(("watch", "10"),) * 4]
-    for gap, expected in zip(gaps, [BACKOFF, 2 * BACKOFF, 4 * BACKOFF], strict=True):
-        assert expected <= gap < expected + BACKOFF * 1.5, gaps
+    assert backoffs == pytest.approx([BACKOFF, 2 * BACKOFF, 4 * BACKOFF])
 
 
 # ------------------------------------------------------------------------------------------ malformed objects

@@ -11,7 +11,6 @@ import multiprocessing
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +27,7 @@ from kubesched.framework.policy import (
     node_document,
     pod_document,
 )
+from kubesched.policy import worker as worker_module
 from kubesched.policy.embedded import EmbeddedRegoEngine
 from kubesched.policy.worker import EmbeddedPolicyClient
 
@@ -240,11 +240,8 @@ def test_an_evaluation_is_stopped_at_the_time_limit(
     first_worker = client.worker_pid
 
     async def scenario() -> None:
-        started = time.monotonic()
         with pytest.raises(PolicyError, match=r"did not finish within 1s") as caught:
             await client.decide({"n": 4000})
-        elapsed = time.monotonic() - started
-        assert 0.9 < elapsed < 3.0, elapsed
         assert "restarted" in str(caught.value)
         decision = await client.decide({"n": 2})
         assert decision.allowed and decision.revision == client.revision()
@@ -260,9 +257,7 @@ def test_calls_queue_and_one_that_waited_out_its_time_is_not_sent(
     client = slow_client(make_client, tmp_path, timeout_seconds=1.0)
 
     async def scenario() -> None:
-        started = time.monotonic()
         slow, queued = await asyncio.gather(client.decide({"n": 4000}), client.decide({"n": 2}), return_exceptions=True)
-        assert time.monotonic() - started < 3.0
         assert isinstance(slow, PolicyError) and "did not finish within 1s" in str(slow)
         assert isinstance(queued, PolicyError) and "did not start within 1s" in str(queued)
         answers = await asyncio.gather(*(client.decide({"n": n}) for n in (1, 2, 300)))
@@ -276,30 +271,18 @@ def test_the_event_loop_runs_while_an_evaluation_is_pending(
 ) -> None:
     client = slow_client(make_client, tmp_path, timeout_seconds=60.0)
 
-    async def scenario() -> tuple[float, float]:
-        gaps: list[float] = []
-        stop = asyncio.Event()
+    async def scenario() -> int:
+        deciding = asyncio.ensure_future(client.decide({"n": 2500}))  # seconds of evaluation in the worker
+        ticks = 0
+        # Each pass is one turn of the loop while the decision is pending: a call that blocked the loop until
+        # its answer would leave none.
+        while not deciding.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        assert (await deciding).allowed
+        return ticks
 
-        async def ticker() -> None:
-            last = time.monotonic()
-            while not stop.is_set():
-                await asyncio.sleep(0.005)
-                now = time.monotonic()
-                gaps.append(now - last)
-                last = now
-
-        task = asyncio.create_task(ticker())
-        started = time.monotonic()
-        decision = await client.decide({"n": 2500})  # ~2 s of evaluation
-        duration = time.monotonic() - started
-        stop.set()
-        await task
-        assert decision.allowed
-        return duration, max(gaps)
-
-    duration, largest_gap = run_async(scenario())
-    assert duration > 0.5, "the evaluation was long enough to tell"
-    assert largest_gap < 0.05, f"the event loop stalled for {largest_gap * 1e3:.0f} ms"
+    assert run_async(scenario()) >= 3, "the event loop did not turn while the evaluation was pending"
 
 
 def test_a_killed_worker_is_restarted(run_async: RunAsync[Any], make_client: MakeClient, tmp_path: Path) -> None:
@@ -387,9 +370,7 @@ def test_a_reload_that_never_finishes_is_stopped_and_not_retried(
     async def scenario() -> None:
         # A decision that takes ~16M steps whatever the input: the reload's smoke evaluation never ends.
         policy.write_text(SIMPLE.replace("data.allowed[input.node.metadata.name]", SLOW_BODY))
-        started = time.monotonic()
         assert await client.reload() == good
-        assert time.monotonic() - started < 3.0
         assert "did not finish within 1s" in client.last_reload_error
         assert (await client.decide(node)).revision == good
         restarted = client.worker_pid
@@ -403,20 +384,33 @@ def test_a_reload_that_never_finishes_is_stopped_and_not_retried(
 
 
 def test_close_leaves_no_process_or_thread_behind(
-    run_async: RunAsync[Any], make_client: MakeClient, tmp_path: Path
+    run_async: RunAsync[Any], make_client: MakeClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    killed: list[int | None] = []
+    kill = worker_module._Worker.kill
+
+    def recorded_kill(worker: worker_module._Worker) -> None:
+        killed.append(worker.process.pid)
+        kill(worker)
+
+    monkeypatch.setattr(worker_module._Worker, "kill", recorded_kill)
     assert workers() == [] and client_threads() == []
     idle = make_client([str(POLICIES)], [str(POLICIES / "data.json")])
     busy = slow_client(make_client, tmp_path)
     assert len(workers()) == 2 and len(client_threads()) == 2
 
+    def busy_workers() -> bool:
+        return busy._worker is not None and busy._worker.busy
+
     async def scenario() -> None:
         await idle.aclose()
         pending = asyncio.ensure_future(busy.decide({"n": 4000}))
-        await asyncio.sleep(0.3)
-        started = time.monotonic()
+        while not busy_workers():  # the evaluation has started
+            await asyncio.sleep(0.01)
         await busy.aclose()
-        assert time.monotonic() - started < 1.0, "closing does not wait for the evaluation"
+        # Closing did not wait for the evaluation: it killed the worker in the middle of it, and the call got
+        # no decision but the closed client's error.
+        assert killed, "the busy worker was killed"
         with pytest.raises(PolicyError, match="closed"):
             await pending
         with pytest.raises(PolicyError, match="closed"):

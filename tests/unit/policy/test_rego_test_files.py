@@ -41,7 +41,8 @@ def test_a_file_named_on_the_command_line_goes_at_data(tmp_path: Path) -> None:
 
 
 def test_a_data_file_given_with_data_and_found_by_the_walk_is_read_once(tmp_path: Path) -> None:
-    # The README's command: OPA, given the file twice, would merge it with itself and fail.
+    # A data file named with --data that the walk finds too (--data examples/policies/data.json beside
+    # examples/policies): OPA, given the file twice, would merge it with itself and fail.
     write(tmp_path / "p_test.rego", "package p_test\n")
     data = write(tmp_path / "data.json", '{"config": {"level": "pci"}}')
     sources = load_test_sources([str(tmp_path)], [str(data), str(data)])

@@ -15,7 +15,7 @@ from kubesched.api.objects import Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger
+from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger, ReleaseOutcome
 from kubesched.framework.runtime.services import Services
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.admission import BindingAdmission
@@ -85,9 +85,11 @@ class _SlowMembers:
             raise CommitError(cluster, "Unfit", "no node with enough free cpu", refused=True)
         return f"{cluster}-node-0"
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
+    async def release(
+        self, cluster: str, reservation_id: str, *, timeout: float, pod: Pod | None = None
+    ) -> ReleaseOutcome:
         await self._answer()
-        return self.open.pop(reservation_id, None) is not None
+        return ReleaseOutcome(self.open.pop(reservation_id, None) is not None)
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
         await self._answer()

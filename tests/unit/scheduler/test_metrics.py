@@ -20,7 +20,7 @@ from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.interface import Handle
+from kubesched.framework.interface import DecisionCacheStats, Handle
 from kubesched.framework.runtime.registry import PluginRegistration, Registry, merge
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
@@ -59,8 +59,31 @@ class Boom:
         return None
 
 
+class Remembering:
+    """A Filter that remembers the pods it saw and reports its lookups as a decision cache's: the first call
+    for a pod misses, every later one hits."""
+
+    name = "Remembering"
+
+    def __init__(self, args: object, handle: Handle) -> None:
+        self.seen: set[str] = set()
+        self.hits = 0
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        if pod.uid in self.seen:
+            self.hits += 1
+        self.seen.add(pod.uid)
+        return None
+
+    def decision_cache_stats(self) -> DecisionCacheStats:
+        return DecisionCacheStats(hits=self.hits, misses=len(self.seen))
+
+
 def registry() -> Registry:
-    return merge(in_tree_registry(), {"Boom": PluginRegistration.of("Boom", Boom)})
+    return merge(
+        in_tree_registry(),
+        {"Boom": PluginRegistration.of("Boom", Boom), "Remembering": PluginRegistration.of("Remembering", Remembering)},
+    )
 
 
 def two_profiles() -> SchedulerConfiguration:
@@ -201,6 +224,8 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
         metrics = SchedulerMetrics(reg, sample_percent=100)
         scheduler, *_ = await simulate(metrics, workload(), [node("n1"), node("n2")])
         await scheduler.close()
+        replaced = [name for fwk in scheduler.frameworks.values() for name in vars(fwk) if name.startswith("run_")]
+        assert replaced == [], "runners are observed by the class's own code, never swapped on the instance"
         point = "scheduler_framework_extension_point_duration_seconds_count"
 
         def points(extension_point: str, status: str, profile: str = DEFAULT) -> float:
@@ -388,6 +413,39 @@ def test_policy_decisions_and_decision_cache(run_async: Runner) -> None:
         # Replicas share one cache entry: the first and the miner missed, the other four hit.
         assert value(reg, "kubesched_policy_decision_cache_hits_total") == 4
         assert value(reg, "kubesched_policy_decision_cache_misses_total") == 2
+
+    run_async(scenario())
+
+
+def test_decision_cache_counts_are_what_plugins_report_summed_over_profiles(run_async: Runner) -> None:
+    """Any plugin that is a DecisionCacheReporter counts, in every profile; nothing is read from its attributes."""
+
+    async def scenario() -> None:
+        reg = CollectorRegistry()
+        metrics = SchedulerMetrics(reg)
+        remembering = {"filter": {"enabled": [{"name": "Remembering"}]}}
+        cfg = load_config_dict(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {"schedulerName": DEFAULT, "plugins": remembering},
+                    {"schedulerName": BIN_PACKING, "plugins": remembering},
+                ],
+            },
+            "test",
+            registry(),
+        )
+        pods = [
+            *(make_pod(f"a{i}").req(cpu="100m").obj() for i in range(3)),
+            *(make_pod(f"b{i}").req(cpu="100m").scheduler(BIN_PACKING).obj() for i in range(2)),
+        ]
+        scheduler, *_ = await simulate(metrics, pods, [node("n1"), node("n2"), node("n3")], cfg)
+        await scheduler.close()
+        assert value(reg, "scheduler_schedule_attempts_total", result="scheduled", profile=DEFAULT) == 3
+        # Each pod is filtered on three nodes: one miss, then two hits.
+        assert value(reg, "kubesched_policy_decision_cache_misses_total") == 5
+        assert value(reg, "kubesched_policy_decision_cache_hits_total") == 10
 
     run_async(scenario())
 

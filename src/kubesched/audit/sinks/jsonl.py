@@ -1,58 +1,11 @@
 """The default audit sink: a hash-chained JSON-lines file, persisted by a writer thread of its own.
 
-Created by ``kubesched simulate --audit-log`` (:func:`kubesched.cli.audit.simulation_audit`) and by whoever
-wires a live scheduler's audit observer; its files are checked by :func:`kubesched.audit.verify.verify_chain`
-and read by :mod:`kubesched.audit.query`. The chain format is in :mod:`kubesched.audit.chain`.
-
-The audit observer calls ``write`` on the scheduler's event loop at the end of every attempt, so ``write``
-never touches the disk: it snapshots the record (``to_json``), puts it on an in-memory queue and returns.
-One writer thread per sink takes the records in the order they were handed in (from any number of
-threads) and, for each one, seals it into the chain, appends its line and fsyncs as the durability says:
-
-* ``every``: after every record, before the next one is appended;
-* ``batch``: after every ``batch_size`` records, and on ``flush``/``close``;
-* ``never``: never; the OS writes back when it likes (records survive a crash of the process once the
-  writer has appended them, but not necessarily a crash of the machine).
-
-``write`` does not wait for any of this. ``flush`` blocks its caller until every record handed in before it
-is appended and fsynced (with ``never``: appended, head moved); ``drain`` waits the same way without
-forcing a sync; ``close_sync`` flushes, stops the writer and closes the file; ``async close`` does that in
-a worker thread so that the awaiting coroutine does not stall its loop. Records still queued when the
-interpreter exits are flushed by an ``atexit`` hook, but owners should close the sink themselves.
-
-A newly created log is followed by an fsync of its directory (except with ``never``), so the file's name
-is durable too. At every sync point the writer replaces the head file (``<log>.head``) with the record
-count and the last hash, written *after* the log's fsync: the head may lag the log after a crash but
-never runs ahead of it, so it never needs an fsync of its own. Verification uses it to detect records
-removed from the end of the log, which the chain alone cannot show.
-
-With a signing key (``--audit-signing-key``), the writer also appends a signed checkpoint of the synced chain
-to ``<log>.checkpoints`` (:mod:`kubesched.audit.checkpoints`): at the first sync point after every
-``checkpoint_every`` records, and at close. A checkpoint is written after the log's fsync and covers only records
-that fsync confirmed, and is fsynced itself (except with ``never``). A checkpoint that cannot be written is logged;
-the records since the last one stay unanchored until the next one.
-
-Appending to an existing log continues its chain from the last line's hash. The constructor refuses a log
-whose last line is not an intact record, and one whose head file or last checkpoint names a record the log no
-longer holds (appending would otherwise paper over a truncation, and signing would launder a rewritten chain).
-One process writes a log at a time (``flock``).
-
-What the writer cannot do, it counts on the audit metrics and logs, since ``write`` has long returned:
-
-* a record it cannot append (disk full, EIO) is dropped (reason ``write_error``): a partial line is cut
-  off again, and the chain goes on from the record before it;
-* an fsync that fails counts the records it should have made durable as dropped (``write_error``): they are
-  in the log as far as this process can tell, but the disk did not confirm them, and the head is not moved;
-* when ``max_queue`` records are already waiting (the disk has stalled), a new one is dropped
-  (``queue_full``) rather than letting memory grow without bound.
-
-The metrics are the ones given to the constructor, else the audit observer's (it shares them), else
-:func:`~kubesched.audit.metrics.default_metrics`. :attr:`JsonlSink.dropped` counts the same records.
-
-If the writer thread dies of an unexpected exception (a bug), it is logged and a new writer takes over:
-it cuts off any line its predecessor appended but did not commit to the chain and retries the step that
-failed. A record (or sync) that kills the writer twice is given up, logged and counted, so one bad record
-cannot stop the log.
+Created by ``kubesched simulate --audit-log`` (:func:`kubesched.cli.audit.simulation_audit`) and by the live
+scheduler's audit wiring; its files are checked by :func:`kubesched.audit.verify.verify_chain` and read by
+:mod:`kubesched.audit.query`. The chain is :mod:`kubesched.audit.chain`'s, the checkpoints
+:mod:`kubesched.audit.checkpoints`'. ``write`` runs on the scheduler's event loop and never touches the disk; how
+the writer seals, syncs, keeps the head file, signs, recovers from a torn line and counts what it loses is in
+docs/explanation/threat-model.md#writing and #chain-and-head.
 """
 
 from __future__ import annotations
@@ -141,7 +94,16 @@ _Step = _Pending | _Barrier | _SyncDue
 
 
 class JsonlSink:
-    """Appends hash-chained records to ``path`` from a writer thread; see the module docstring."""
+    """Appends hash-chained records to ``path`` from a writer thread.
+
+    ``durability``: ``every`` syncs after every record, before the next is appended; ``batch`` after every
+    ``batch_size`` records and on ``flush``/``close``; ``never`` leaves write-back to the OS. At every sync point the
+    head file is replaced after the log's fsync, and with a signing key a checkpoint is appended at the first sync point
+    after every ``checkpoint_every`` records and at close. The constructor refuses a log whose last line is not an
+    intact record, or whose head file or last checkpoint names a record the log no longer holds; one process writes a
+    log at a time (``flock``). A record the writer cannot append or sync, or that finds ``max_queue`` records waiting,
+    is dropped and counted on the metrics (:mod:`kubesched.audit.metrics`) and in :attr:`dropped`.
+    """
 
     name = "jsonl"
 
@@ -174,6 +136,7 @@ class JsonlSink:
         self.checkpoint_every = checkpoint_every
         self._checkpointer: CheckpointWriter | None = None
         self._fd, created = _open_locked(self.path)
+        self.created = created  # this sink made the file (it did not exist)
         try:
             if signing_key is not None:
                 from kubesched.audit.checkpoints import CheckpointWriter
@@ -317,6 +280,14 @@ class JsonlSink:
         with self._lock:
             thread = self._thread
         thread.join()
+
+    def close_unused(self) -> None:
+        """Close, and remove the log again when this sink created it and no record was ever handed in: a run
+        that fails before its first decision (a plugin that cannot be built) leaves no empty log behind."""
+        self.close_sync()
+        if self.created and self.records == 0 and not self.dropped:
+            self.path.unlink(missing_ok=True)
+            head_path(self.path).unlink(missing_ok=True)
 
     def __enter__(self) -> Self:
         return self

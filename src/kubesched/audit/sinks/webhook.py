@@ -1,27 +1,12 @@
 """An audit sink that POSTs records to an HTTP endpoint in batches, without ever holding up scheduling.
 
-Configured by whoever builds the audit observer (the live scheduler's wiring; tests). Modelled on OPA's
-decision-log uploader: records are queued in memory and a background asyncio task sends them as one JSON
-array per POST (``Content-Type: application/json``), when ``batch_size`` records are waiting or
-``flush_interval`` seconds after the first of them arrived, whichever is first.
-
-* ``write`` only appends to a bounded queue: when ``max_queue`` records are already waiting the new one is
-  dropped and counted (``kubesched_audit_dropped_records_total{sink="webhook",reason="queue_full"}``), so a
-  slow or dead receiver costs records, never scheduling latency.
-* A batch is retried on connection errors, timeouts (``timeout`` seconds per POST), 408, 429 and 5xx
-  answers, up to ``retries`` times, sleeping ``backoff``, 2×, 4×… seconds between tries (capped at
-  ``max_backoff``); then it is dropped (``undeliverable``). Any other 4xx drops it at once (``rejected``):
-  sending the same body again cannot succeed.
-* ``close`` sends what is queued and waits at most ``drain_timeout`` seconds; records still queued then
-  are dropped (``closed``).
-* A sender task that dies of an unexpected exception (a bug) is logged and replaced at once, so records
-  keep flowing instead of filling the queue. The batch it was sending is sent again by the new task (a
-  receiver may see it twice); a batch that kills the sender twice is dropped (``undeliverable``).
-
-The client is an :class:`aiohttp.ClientSession` (one per sender task; ``trust_env`` off, its default, so
-proxy variables and ``.netrc`` of the scheduler's environment do not reroute audit records; redirects are
-followed). This module is the only place in the audit package that speaks HTTP; aiohttp's errors never leave
-it (they become retries, drops and log lines).
+Configured by whoever builds the audit observer (the live scheduler's wiring; tests). Modelled on OPA's decision-log
+uploader: ``write`` only appends to a bounded queue, and a background task sends one JSON array per POST when
+``batch_size`` records wait or ``flush_interval`` after the first. A batch is retried with backoff on connection
+errors, timeouts, 408, 429 and 5xx, dropped after ``retries`` or at once on another 4xx; ``close`` sends what is
+queued within ``drain_timeout``. Every drop is counted by reason (docs/reference/metrics.md#audit-trail). A sender
+task that dies of a bug is replaced (its batch may arrive twice). aiohttp's errors never leave this module; the
+environment's proxies and ``.netrc`` are ignored, so they cannot reroute audit records.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from kubesched.api.objects import DEFAULT_SCHEDULER_NAME, ObjectMeta, Pod, PodSp
 from kubesched.api.packed import pack
 from kubesched.api.storage import PersistentVolume, PersistentVolumeClaim
 from kubesched.backends.base import ClusterEventHandler
-from kubesched.backends.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
+from kubesched.backends.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from kubesched.backends.kube.errors import KubeApiError
 from kubesched.backends.kube.informers import Informers
 from kubesched.backends.kube.writers import EventWriter, StatusWriter, rfc3339
@@ -39,6 +39,8 @@ from kubesched.framework.interface import ApiError
 from kubesched.framework.listers import Listers, ListerStores
 
 log = logging.getLogger(__name__)
+
+CAS_ATTEMPTS = 5
 
 
 class KubeBackend:
@@ -170,6 +172,30 @@ class KubeBackend:
             if error.status == 404:
                 return
             raise
+
+    async def compare_and_set_annotation(self, pod: Pod, key: str, expected: str | None, value: str) -> bool:
+        # Read, compare, write with the read's resourceVersion: a write in between (a status patch, another hub's
+        # record) is a 409, after which the pod is read again.
+        path = f"/api/v1/namespaces/{pod.metadata.namespace}/pods/{pod.metadata.name}"
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                current = await self.client.request("GET", path)
+            except KubeApiError as error:
+                raise ApiError(f"reading pod {pod.key}: {error}") from error
+            metadata = current.get("metadata") or {}
+            if metadata.get("uid") != pod.metadata.uid:
+                raise ApiError(f'pods "{pod.metadata.name}" not found (uid {pod.metadata.uid})')
+            if (metadata.get("annotations") or {}).get(key) != expected:
+                return False
+            patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion"), "annotations": {key: value}}}
+            try:
+                await self.client.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+            except KubeApiError as error:
+                if error.status == 409:
+                    continue
+                raise ApiError(f"annotating pod {pod.key}: {error}") from error
+            return True
+        raise ApiError(f"annotating pod {pod.key}: it kept changing ({CAS_ATTEMPTS} conflicts)")
 
     async def bind_volumes(
         self,

@@ -1,12 +1,12 @@
 """The HTTP client for one API server: JSON requests and watch streams, rate-limited, retried, authenticated.
 
 Built by ``kubesched run`` from a :class:`~kubesched.backends.kube.kubeconfig.ClusterConnection` and the
-configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader
-elector of this package and by nothing else. Watches are aiohttp streams, as for remote OPA (DESIGN rule 8);
-every other request goes through :mod:`kubesched.backends.kube.http1`, a keep-alive HTTP/1.1 exchange a
-quarter of aiohttp's CPU per request (two per scheduled pod). Not lightkube: the scheduler decodes API
-objects into its own types (:mod:`kubesched.api.objects`) straight from JSON, so lightkube's typed models
-would be a second decode of every object (README, "Live mode").
+configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader elector of
+this package and by nothing else. Watches are aiohttp streams, as for remote OPA
+(docs/explanation/design.md#own-the-client-and-its-errors); every other request goes through
+:mod:`kubesched.backends.kube.http1`, a keep-alive HTTP/1.1 exchange a quarter of aiohttp's CPU per request (two per
+scheduled pod). Not lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`)
+straight from JSON, so lightkube's typed models would be a second decode of every object.
 
 * Every request (not a watch: a watch is one long request that must not hold a token) first takes a token
   from a bucket refilled at ``qps`` and holding at most ``burst`` (client-go's flowcontrol limiter).
@@ -289,7 +289,8 @@ class KubeClient:
         self._server_hostname = connection.tls_server_name or None
         self._sockets = _OpenedSockets()
         context = _ssl_context(connection)
-        connector = aiohttp.TCPConnector(ssl=context, limit=0, socket_factory=self._sockets)
+        self._ssl = context
+        self._user_agent = user_agent
         url = urllib.parse.urlsplit(self.server)
         self._prefix = url.path.rstrip("/")
         self._host_header = url.netloc.rpartition("@")[2]
@@ -300,13 +301,9 @@ class KubeClient:
             server_hostname=self._server_hostname or url.hostname,
         )
         self._fixed_headers = f"User-Agent: {user_agent}\r\nAccept: {JSON}\r\n".encode("latin-1")
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(),
-            headers={"User-Agent": user_agent, "Accept": JSON},
-            trust_env=False,
-            skip_auto_headers=("Accept-Encoding",),
-        )
+        # Made at the first watch: a client that never watches (a scheduler whose plugins could not be built)
+        # leaves no session to close.
+        self._session: aiohttp.ClientSession | None = None
         self.requests_sent = 0
         self.retries = 0
 
@@ -316,8 +313,20 @@ class KubeClient:
 
     async def aclose(self) -> None:
         await self._pool.aclose(CLOSE_GRACE_SECONDS)
-        await self._session.close()
+        if self._session is not None:
+            await self._session.close()
         await self._sockets.wait_closed(CLOSE_GRACE_SECONDS)
+
+    def _watch_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=0, socket_factory=self._sockets),
+                timeout=aiohttp.ClientTimeout(),
+                headers={"User-Agent": self._user_agent, "Accept": JSON},
+                trust_env=False,
+                skip_auto_headers=("Accept-Encoding",),
+            )
+        return self._session
 
     def _backoff(self, attempt: int) -> float:
         return min(0.2 * 2.0**attempt, 5.0) * (0.5 + self._rng.random())
@@ -372,11 +381,12 @@ class KubeClient:
         target = self._prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
         request = encode_request(method, target, self._host_header, headers, data, self._fixed_headers)
         self.requests_sent += 1
+        deadline = timeout if timeout is not None else self.timeout
         try:
-            async with asyncio.timeout(timeout if timeout is not None else self.timeout):
+            async with asyncio.timeout(deadline):
                 answer = await self._pool.exchange(request)
         except TimeoutError as error:
-            raise KubeTransportError(f"{method} {path}: no answer within the deadline") from error
+            raise KubeTransportError(f"{method} {path}: no answer within the deadline ({deadline:g} s)") from error
         except (ProtocolError, OSError) as error:  # ConnectionClosed and ssl.SSLError are OSErrors
             raise KubeTransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
         return answer.status, _decode(answer.body), _retry_after(answer.headers)
@@ -397,7 +407,7 @@ class KubeClient:
         self.requests_sent += 1
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self._session.get(
+                response = await self._watch_session().get(
                     self.server + path,
                     params=query,
                     headers=headers,
@@ -421,7 +431,7 @@ class KubeClient:
                         async with asyncio.timeout(read_timeout):
                             line = await response.content.readline()
                     except TimeoutError as error:
-                        raise KubeTransportError(f"GET {path} (watch): silent for {read_timeout:.0f} s") from error
+                        raise KubeTransportError(f"GET {path} (watch): silent for {read_timeout:g} s") from error
                     except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, OSError) as error:
                         # HttpProcessingError: LineTooLong, an event beyond WATCH_READ_BUFSIZE
                         raise KubeTransportError(f"GET {path} (watch): {type(error).__name__}: {error}") from error

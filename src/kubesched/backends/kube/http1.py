@@ -2,10 +2,9 @@
 leases, lists): one request written in one piece, one answer read by a small parser.
 
 Who calls it: :class:`~kubesched.backends.kube.client.KubeClient` for every request that is not a watch (watches
-stay on aiohttp's streaming reader). Why not aiohttp for these: measured on the 2-vCPU machine, an aiohttp
-``ClientSession.request`` costs about 420 µs of CPU on the client side per small POST, this about 100 µs, and
-a live scheduler makes two such requests per pod (its Binding and its ``Scheduled`` event) on the one thread that
-also runs the scheduling cycle (README, "Through a real API server").
+stay on aiohttp's streaming reader). Why not aiohttp for these: its ``ClientSession.request`` costs several times
+this client's CPU per small request, and a live scheduler makes two such requests per pod (its Binding and its
+``Scheduled`` event) on the one thread that also runs the scheduling cycle (docs/reference/benchmarks.md#api-server).
 
 What it speaks: requests with ``Content-Length`` bodies; answers framed by ``Content-Length``, ``chunked``
 transfer coding, or the end of the connection; ``Connection: close`` honoured; 1xx answers skipped. No

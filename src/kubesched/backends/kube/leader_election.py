@@ -1,59 +1,15 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's semantics (kube-scheduler's elector).
 
-Built by ``kubesched run`` when ``leaderElection.leaderElect`` is on, from the configuration's
-``leaderElection`` section, a :class:`~kubesched.backends.kube.client.KubeClient` and an identity
-(:func:`default_identity`, ``hostname_<uuid4>`` as kube-scheduler makes it)::
+Built by ``kubesched run`` when ``leaderElection.leaderElect`` is on, from the configuration's ``leaderElection``
+section, a :class:`~kubesched.backends.kube.client.KubeClient` and an identity (:func:`default_identity`)::
 
     elector = LeaderElector(client, config.leader_election, default_identity())
     end = await elector.run(schedule_forever, stop)   # RunEnd, or raises LeadershipLost
 
-How :meth:`LeaderElector.run` ends:
-
-* ``stop`` set while waiting to lead: returns :attr:`RunEnd.STOPPED` (nothing was written).
-* ``stop`` set while leading: cancels the ``lead()`` task and waits for it to finish (the Lease is still being
-  renewed meanwhile), then releases the Lease (client-go's ``ReleaseOnCancel``: ``holderIdentity`` cleared,
-  ``leaseDurationSeconds: 1``, ``acquireTime``/``renewTime`` now) and returns :attr:`RunEnd.STOPPED`, so a
-  standby takes over within one of its retry periods. An exception ``lead()`` raises while being cancelled
-  (anything but ``CancelledError``) is raised after the release.
-* ``lead()`` returns on its own: renewing stops, the Lease is released, :attr:`RunEnd.LEAD_RETURNED`.
-* ``lead()`` raises on its own: renewing stops, the Lease is released, the exception is re-raised (no
-  renewing for work that no longer runs: the flaw of ``kubernetes.aio.leaderelection``); a ``CancelledError``
-  that ``lead()`` raises by itself is re-raised like any other exception.
-* leadership lost (no successful renewal within ``renewDeadline`` of the last one, or a 409 or another holder
-  seen while renewing): the ``lead()`` task is cancelled at once and awaited, nothing is released (the Lease
-  is no longer ours), and :class:`LeadershipLost` is raised. kube-scheduler exits then; so does
-  ``kubesched run`` (it is a :class:`~kubesched.errors.KubeschedError`: one line, exit code 1).
-* ``run`` itself cancelled: as a killed process: ``lead()`` is cancelled and awaited, nothing is released (the
-  Lease expires after ``leaseDuration``), ``CancelledError`` propagates.
-
-The Lease rules (kubernetes-clients.md §4.5, client-go ``tryAcquireOrRenew``):
-
-* A leader first PUTs the Lease object its last write answered (fast path); when that fails with an API error
-  (409: something else wrote the Lease), and for candidates, it GETs the Lease, creates it on 404 (POST), and
-  PUTs the object read, with its ``metadata.resourceVersion``: a 409 means another writer won the round.
-* ``leaseTransitions`` is bumped when the holder changes (also after a release); ``acquireTime`` is kept while
-  renewing; times are MicroTime (RFC 3339, microseconds, UTC) from the ``wall`` clock, written for people
-  and other tools, never read back to judge anything.
-* Expiry is judged by the local ``monotonic`` clock only: the elector remembers when it last saw the Lease's
-  spec change (the whole spec compared with the one read before) and a candidate takes the Lease only when it
-  is free (empty ``holderIdentity``) or unchanged for the record's ``leaseDurationSeconds`` since then. Clock
-  skew between hosts is therefore harmless; only the skew *rate* matters (client-go's doc.go).
-* Renewal: every ``retryPeriod`` (no jitter, as client-go's ``wait.Until``); failed attempts are retried
-  every ``retryPeriod``, each one bounded (``asyncio.timeout``) by what is left of ``renewDeadline``, counted
-  from the moment the last successful write was *sent* (so the work stops before any standby can take over,
-  which happens no earlier than ``leaseDuration`` after it saw that write). A candidate retries every
-  ``retryPeriod`` with client-go's jitter (``wait.JitterUntil``, factor 1.2: a pause in
-  ``[retryPeriod, 2.2 × retryPeriod)``); each of its attempts is bounded by ``renewDeadline``.
-* Losing while renewing is immediate on a 409 of the re-read PUT or a foreign holder (client-go retries until
-  the deadline even then; once someone else has written the Lease there is nothing to wait for).
-
-Deliberate differences from client-go: ``leaseDurationSeconds`` is ``leaseDuration`` rounded *up* to whole
-seconds (client-go truncates, which for 1.5 s would advertise 1 s, less than the renew deadline); a record
-without a positive ``leaseDurationSeconds`` is judged with our own ``leaseDuration`` (client-go: expired).
-
-The configuration is anything with the attributes of
-:class:`~kubesched.config.types.LeaderElectionConfig` (:class:`LeaseSettings`): backends do not import the
-config layer. It is checked as client-go's ``NewLeaderElector`` does (:func:`validate_settings`).
+:meth:`LeaderElector.run` says how each way of ending releases the Lease or not. The rules (expiry by the local
+monotonic clock, renewal within the renew deadline, immediate loss on a conflict) and the two deliberate
+differences from client-go are in docs/explanation/live-scheduler.md#leader-election. The configuration is anything
+with :class:`LeaseSettings`' attributes: backends do not import the config layer.
 """
 
 from __future__ import annotations
@@ -227,7 +183,8 @@ def _int(value: Any) -> int:
 
 
 class LeaderElector:
-    """Holds one Lease for one identity; see the module doc for the rules and how :meth:`run` ends."""
+    """Holds one Lease for one identity (docs/explanation/live-scheduler.md#leader-election); :meth:`run` says how
+    it ends."""
 
     def __init__(
         self,
@@ -293,7 +250,18 @@ class LeaderElector:
     # ------------------------------------------------------------------------------------------ run
 
     async def run(self, lead: Callable[[], Awaitable[None]], stop: asyncio.Event) -> RunEnd:
-        """Acquire the Lease, run ``lead()`` while it is held; see the module doc for every way this ends."""
+        """Acquire the Lease and run ``lead()`` while it is held. How it ends:
+
+        * ``stop`` set while waiting to lead: :attr:`RunEnd.STOPPED`, nothing written.
+        * ``stop`` set while leading: ``lead()`` is cancelled and awaited (the Lease still renewed meanwhile), the Lease
+          released (client-go's ``ReleaseOnCancel``), :attr:`RunEnd.STOPPED`; an exception ``lead()`` raises while being
+          cancelled is raised after the release.
+        * ``lead()`` returns or raises on its own: renewing stops, the Lease is released, and
+          :attr:`RunEnd.LEAD_RETURNED` is returned or the exception re-raised.
+        * leadership lost: ``lead()`` is cancelled at once and awaited, nothing released (the Lease is not ours any
+          more), :class:`LeadershipLost` raised; ``kubesched run`` then exits, as kube-scheduler does.
+        * ``run`` itself cancelled: as a killed process, ``lead()`` cancelled and awaited, nothing released.
+        """
         stop_task = asyncio.create_task(stop.wait(), name=f"leader election stop ({self.description})")
         try:
             if not await self._acquire(stop, stop_task):
@@ -464,7 +432,10 @@ class LeaderElector:
         return await self._client.request(method, path, body=lease, timeout=timeout, retry=False)
 
     async def _try_acquire_or_renew(self, *, leading: bool, timeout: float) -> _Attempt:
-        """One round of client-go's ``tryAcquireOrRenew`` (see the module doc)."""
+        """One round of client-go's ``tryAcquireOrRenew``. A leader first PUTs over the object its last write
+        answered; after an API error, and for a candidate, the Lease is read (created on 404) and the object read is
+        PUT with its resourceVersion, so a 409 means another writer won the round. ``leaseTransitions`` moves when
+        the holder changes; ``acquireTime`` is kept while renewing."""
         stamp = microtime(self._wall())
         # 1. The leader's fast path: write over the object our last write answered.
         if self._observed_holder == self.identity and self._lease is not None and self._valid(self._monotonic()):

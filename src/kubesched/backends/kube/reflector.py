@@ -1,7 +1,7 @@
 """One resource's cache, kept by list and watch: kubesched's counterpart of client-go's Reflector + informer.
 
-The informers (:mod:`.informers`) run one :class:`Reflector` per resource and selector. The rules
-(reference/kubernetes-clients.md §4.5):
+The informers (:mod:`.informers`) run one :class:`Reflector` per resource and selector. The rules, client-go's
+(docs/explanation/live-scheduler.md#informers):
 
 1. List (paginated) and remember the list's ``resourceVersion``; hand every object to the handler.
 2. Watch from that version with ``allowWatchBookmarks=true`` and a server ``timeoutSeconds`` drawn at random
@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -128,7 +128,9 @@ class Reflector(Generic[T]):
         label_selector: str = "",
         watch_timeout: tuple[int, int] = (MIN_WATCH_TIMEOUT, MAX_WATCH_TIMEOUT),
         rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """``sleep`` waits out the backoff between failed attempts (injectable, so tests read the delays)."""
         self.client = client
         self.kind = kind
         self.handler = handler
@@ -141,6 +143,7 @@ class Reflector(Generic[T]):
         # key -> (resourceVersion, uid, decoded object)
         self._items: dict[str, tuple[str, str, T]] = {}
         self._rng = rng or random.Random()
+        self._sleep = sleep
         self.lists = 0
         self.watches = 0
         self.last_error: str = ""
@@ -223,7 +226,7 @@ class Reflector(Generic[T]):
             if not self.synced.is_set():
                 self._list_failed.set()
             delay = backoff * (0.5 + self._rng.random())
-            await asyncio.sleep(delay)
+            await self._sleep(delay)
             backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def _list(self) -> None:

@@ -2,7 +2,7 @@
 
 The scheduler calls :class:`~kubesched.backends.kube.backend.KubeBackend`'s ``event`` and
 ``set_pod_condition`` synchronously from its cycles; they only queue here, and the writer tasks make the
-calls, so the cycle never waits for the API server (DESIGN rule 6).
+calls, so the cycle never waits for the API server (docs/explanation/cycle-boundary.md#inside-the-cycle).
 
 Events (:class:`EventWriter`) are events.k8s.io/v1, as kube-scheduler's recorder writes them: the profile's
 scheduler name is ``reportingController``, ``<controller>-<hostname>`` the ``reportingInstance``, the note at

@@ -90,6 +90,11 @@ class SimulatedCluster:
             if not pod.spec.node_name:
                 handler.on_pod_add(pod)
 
+    def unsubscribe(self, handler: ClusterEventHandler) -> None:
+        """Stop telling ``handler`` about changes (a scheduler process that ended; unknown handlers are ignored)."""
+        if handler in self._handlers:
+            self._handlers.remove(handler)
+
     # ---- writes the scheduler makes ----------------------------------------------------------
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -143,6 +148,16 @@ class SimulatedCluster:
         if current is None or not current.status.nominated_node_name:
             return
         self.update_pod(replace(current, status=replace(current.status, nominated_node_name="")))
+
+    async def compare_and_set_annotation(self, pod: Pod, key: str, expected: str | None, value: str) -> bool:
+        current = self.pods.get(pod.metadata.uid)
+        if current is None:
+            raise ApiError(f'pods "{pod.metadata.name}" not found')
+        if current.metadata.annotations.get(key) != expected:
+            return False
+        annotations = {**current.metadata.annotations, key: value}
+        self.update_pod(replace(current, metadata=replace(current.metadata, annotations=annotations)))
+        return True
 
     async def bind_volumes(
         self,

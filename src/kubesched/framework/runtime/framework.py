@@ -19,19 +19,19 @@ a framework built with a recorder observes every runner's duration and outcome
 (``scheduler_framework_extension_point_duration_seconds``; Filter is observed once per cycle by the node
 search instead), and in the cycles the recorder samples (~10 %) every plugin call
 (``scheduler_plugin_execution_duration_seconds``; a ``filter_batch``/``score_batch`` call is one observation
-for its whole batch). Without a recorder nothing is wrapped and each runner pays one ``is None`` check.
+for its whole batch). Each runner checks once for a recorder: without one it runs its plugins at once; with
+one it runs them through one helper that observes the extension point (``Framework._observed``).
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -88,6 +88,7 @@ MAX_ATTRIBUTIONS = 4096
 _REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
 
 R = TypeVar("R")
+P = ParamSpec("P")
 
 # The ``status`` label of the duration metrics is CODE_NAMES (kube-scheduler's ``Code.String()``);
 # the ``extension_point`` label values (kube-scheduler's; FilterPrefetch is ours: a prefetch_filter call).
@@ -107,21 +108,6 @@ PERMIT = "Permit"
 PRE_BIND = "PreBind"
 BIND = "Bind"
 POST_BIND = "PostBind"
-
-# The runners observed as a whole, per call (Filter is observed by the node search, once per cycle).
-_OBSERVED_RUNNERS = (
-    ("run_pre_enqueue", PRE_ENQUEUE),
-    ("run_pre_filter", PRE_FILTER),
-    ("run_post_filter", POST_FILTER),
-    ("run_pre_score", PRE_SCORE),
-    ("run_score", SCORE),
-    ("run_reserve", RESERVE),
-    ("run_unreserve", UNRESERVE),
-    ("run_permit", PERMIT),
-    ("run_pre_bind", PRE_BIND),
-    ("run_bind", BIND),
-    ("run_post_bind", POST_BIND),
-)
 
 
 class FrameworkMetrics(Protocol):
@@ -149,7 +135,11 @@ class FrameworkMetrics(Protocol):
 
 
 class FrameworkBuildError(KubeschedError):
-    pass
+    """A profile that cannot be built; ``problems`` holds one line per plugin that failed (``str`` joins them)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 @dataclass(slots=True)
@@ -206,10 +196,17 @@ class Framework(ContextHandle):
         self._points = points
         args: Mapping[str, object] = profile.plugin_args
         self.plugins: dict[str, Plugin] = {}
+        failed: dict[str, str] = {}  # every plugin is tried, so one error does not hide the next
         for refs in points.values():
             for ref in refs:
-                if ref.name not in self.plugins:
+                if ref.name in self.plugins or ref.name in failed:
+                    continue
+                try:
                     self.plugins[ref.name] = self._build_plugin(ref.name, registry, args.get(ref.name))
+                except FrameworkBuildError as exc:
+                    failed[ref.name] = str(exc)
+        if failed:
+            raise FrameworkBuildError(*failed.values())
 
         self.pre_enqueue_plugins: list[tuple[str, PreEnqueuePlugin]] = self._at("preEnqueue")
         queue_sort: list[tuple[str, QueueSortPlugin]] = self._at("queueSort")
@@ -273,16 +270,6 @@ class Framework(ContextHandle):
             for ref in points.get(point, ()):
                 rejecting[ref.name] = self.plugins[ref.name]
         self.rejecting_plugins = rejecting
-        if metrics is not None:
-            self._observe_runners(metrics)
-
-    def _observe_runners(self, metrics: FrameworkMetrics) -> None:
-        """Replace this instance's runners by ones that observe each call (a framework without metrics
-        keeps the plain methods, so it pays nothing for this)."""
-        for method, point in _OBSERVED_RUNNERS:
-            runner = getattr(self, method)
-            wrap = _observed_async if inspect.iscoroutinefunction(runner) else _observed
-            setattr(self, method, wrap(runner, metrics, point, self.profile_name))
 
     def _build_plugin(self, name: str, registry: Registry, args: object) -> Plugin:
         registration = registry.get(name)
@@ -316,6 +303,53 @@ class Framework(ContextHandle):
         if self.metrics is not None:
             self.metrics.preemption_victims_selected(victims)
 
+    # ---- instrumentation ---------------------------------------------------------------------
+    #
+    # A runner observed as a whole dispatches to its body: without a recorder it calls the body at once, with
+    # None for the plugin timing; with one, through _observed / _observed_async, with its cycle's
+    # _plugin_timing. Runners timed per plugin only (Filter's: the node search observes Filter) read
+    # _plugin_timing themselves. A framework without a recorder pays one ``is None`` check and one call per
+    # runner call: the binding cycle's runners are plain functions returning their body's coroutine, so they
+    # add no coroutine of their own.
+
+    def _plugin_timing(self, state: CycleState | None) -> FrameworkMetrics | None:
+        """The recorder when this cycle's plugin calls are timed, else None (``state`` None: a call outside any
+        cycle, PreEnqueue). Callers check ``self.metrics is None`` first, so a framework without one never
+        calls this."""
+        metrics = self.metrics
+        if metrics is None:
+            return None
+        return metrics if (metrics.sample() if state is None else metrics.sampled(state)) else None
+
+    def _observed(
+        self,
+        point: str,
+        body: Callable[Concatenate[FrameworkMetrics | None, P], R],
+        timing: FrameworkMetrics | None,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """``body(timing, *args)`` observed as one call of extension point ``point`` (its duration and status
+        label; an exception is observed as Error and re-raised). ``timing``: the :meth:`_plugin_timing` of the
+        call's cycle, which the body times its plugin calls with."""
+        return _measure(self._point_record(point), body, timing, *args, **kwargs)
+
+    async def _observed_async(
+        self,
+        point: str,
+        body: Callable[Concatenate[FrameworkMetrics | None, P], Awaitable[R]],
+        timing: FrameworkMetrics | None,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """:meth:`_observed` for the binding cycle's async points."""
+        return await _measure_async(self._point_record(point), body, timing, *args, **kwargs)
+
+    def _point_record(self, point: str) -> Record:
+        metrics, profile = self.metrics, self.profile_name
+        assert metrics is not None  # only runners with a recorder are observed
+        return lambda status, seconds: metrics.observe_extension_point(point, status, profile, seconds)
+
     # ---- queue hooks -------------------------------------------------------------------------
 
     def events_to_register(self) -> dict[str, list[ClusterEventWithHint] | None]:
@@ -334,7 +368,11 @@ class Framework(ContextHandle):
         return result
 
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
-        metrics = self.metrics if self.metrics is not None and self.metrics.sample() else None
+        if self.metrics is None:
+            return self._pre_enqueue(None, pod)
+        return self._observed(PRE_ENQUEUE, self._pre_enqueue, self._plugin_timing(None), pod)
+
+    def _pre_enqueue(self, metrics: FrameworkMetrics | None, pod: PodInfo) -> Status | None:
         for name, plugin in self.pre_enqueue_plugins:
             try:
                 status = (
@@ -394,8 +432,14 @@ class Framework(ContextHandle):
 
         A plugin that has said it skips every pod of this pod's shape is not called: its Skip's writes are made
         and its Filter skipped, in its place in the order, so the outcome and the state are the call's."""
+        if self.metrics is None:
+            return self._pre_filter(None, state, pod, nodes)
+        return self._observed(PRE_FILTER, self._pre_filter, self._plugin_timing(state), state, pod, nodes)
+
+    def _pre_filter(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> PreFilterOutcome:
         outcome = PreFilterOutcome()
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         plan = (
             _shape_plan(self._pre_filter_plans, self.pre_filter_plugins, "pre_filter_skip", pod.shape)
             if metrics is None
@@ -479,7 +523,7 @@ class Framework(ContextHandle):
     def _run_pre_filter_extension(
         self, which: str, state: CycleState, pod: PodInfo, other: PodInfo, node_info: NodeInfo
     ) -> Status | None:
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        metrics = None if self.metrics is None else self._plugin_timing(state)
         for name, plugin in self.pre_filter_plugins:
             if name in state.skip_filter_plugins:
                 continue
@@ -577,7 +621,7 @@ class Framework(ContextHandle):
 
     async def run_prefetch(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> Status | None:
         """Await every prefetching Filter plugin for ``batch``; the first Error aborts the cycle."""
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        metrics = None if self.metrics is None else self._plugin_timing(state)
         for name, plugin in self.prefetchers:
             if name in state.skip_filter_plugins:
                 continue
@@ -596,7 +640,7 @@ class Framework(ContextHandle):
 
     def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
         """The reference path: every Filter plugin in order on one node, stopping at the first rejection."""
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        metrics = None if self.metrics is None else self._plugin_timing(state)
         for name, plugin in self.filter_plugins:
             if name in state.skip_filter_plugins:
                 continue
@@ -632,7 +676,7 @@ class Framework(ContextHandle):
             return FilterOutcome(np.ones(1, dtype=np.int64), [status])
         status_ids = np.zeros(len(batch), dtype=np.int64)
         statuses: list[Status] = []
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        metrics = None if self.metrics is None else self._plugin_timing(state)
         for name, plugin, batch_plugin in self._filter_plan(state):
             if batch_plugin is not None:
                 try:
@@ -720,9 +764,15 @@ class Framework(ContextHandle):
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, filtered: NodeToStatus
     ) -> tuple[PostFilterResult | None, Status]:
+        if self.metrics is None:
+            return self._post_filter(None, state, pod, filtered)
+        return self._observed(POST_FILTER, self._post_filter, self._plugin_timing(state), state, pod, filtered)
+
+    def _post_filter(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, filtered: NodeToStatus
+    ) -> tuple[PostFilterResult | None, Status]:
         reasons: list[str] = []
         result: PostFilterResult | None = None
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.post_filter_plugins:
             try:
                 outcome, status = (
@@ -749,7 +799,13 @@ class Framework(ContextHandle):
 
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status | None:
         """Run every PreScore (a plugin that skips every pod of this pod's shape as in :meth:`run_pre_filter`)."""
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        if self.metrics is None:
+            return self._pre_score(None, state, pod, nodes)
+        return self._observed(PRE_SCORE, self._pre_score, self._plugin_timing(state), state, pod, nodes)
+
+    def _pre_score(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
         plan = (
             _shape_plan(self._pre_score_plans, self.pre_score_plugins, "pre_score_skip", pod.shape)
             if metrics is None
@@ -783,7 +839,13 @@ class Framework(ContextHandle):
         (:mod:`kubesched.framework.runtime.score_kernel`) answers; whatever it declines (an error, a score out
         of range) goes through the reference loop below, which also serves the per-node path and timed cycles.
         """
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        if self.metrics is None:
+            return self._score(None, state, pod, batch)
+        return self._observed(SCORE, self._score, self._plugin_timing(state), state, pod, batch)
+
+    def _score(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, batch: NodeBatch
+    ) -> ScoreOutcome | Status:
         if metrics is None and self.use_batch:
             fused = fused_scores(self._score_plan(state), state, pod, batch)
             if fused is not None:
@@ -856,7 +918,13 @@ class Framework(ContextHandle):
         return ScoreOutcome(per_plugin, totals, raw)
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        if self.metrics is None:
+            return self._reserve(None, state, pod, node_name)
+        return self._observed(RESERVE, self._reserve, self._plugin_timing(state), state, pod, node_name)
+
+    def _reserve(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, node_name: str
+    ) -> Status | None:
         for name, plugin in self.reserve_plugins:
             try:
                 status = (
@@ -874,7 +942,11 @@ class Framework(ContextHandle):
         return None
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+        if self.metrics is None:
+            return self._unreserve(None, state, pod, node_name)
+        return self._observed(UNRESERVE, self._unreserve, self._plugin_timing(state), state, pod, node_name)
+
+    def _unreserve(self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, node_name: str) -> None:
         for name, plugin in reversed(self.reserve_plugins):
             try:
                 if metrics is None:
@@ -885,8 +957,14 @@ class Framework(ContextHandle):
                 log.exception("Unreserve of plugin %s failed for pod %s", name, pod.key)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        if self.metrics is None:
+            return self._permit(None, state, pod, node_name)
+        return self._observed(PERMIT, self._permit, self._plugin_timing(state), state, pod, node_name)
+
+    def _permit(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, node_name: str
+    ) -> Status | None:
         timeouts: dict[str, float] = {}
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
         for name, plugin in self.permit_plugins:
             try:
                 status, timeout = (
@@ -920,8 +998,14 @@ class Framework(ContextHandle):
         finally:
             self.waiting_pods.remove(pod.uid)
 
-    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Coroutine[Any, Any, Status | None]:
+        if self.metrics is None:
+            return self._pre_bind(None, state, pod, node_name)
+        return self._observed_async(PRE_BIND, self._pre_bind, self._plugin_timing(state), state, pod, node_name)
+
+    async def _pre_bind(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, node_name: str
+    ) -> Status | None:
         for name, plugin in self.pre_bind_plugins:
             try:
                 status = (
@@ -938,8 +1022,14 @@ class Framework(ContextHandle):
             return Status.error(f'running PreBind plugin "{name}": {status.message}', plugin=name)
         return None
 
-    async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+    def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Coroutine[Any, Any, Status | None]:
+        if self.metrics is None:
+            return self._bind(None, state, pod, node_name)
+        return self._observed_async(BIND, self._bind, self._plugin_timing(state), state, pod, node_name)
+
+    async def _bind(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, node_name: str
+    ) -> Status | None:
         for name, plugin in self.bind_plugins:
             try:
                 status = (
@@ -958,8 +1048,14 @@ class Framework(ContextHandle):
             return Status.error(f'running Bind plugin "{name}": {status.message}', plugin=name)
         return Status(Code.SKIP, "all bind plugins skipped")
 
-    async def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
-        metrics = self.metrics if self.metrics is not None and self.metrics.sampled(state) else None
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Coroutine[Any, Any, None]:
+        if self.metrics is None:
+            return self._post_bind(None, state, pod, node_name)
+        return self._observed_async(POST_BIND, self._post_bind, self._plugin_timing(state), state, pod, node_name)
+
+    async def _post_bind(
+        self, metrics: FrameworkMetrics | None, state: CycleState, pod: PodInfo, node_name: str
+    ) -> None:
         for name, plugin in self.post_bind_plugins:
             try:
                 if metrics is None:
@@ -1034,49 +1130,27 @@ def status_label(result: object) -> str:
 Record = Callable[[str, float], None]  # (status label, seconds) -> an observation
 
 
-def _measure(record: Record, call: Callable[..., R], *args: Any) -> R:
+def _measure(record: Record, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """``call(*args)``, timed and recorded with its status label (an exception is recorded as Error, re-raised)."""
     started = time.perf_counter()
     status = CODE_NAMES[Code.ERROR]
     try:
-        result = call(*args)
+        result = call(*args, **kwargs)
         status = status_label(result)
         return result
     finally:
         record(status, time.perf_counter() - started)
 
 
-async def _measure_async(record: Record, call: Callable[..., Any], *args: Any) -> Any:
+async def _measure_async(record: Record, call: Callable[P, Awaitable[R]], *args: P.args, **kwargs: P.kwargs) -> R:
     started = time.perf_counter()
     status = CODE_NAMES[Code.ERROR]
     try:
-        result = await call(*args)
+        result = await call(*args, **kwargs)
         status = status_label(result)
         return result
     finally:
         record(status, time.perf_counter() - started)
-
-
-def _observed(runner: Callable[..., R], metrics: FrameworkMetrics, point: str, profile: str) -> Callable[..., R]:
-    record: Record = lambda status, seconds: metrics.observe_extension_point(point, status, profile, seconds)  # noqa: E731
-
-    @functools.wraps(runner)
-    def observed(*args: Any) -> R:
-        return _measure(record, runner, *args)
-
-    return observed
-
-
-def _observed_async(
-    runner: Callable[..., Any], metrics: FrameworkMetrics, point: str, profile: str
-) -> Callable[..., Any]:
-    record: Record = lambda status, seconds: metrics.observe_extension_point(point, status, profile, seconds)  # noqa: E731
-
-    @functools.wraps(runner)
-    async def observed(*args: Any) -> Any:
-        return await _measure_async(record, runner, *args)
-
-    return observed
 
 
 def _timed(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., R], *args: Any) -> R:

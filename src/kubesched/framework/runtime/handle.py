@@ -1,11 +1,11 @@
-"""The Handle's accessors over what the scheduler provides, shared by the framework runtime and test handles.
+"""The Handle's accessors over what the scheduler provides, shared by the framework runtime and any other handle.
 
 :class:`FrameworkContext` is what the scheduler gives every framework it builds (one per scheduler, shared
 by all profiles): clock, API client, event recorder, nominator, waiting pods, the cycle's snapshot, the
-latest version of pending pods, the activator, background tasks, named services and the listers. :class:`ContextHandle`
-implements the Handle's accessors over a context; :class:`~kubesched.framework.runtime.framework.Framework`
-adds the plugin runners, and :class:`kubesched.testing.framework_helpers.PluginHandle` builds one for a
-plugin under test.
+latest version of pending pods, the activator, background tasks, named services and the listers.
+:class:`ContextHandle` implements the Handle's accessors over a context;
+:class:`~kubesched.framework.runtime.framework.Framework` adds the plugin runners. A handle for a plugin
+alone (a test's, say) subclasses :class:`ContextHandle` over a context of its own.
 """
 
 from __future__ import annotations

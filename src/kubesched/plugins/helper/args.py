@@ -1,7 +1,8 @@
-"""The factory's second validation (DESIGN rule 3): defaults when no args were given, then every error.
+"""The factory's second validation: defaults when no args were given, then every error.
 
 Called by every plugin constructor that takes args; the config loader validated them already, but a
-plugin can also be built directly (tests, out-of-tree wiring), and must not run on invalid args.
+plugin can also be built directly (tests, out-of-tree wiring), and must not run on invalid args
+(docs/explanation/design.md#typed-defaulted-validated-plugin-args).
 """
 
 from __future__ import annotations

@@ -1,33 +1,14 @@
 """InterPodAffinity (PreFilter + AddPod/RemovePod, Filter, PreScore, Score, NormalizeScore), kube-scheduler v1.35.
 
-- PreFilter counts, per topology pair (key, value): existing pods whose *required anti-affinity* matches the
-  incoming pod; existing pods matching all of the incoming pod's required affinity terms; existing pods
-  matching each of its required anti-affinity terms. An incoming pod's namespaceSelector is resolved to names
-  through the Namespace lister here, once. A pod whose terms do not parse is rejected
-  UnschedulableAndUnresolvable "parsing pod: ...". Skip when the pod has no required terms and no existing
-  pod's required anti-affinity matches it.
-- Filter, in order: "node(s) didn't match pod affinity rules" (UnschedulableAndUnresolvable) when the node
-  lacks a term's topology key or its domain has no matching pod — unless no pod anywhere matches and the pod
-  matches all its own terms; "node(s) didn't match pod anti-affinity rules" (Unschedulable);
-  "node(s) didn't satisfy existing pods anti-affinity rules" (Unschedulable).
-- PreScore sums, per (key, value): the incoming pod's preferred terms over existing pods (+w / -w), existing
-  pods' required affinity terms matching the incoming pod (+hardPodAffinityWeight) and their preferred terms
-  (+w / -w); over all nodes when the incoming pod has preferred terms, else over nodes with pods that have
-  affinity. Score sums the node's domains; NormalizeScore maps [min, max] onto [0, 100] (float, truncated).
-
-Who calls it: the framework runtime, at the points above; the scheduling queue, through the queueing hints.
-
-The scheduler cache keeps no "pods with affinity" lists, so the plugin derives them itself, per NodeInfo
-(:mod:`~kubesched.plugins.interpodaffinity.node_pods`): snapshot NodeInfos are immutable copies, so a cache entry
-is valid while it holds the very NodeInfo object it was computed from; a node that changed is recomputed, reusing
-the parsed terms of the PodInfos it still has.
-
-PreFilter and PreScore over the snapshot's own node list count with arrays
-(:mod:`~kubesched.plugins.interpodaffinity.counting`: per-node counts kept across cycles and recomputed only for
-nodes that changed, one bincount per topology key); the node-by-node loops (``reference_pre_filter_counts``,
-``reference_topology_scores``) stay the reference for any other node list, and a property test holds the two
-equal. Batch Filter and Score read, for each topology key involved, a class column of the node's value for that
-key and the per-domain amounts as per-class arrays, which the array paths hand over with the state.
+Built by the framework in the default profile; the queue also calls its queueing hints. PreFilter counts, per
+topology pair, the existing pods whose required anti-affinity matches the incoming pod and the existing pods
+matching the incoming pod's required terms; Filter rejects with upstream's three reasons; PreScore and Score sum the
+preferred terms both ways and existing pods' required affinity (``hardPodAffinityWeight``); NormalizeScore maps
+[min, max] onto [0, 100]. The "pods with affinity" of each NodeInfo are derived here and cached by NodeInfo
+identity (snapshot NodeInfos are immutable copies). PreFilter and PreScore count with arrays kept across cycles
+(:mod:`~kubesched.plugins.interpodaffinity.counting`); ``reference_pre_filter_counts`` and
+``reference_topology_scores`` stay the reference, held equal by a property test
+(docs/explanation/columnar-path.md#the-reference-held-equal).
 """
 
 from __future__ import annotations

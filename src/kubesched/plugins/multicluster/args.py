@@ -1,4 +1,6 @@
-"""Typed args of the cluster plugins: fields, defaults, validation with field paths (DESIGN rule 3).
+"""Typed args of the cluster plugins: fields, defaults, validation with field paths.
+
+See docs/explanation/design.md#typed-defaulted-validated-plugin-args.
 
 Who reads it: the config loader (``pluginConfig[].args`` decoded by ``kubesched.config.args_decode``, then
 ``validate``), the plugin constructors (which validate again through ``plugins.helper.args.validated``) and
@@ -184,8 +186,8 @@ def _positive_seconds(value: float, path: str, key: str, errors: list[FieldError
         errors.append(FieldError.invalid(_join(path, key), value, f"must be {allowed}"))
 
 
-# kube-scheduler's default parallelism. In kubesched bench MultiClusterHTTPS (README, "Cross-cluster: kubesched bench
-# MultiCluster") it took pop-to-commit p99 from seconds to 94-310 ms; the throughput it allows is 16 / commit latency.
+# kube-scheduler's default parallelism. Why commits are bounded, and what the bound costs in throughput (the bound
+# divided by one commit's time): docs/explanation/two-phase-commit.md#commits-in-flight.
 DEFAULT_MAX_COMMITS_IN_FLIGHT = 16
 MAX_COMMITS_IN_FLIGHT = 100000
 

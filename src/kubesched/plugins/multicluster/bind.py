@@ -1,26 +1,27 @@
 """ClusterBind (Bind): the second phase of the two-phase commit -- the member creates the pod, then the hub records it.
 
-The framework calls it once ClusterReservation allowed the pod at Permit. It asks the scheduler's
-:class:`~kubesched.framework.clusters.ClusterCommitter` to bind under this attempt's reservation id (the member
-creates the pod with our labels and the reservation id, idempotently, and consumes the reservation), then binds
-the hub pod to the cluster's super node through the Handle's client, so the hub shows where it went.
+The framework calls it once ClusterReservation allowed the pod at Permit. In order
+(docs/explanation/cross-cluster-commit.md#the-states-of-a-commit):
+
+1. it records the commit on the hub pod (:mod:`~kubesched.plugins.multicluster.intent`, compare-and-set on the
+   record it last saw): a hub that restarts, or another that takes over, finds where to ask before it places the
+   pod anywhere. A record that changed under it (another hub commits the pod), or an open one it has not seen
+   settled, stops the bind: the pod is requeued and ClusterReservation settles the record first;
+2. asks the scheduler's :class:`~kubesched.framework.clusters.ClusterCommitter` to bind under this attempt's
+   reservation id: the member creates the pod with our labels and the reservation id -- or answers with the pod it
+   already runs for this hub pod (an adopted pod, or an earlier bind whose answer was lost);
+3. binds the hub pod to the cluster's super node through the Handle's client, so the hub shows where it went.
 
 A bind that got no answer within ``bindTimeoutSeconds`` is sent again under the same reservation id, up to
-``bindAttempts`` times (the agent makes one pod of it however often it comes: a lost answer must not turn into
-a placement in a second cluster). When none was answered, the member may still act on one later, so the pod is
-not given up before that is settled: the reservation is released -- once the member has answered a release, no
-bind under that id can make a pod -- and if it was no longer held (a bind consumed it, or it expired), the bind
-is sent once more: the member answers with the pod it made, or refuses (binds that never reached the member --
-the connection refused -- need none of this). A member that answers neither is asked
-again every few seconds until its reservation has expired (the hub's ``member_expiry`` plus a margin for clock
-skew), after which it refuses any late bind. Only then does the pod go elsewhere.
+``bindAttempts`` times. When none was answered, the member may still act on one later, so the commit is settled
+before the pod goes anywhere else: a release of the reservation, which the member answers with the pod it made
+(the commit happened), or with the certainty that none was or ever will be made. Binds that never reached the
+member (the connection refused) need none of this. A member that does not answer by the time its reservation
+expired (plus a margin for clock skew) leaves the outcome unknown: the bind fails, the record stays open, and
+ClusterReservation keeps asking in the background while the pod waits.
 
-A failure (the member refused -- say the reservation expired -- or the outcome was settled as "no pod") is
-counted against the cluster in the committer's ledger and returned as an Error: the framework runs Unreserve
-(ClusterReservation releases the reservation) and requeues the pod with backoff; the next attempt has a new
-reservation id. The member pod is named like the hub pod and carries its uid: if the retry lands on the
-member that did act on a bind, that member answers with the pod it made (no second one); any other pod of that
-name is refused there.
+A failure is counted against the cluster in the committer's ledger and returned as an Error: the framework runs
+Unreserve (ClusterReservation releases the reservation) and requeues the pod with backoff.
 """
 
 from __future__ import annotations
@@ -34,19 +35,24 @@ from kubesched.framework.types import PodInfo
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.multicluster.args import ClusterBindArgs
-from kubesched.plugins.multicluster.reservation import RESERVATION_STATE_KEY, HeldReservation
+from kubesched.plugins.multicluster.intent import COMMIT_ANNOTATION, CommitIntent, read_intent
+from kubesched.plugins.multicluster.reservation import RESERVATION_STATE_KEY, HeldReservation, settling_message
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import BindPlugin, Handle
 
 NOT_RESERVED = "ClusterBind found no reservation for this attempt: enable ClusterReservation at permit"
 BIND_FAILED_PREFIX = "binding in the cluster failed: "
+RECORD_FAILED_PREFIX = "recording the commit on the hub pod failed: "
+RECORD_CHANGED = "the hub pod's commit record changed while this hub committed it (another hub commits it)"
+OUTCOME_UNKNOWN = "the member did not say whether it made the pod; it is asked again before the pod goes anywhere"
 SETTLE_RETRY_SECONDS = 2.0
 SETTLE_SKEW_SECONDS = 5.0  # the member's clock may run behind the hub's by this much
+SETTLE_IN_BIND_SECONDS = 60.0  # longer, and the background settle takes over (the binding cycle ends)
 
 
 class ClusterBind:
-    """Bind: the member creates the pod under the reservation; then the hub pod is bound to the cluster."""
+    """Bind: the commit is recorded on the hub pod, the member creates the pod, then the hub pod is bound."""
 
     def __init__(self, args: ClusterBindArgs | None, handle: Handle) -> None:
         self.args = validated(args, ClusterBindArgs)
@@ -67,18 +73,51 @@ class ClusterBind:
             committer = self._committer
         except NoClusterCommitter as error:
             return Status.error(error)
+        ledger = committer.ledger
+        refused = await self._record(pod, held, committer)
+        if refused is not None:
+            return refused
         failure = await self._bind_in_member(committer, node_name, held.reservation_id, pod)
-        if failure is not None and failure.may_have_acted and await self._made_after_all(committer, held, pod):
-            failure = None
+        if failure is not None and failure.may_have_acted:
+            made = await self._settle(committer, held, pod)
+            if made is None:
+                ledger.failed(node_name, self.handle.clock.now())
+                return Status.error(f"{BIND_FAILED_PREFIX}{failure}; {OUTCOME_UNKNOWN}")
+            failure = None if made else failure
         if failure is not None:
-            committer.ledger.failed(node_name, self.handle.clock.now())
+            ledger.settled_empty(pod.uid, held.reservation_id)
+            ledger.failed(node_name, self.handle.clock.now())
             return Status.error(BIND_FAILED_PREFIX + str(failure))
-        committer.ledger.succeeded(node_name)
+        ledger.succeeded(node_name)
+        ledger.settled_made(pod.uid, node_name)  # should the hub's own binding fail, the next attempt adopts it
         try:
             await self.handle.client.bind(pod.pod, node_name)
-        except Exception as exc:  # recorded in the member already; a retry's new pod of that name is refused there
+        except Exception as exc:  # the member runs it: the next attempt adopts it there
             return Status.error(exc)
+        ledger.forget(pod.uid)
         return None
+
+    async def _record(self, pod: PodInfo, held: HeldReservation, committer: ClusterCommitter) -> Status | None:
+        """Write this commit onto the hub pod before the member acts (module doc); None when recorded."""
+        latest = self.handle.get_pod(pod.uid) or pod.pod
+        current = latest.metadata.annotations.get(COMMIT_ANNOTATION)
+        intent = CommitIntent(held.cluster, held.reservation_id, held.attempt)
+        text = intent.text()
+        if current == text:
+            return None
+        recorded = read_intent(latest)
+        ledger = committer.ledger
+        if (
+            recorded is not None
+            and not ledger.is_settled_empty(pod.uid, recorded.reservation)
+            and ledger.made_in(pod.uid) != recorded.cluster
+        ):
+            return Status.error(settling_message(recorded))  # ClusterReservation settles it at the next attempt
+        try:
+            swapped = await self.handle.client.compare_and_set_annotation(latest, COMMIT_ANNOTATION, current, text)
+        except Exception as exc:  # the API server's errors, whatever the backend: nothing was sent to the member
+            return Status.error(RECORD_FAILED_PREFIX + str(exc))
+        return None if swapped else Status.error(RECORD_CHANGED)
 
     async def _bind_in_member(
         self, committer: ClusterCommitter, cluster: str, reservation: str, pod: PodInfo
@@ -101,19 +140,19 @@ class ClusterBind:
             failure = CommitError(failure.cluster, failure.reason, str(failure), refused=False, may_have_acted=True)
         return failure
 
-    async def _made_after_all(self, committer: ClusterCommitter, held: HeldReservation, pod: PodInfo) -> bool:
-        """After binds the member never answered: whether it made the pod (True), or never will (False)."""
+    async def _settle(self, committer: ClusterCommitter, held: HeldReservation, pod: PodInfo) -> bool | None:
+        """After binds the member never answered: whether it made the pod (True) or never will (False); None when
+        it gave no answer before its reservation expired."""
         clock = self.handle.clock
         timeout = self.args.bind_timeout_seconds
+        give_up = min(held.member_expiry + SETTLE_SKEW_SECONDS, clock.now() + SETTLE_IN_BIND_SECONDS)
         while True:
             try:
-                if await committer.release(held.cluster, held.reservation_id, timeout=timeout):
-                    return False  # released before any bind used it
-                await committer.bind(held.cluster, held.reservation_id, pod.pod, timeout=timeout)
-                return True  # the earlier bind's pod, which the member answers with
-            except CommitError as error:
-                if error.refused or clock.now() >= held.member_expiry + SETTLE_SKEW_SECONDS:
-                    return False  # no pod under this reservation, or none can be made any more
+                outcome = await committer.release(held.cluster, held.reservation_id, timeout=timeout, pod=pod.pod)
+                return bool(outcome.made)
+            except CommitError:
+                if clock.now() >= give_up:
+                    return None
             await self.handle.sleep(SETTLE_RETRY_SECONDS)
 
 

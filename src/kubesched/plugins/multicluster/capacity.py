@@ -1,40 +1,12 @@
 """ClusterCapacity (PreFilter, Filter): the pod must fit on one node of the cluster, not only in its total.
 
-A cluster with 100 free CPUs spread as 2 per node cannot run a pod asking for 8. Two paths, per cluster:
-
-- **Node-level fit** when the cluster reports per-node free capacity (``status.nodeSummary``, or its own Nodes
-  in simulation) and ``nodeLevelFit`` is on: the hub pods already bound to the cluster that its state does
-  not count yet (in flight) are first placed on those nodes first-fit, in bind order, as Karmada's accurate
-  estimator places assumed workloads; then the pod fits when some node has every resource it requests free
-  (and a free pod slot where slots are reported). Otherwise the reasons say what no node has:
-  ``cluster(s) had no node with enough free <resource>`` per resource no single node has enough of,
-  ``cluster(s) had no node with a free pod slot``, or, when each resource alone is somewhere but never
-  together, ``cluster(s) had no node that fits the pod``. An in-flight pod that fits no node is left out (the
-  member has it pending; the next observation counts it). Nodes with NoSchedule or NoExecute taints (their
-  bucket lists them) count only for a pod, in flight or pending, that tolerates every one of their taints:
-  for any other pod they are not there, and a cluster with no other node says
-  ``cluster(s) had untolerated taints on every node`` (UnschedulableAndUnresolvable).
-- **General estimate** otherwise (Karmada's ``general.go``, multi-cluster.md §2.1): for each resource r the pod
-  requests, avail_r = allocatable_r − allocated_r − allocating_r, where allocated is what the member reported
-  and allocating the in-flight pods' requests (both are the super node's requested amount, see
-  :mod:`kubesched.federation.adapter`); replicas = min(free pod slots, min_r ⌊avail_r / q_r⌋); the pod fits
-  when replicas ≥ 1. Reasons: ``Insufficient <resource>`` and ``Too many pods``, as NodeResourcesFit words
-  the same cluster-wide statement.
-
-The pod's request (component-helpers ``PodRequests``, no non-zero defaults) is computed once at PreFilter.
-A request larger than the whole cluster's allocatable is UnschedulableAndUnresolvable, anything else
-Unschedulable. The in-flight overlay is cached per cluster by the state and the super node's generation, so
-Filter recomputes it only after a bind to that cluster; when the in-flight pods are the cached ones plus pods
-bound since (the usual case: a bind appends), only those are placed, on a copy of the cached buckets (first-fit
-is sequential, so the buckets are the same as placing every pod again).
-
-``filter_batch`` keeps, per recurring request (a workload's few pod templates), the verdict of every cluster and
-the :class:`~kubesched.plugins.multicluster.capacity_index.CapacityIndex` stamp it was made at; a cluster whose
-super node or state changed since (the one the last bind went to, one a refresh updated) is asked again: a few
-through ``filter`` itself, many at once through the index's arrays (each cluster's buckets as a row per bucket,
-remade only when read after a change; the arrays hold the untainted buckets, so a pod with tolerations has the
-clusters with tainted buckets asked through ``filter``). ``filter`` is the reference, and a property test holds
-the two equal (statuses, reasons and codes).
+Built by the framework from the registry in cluster profiles. With a node summary (and ``nodeLevelFit``), the hub
+pods in flight to the cluster are placed first-fit on its nodes, then the pod must fit one node whose taints it
+tolerates; without one, Karmada's general estimate from the totals. The pod's request is computed once at
+PreFilter; the in-flight overlay is cached per cluster and extended by the pods bound since, not recomputed.
+``filter_batch`` keeps each recurring request's verdicts per cluster and asks again only the clusters that changed,
+many at once through :class:`~kubesched.plugins.multicluster.capacity_index.CapacityIndex`; ``filter`` is the
+reference a property test holds it equal to. The rules and reasons: docs/explanation/cross-cluster.md#cluster-capacity.
 """
 
 from __future__ import annotations
@@ -68,7 +40,7 @@ from kubesched.plugins.multicluster.capacity_index import (
     CapacityIndex,
     decode,
 )
-from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, read_snapshot, request_items
+from kubesched.plugins.multicluster.common import UNKNOWN_CLUSTER, read_snapshot, request_items, running_in
 from kubesched.plugins.multicluster.slots import KeptPerRequest
 
 if TYPE_CHECKING:
@@ -193,7 +165,7 @@ def _status(code: Code, reasons: list[str]) -> Status:
 
 
 FEW_SLOTS = 16
-"""Stale slots up to this many are filtered by the per-cluster method (plain Python, about 20 us each);
+"""Stale slots up to this many are filtered by the per-cluster method (plain Python, a cost per slot);
 more by the index's arrays, whose numpy calls cost about as much whatever their length."""
 
 MAX_KEPT_REQUESTS = 64
@@ -269,7 +241,8 @@ class ClusterCapacity:
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
         items = tuple(request_items(pod.request, self._ignored).items())
         state.write(PRE_FILTER_STATE_KEY, _Request(items, scheduling_tolerations(pod.tolerations)))
-        take_cycle_snapshot(state, self._handle)
+        if running_in(take_cycle_snapshot(state, self._handle), pod.uid) is not None:
+            return Status(Code.SKIP)  # a member already runs it, and counts it: ClusterReservation adopts it there
         return None
 
     def pre_filter_extensions(self) -> PreFilterExtensions | None:

@@ -41,6 +41,12 @@ def in_flight(node_info: NodeInfo, cluster: ClusterState) -> Iterator[PodInfo]:
             yield pod
 
 
+def running_in(snapshot: ClusterSnapshot, uid: str) -> str | None:
+    """The first cluster, by name, whose reported state has a pod made for hub pod ``uid`` (None: none has)."""
+    found = [name for name, cluster in snapshot.clusters.items() if uid in cluster.pod_phases]
+    return min(found) if found else None
+
+
 def request_items(request: Resource, ignored: frozenset[str] = frozenset()) -> dict[str, int]:
     """A pod's request as {resource: amount}, non-zero amounts only, cpu/memory/ephemeral-storage first."""
     items: dict[str, int] = {}

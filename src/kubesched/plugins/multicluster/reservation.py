@@ -1,32 +1,22 @@
-"""ClusterReservation (Filter, Reserve, Permit): the first phase of the two-phase commit to a member cluster.
+"""ClusterReservation (PreFilter, Filter, Reserve, Permit): the first phase of the two-phase commit to a member.
 
-Permit returns Wait (the pod stays assumed on the cluster's super node, so the cycles that follow count it as in
-flight) and, in background work spawned through the Handle:
+PreFilter first makes sure the pod is not already committed somewhere
+(docs/explanation/cross-cluster-commit.md#a-hub-that-resumes): a hub pod whose commit record
+(:mod:`~kubesched.plugins.multicluster.intent`) names a commit this scheduler has not seen settled waits --
+``UnschedulableAndUnresolvable``, moved back once settled -- while background work asks that member (a release
+of that reservation, which the member answers with the pod it made, or with the certainty that none was or will
+be made). A pod some member runs (settled so, or reported in that member's state) is *adopted*: the search is
+restricted to that cluster, ClusterCapacity and the suspect check stand aside, Permit reserves nothing, and
+ClusterBind has the member answer with its pod. Attempt numbers continue from the record's.
 
-1. **reserves** the pod's requests in the chosen cluster through the scheduler's
-   :class:`~kubesched.framework.clusters.ClusterCommitter`, under a reservation id derived from the pod's uid and
-   this scheduler's attempt number for it (:func:`reservation_id`) -- so a repeat of the same attempt (a reserve
-   call that got no answer is tried again, up to ``reserveAttempts``) is the same reservation, and a new attempt
-   is a new one. The member holds it for ``ttlSeconds``: if the hub never confirms, it expires by itself;
-2. **approves**: ``Automatic``, or ``Annotation`` (the pod's ``multicluster.kubesched.io/approval`` annotation,
-   re-read every ``recheckIntervalSeconds``: ``approved`` allows, ``denied`` rejects, anything else waits);
-3. allows the pod (ClusterBind commits it) or rejects it with the reason. A pod neither approved nor denied
-   within ``permitTimeoutSeconds`` is rejected by this plugin as ``approval timed out``, so that the audit
-   record says so; the framework's own Permit timer is set :data:`PERMIT_BACKSTOP_SECONDS` later, a backstop for
-   a reserve call still hanging at the deadline. The decision is a policy verdict in the attempt's audit record
-   (stage ``permit``, the cluster as target, the reservation id as decision id, reasons saying where and when it
-   was reserved and approved, denied or timed out, or why reserving failed).
-
-Every rejection goes through the framework: Unreserve (which releases the reservation, in the background; a
-release that fails is left to the TTL), requeue with backoff, a FailedScheduling event with the reason. A
-reservation that lands after its pod stopped waiting is released at once.
-
-Filter avoids **suspect** clusters: ``suspectAfterFailures`` consecutive commit failures (reserve here, bind in
-ClusterBind, counted in the committer's :class:`~kubesched.framework.clusters.CommitLedger`) filter the cluster out
-for ``suspectSeconds`` after the last one: ``cluster(s) were suspect after repeated commit failures``.
-``filter_batch`` first asks whether any cluster of the ledger is suspect (usually none is: then it is done without
-looking at the candidates), and only then asks once per candidate, with no Status or NodeInfo on the way (the
-framework's per-node loop cost more than the check); ``filter`` is the reference.
+Built by the framework in cluster profiles; the scheduler's committer
+(:class:`~kubesched.framework.clusters.ClusterCommitter`) is reached through the Handle. Permit returns Wait and,
+in the background, reserves the pod's requests in the chosen cluster under an id derived from the pod's uid and
+the attempt (:func:`reservation_id`), awaits approval (``Automatic`` or the pod's annotation), then allows or
+rejects; the decision is a policy verdict in the attempt's audit record. Unreserve releases the reservation.
+Filter avoids suspect clusters (repeated commit failures in the committer's
+:class:`~kubesched.framework.clusters.CommitLedger`); ``filter_batch`` asks the ledger first and is done when no
+cluster is suspect. The protocol and why: docs/explanation/two-phase-commit.md.
 """
 
 from __future__ import annotations
@@ -42,30 +32,43 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kubesched.api.objects import Pod
-from kubesched.framework.clusters import ClusterCommitter, CommitError, NoClusterCommitter, cluster_committer
+from kubesched.framework.clusters import (
+    ClusterCommitter,
+    CommitError,
+    NoClusterCommitter,
+    NoClusterStateSource,
+    cluster_committer,
+    take_cycle_snapshot,
+)
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_PERMIT_TIMEOUT_SECONDS
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
-from kubesched.framework.types import NodeInfo, PodInfo
+from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
 from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.multicluster.args import APPROVAL_ANNOTATION, ClusterReservationArgs
-from kubesched.plugins.multicluster.common import request_items
+from kubesched.plugins.multicluster.common import request_items, running_in
+from kubesched.plugins.multicluster.intent import CommitIntent, read_intent
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from kubesched.framework.interface import (
         BatchFilterPlugin,
         BindingLimiter,
         Handle,
         PermitPlugin,
+        PreFilterExtensions,
+        PreFilterPlugin,
         ReservePlugin,
     )
 
 log = logging.getLogger(__name__)
 
 RESERVATION_STATE_KEY = "multicluster/ClusterReservation"
+ADOPTION_STATE_KEY = "multicluster/ClusterReservation/adoption"
 APPROVAL_ANNOTATION_KEY = "multicluster.kubesched.io/approval"
 APPROVED = "approved"
 DENIED = "denied"
@@ -75,8 +78,13 @@ WAITING_MESSAGE = "waiting for the cluster's reservation and approval"
 RESERVE_FAILED_PREFIX = "reserving in the cluster failed: "
 APPROVAL_DENIED = "approval denied"
 APPROVAL_TIMED_OUT = "approval timed out"
+# The plugin rejects a pod whose approval timed out itself, so that the audit record says so; the framework's own
+# Permit timer is this much later, a backstop for a reserve call still hanging at the deadline.
 PERMIT_BACKSTOP_SECONDS = 1.0
 NO_COMMITTER = "no cluster committer: "
+SETTLING_PREFIX = "waiting for cluster "
+SETTLE_FIRST_SECONDS = 1.0
+SETTLE_MAX_SECONDS = 30.0
 
 _SUSPECT = Status(Code.UNSCHEDULABLE, ERR_REASON_SUSPECT)
 VERDICT_ENGINE = "cluster-agent"
@@ -87,20 +95,42 @@ def _stamp(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="milliseconds")
 
 
+def settling_message(intent: CommitIntent) -> str:
+    return f"{SETTLING_PREFIX}{intent.cluster} to settle an earlier commit (reservation {intent.reservation})"
+
+
 def reservation_id(pod_uid: str, attempt: int) -> str:
     """A DNS label naming the reservation of ``pod_uid``'s ``attempt`` (same inputs, same id)."""
     return f"r-{hashlib.sha256(pod_uid.encode()).hexdigest()[:32]}-{attempt}"
 
 
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """The cluster that already runs the cycle's pod (in CycleState from PreFilter on): it is bound there, as is."""
+
+    cluster: str
+
+    def clone(self) -> Adoption:
+        return self
+
+
+def adoption(state: CycleState) -> Adoption | None:
+    """The cycle's adoption, if its pod already runs in a member (for the cluster plugins that stand aside)."""
+    return state.get(ADOPTION_STATE_KEY, Adoption)
+
+
 @dataclass(slots=True)
 class HeldReservation:
-    """This attempt's reservation, in CycleState for ClusterBind and Unreserve (written at Permit)."""
+    """This attempt's reservation, in CycleState for ClusterBind and Unreserve (written at Permit); ``adopted``: no
+    reservation was made, the member already runs the pod."""
 
     cluster: str
     reservation_id: str
     node: str = ""
     reserved: bool = False
     released: bool = False
+    attempt: int = 0
+    adopted: bool = False
     deadline: float = float("inf")  # when the approval times out (the hub's clock)
     # When the member holds it no more at the latest, on the hub's clock: the answer's arrival plus the TTL (the
     # member's own expiry, counted from before it answered, is earlier). Past it a late bind is refused there.
@@ -130,9 +160,69 @@ class ClusterReservation:
             self._committer = cluster_committer(self.handle)
         return self._committer
 
+    # -------------------------------------------------------------------------------------------- prefilter
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> PreFilterResult | Status | None:
+        try:
+            committer = self.committer()
+        except NoClusterCommitter:
+            return None  # Permit says why
+        ledger = committer.ledger
+        intent = read_intent(pod.pod)
+        made = ledger.made_in(pod.uid)
+        if made is None and intent is not None and not ledger.is_settled_empty(pod.uid, intent.reservation):
+            if ledger.begin_settle(pod.uid):
+                self.handle.spawn(self._settle(pod, intent, committer))
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, settling_message(intent))
+        if made is None:
+            try:
+                made = running_in(take_cycle_snapshot(state, self.handle), pod.uid)
+            except NoClusterStateSource:  # no member reports what it runs: only settled commits adopt
+                return None
+        if made is None:
+            return None
+        state.write(ADOPTION_STATE_KEY, Adoption(made))
+        return PreFilterResult(frozenset((made,)))
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+    async def _settle(self, pod: PodInfo, intent: CommitIntent, committer: ClusterCommitter) -> None:
+        """Ask ``intent``'s member until it answers whether it made the pod (docs/explanation/cross-cluster-commit.md);
+        then the pod goes back to the queue."""
+        ledger, delay = committer.ledger, SETTLE_FIRST_SECONDS
+        try:
+            while self.handle.get_pod(pod.uid) is not None:
+                try:
+                    outcome = await committer.release(
+                        intent.cluster, intent.reservation, timeout=self.args.reserve_timeout_seconds, pod=pod.pod
+                    )
+                except CommitError as error:  # only an answer settles: unknown, unreachable and refused alike wait
+                    log.info(
+                        "settling %s's commit %s: %s (asking again in %gs)", pod.key, intent.reservation, error, delay
+                    )
+                    await self.handle.sleep(delay)
+                    delay = min(delay * 2, SETTLE_MAX_SECONDS)
+                    continue
+                if outcome.made:
+                    ledger.settled_made(pod.uid, intent.cluster)
+                    log.info(
+                        "pod %s already runs in cluster %s (%s): adopting it", pod.key, intent.cluster, outcome.made
+                    )
+                else:
+                    ledger.settled_empty(pod.uid, intent.reservation)
+                break
+        finally:
+            ledger.end_settle(pod.uid)
+        latest = self.handle.get_pod(pod.uid)
+        if latest is not None:
+            self.handle.activate([latest])
+
     # ----------------------------------------------------------------------------------------------- filter
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status | None:
+        if adoption(state) is not None:
+            return None  # it runs there already: a suspect member still holds it
         try:
             ledger = self.committer().ledger
         except NoClusterCommitter:
@@ -144,6 +234,8 @@ class ClusterReservation:
         return None
 
     def filter_batch(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> BatchFilterResult | None:
+        if adoption(state) is not None:
+            return None
         try:
             ledger = self.committer().ledger
         except NoClusterCommitter:
@@ -171,7 +263,7 @@ class ClusterReservation:
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         held = state.get(RESERVATION_STATE_KEY, HeldReservation)
-        if held is None or held.released:
+        if held is None or held.released or held.adopted:
             return
         held.released = True
         self.handle.spawn(self._release(held))
@@ -189,13 +281,27 @@ class ClusterReservation:
             committer = self.committer()
         except NoClusterCommitter as error:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_COMMITTER + str(error)), 0.0
-        attempt = self._attempts.pop(pod.uid, 0) + 1
+        intent = read_intent(pod.pod)
+        attempt = max(self._attempts.pop(pod.uid, 0), intent.attempt if intent is not None else 0) + 1
         self._attempts[pod.uid] = attempt
         if len(self._attempts) > MAX_REMEMBERED_PODS:
             self._attempts.popitem(last=False)
+        adopted = adoption(state)
+        if adopted is not None and adopted.cluster == node_name:
+            # An open record naming this cluster keeps its reservation id; anything else gets this attempt's.
+            rid = intent.reservation if intent is not None and intent.cluster == node_name else None
+            held = HeldReservation(
+                node_name, rid or reservation_id(pod.uid, attempt), reserved=True, attempt=attempt, adopted=True
+            )
+            state.write(RESERVATION_STATE_KEY, held)
+            reasons = (f"adopted: cluster {node_name} already runs a pod for this hub pod",)
+            add_verdict(state, self._verdict(held, True, reasons))
+            return None, 0.0
         # at the framework's cap, the approval deadline moves ahead of it so that it still fires first
         timeout = min(self.args.permit_timeout_seconds, MAX_PERMIT_TIMEOUT_SECONDS - PERMIT_BACKSTOP_SECONDS)
-        held = HeldReservation(node_name, reservation_id(pod.uid, attempt), deadline=self.handle.clock.now() + timeout)
+        held = HeldReservation(
+            node_name, reservation_id(pod.uid, attempt), deadline=self.handle.clock.now() + timeout, attempt=attempt
+        )
         state.write(RESERVATION_STATE_KEY, held)
         self.handle.spawn(self._phase_one(state, pod, held, committer))
         return Status(Code.WAIT, WAITING_MESSAGE), timeout + PERMIT_BACKSTOP_SECONDS
@@ -298,5 +404,5 @@ if TYPE_CHECKING:
 
     def _conforms(
         plugin: ClusterReservation,
-    ) -> tuple[BatchFilterPlugin, ReservePlugin, PermitPlugin, BindingLimiter]:
-        return plugin, plugin, plugin, plugin
+    ) -> tuple[PreFilterPlugin, BatchFilterPlugin, ReservePlugin, PermitPlugin, BindingLimiter]:
+        return plugin, plugin, plugin, plugin, plugin

@@ -1,33 +1,13 @@
 """NodeVolumeLimits (PreFilter, Filter): a node may not attach more CSI volumes of a driver than it allows.
 
-kube-scheduler v1.35's ``CSILimits``. A volume counts once per ``<driver>/<volume handle>`` on a node, however
-many pods use it. The volumes that count, for the pod and for each pod already on the node:
-
-- a PersistentVolumeClaim (named, or the ``<pod>-<volume>`` claim of a generic ephemeral volume, which must be
-  controlled by the pod): its bound PV's ``spec.csi`` driver and handle; an in-tree PV (AWS EBS, GCE PD, Azure
-  Disk, Cinder, Portworx) translated to CSI where the node has migration on; an unbound claim (or one whose PV
-  is missing) counts under its StorageClass's provisioner, with a handle unique to the claim;
-- an inline in-tree volume csi-translation-lib can migrate, on a node where migration is on.
-
-Migration is on where the node has a CSINode: always for AWS EBS, GCE PD, Azure Disk and Cinder (their
-migration is GA), and for Portworx when the CSINode's ``storage.alpha.kubernetes.io/migrated-plugins``
-annotation lists it (``isCSIMigrationOn``). Limits are the CSINode's ``spec.drivers[].allocatable.count``;
-a node without a CSINode, or whose drivers report no count, has no limit. Exceeding one is
-``node(s) exceed max volume count`` (Unschedulable).
-
-Claims the pod names must exist: a missing one is ``looking up PVC <ns>/<name>: persistentvolumeclaim
-"<name>" not found`` (UnschedulableAndUnresolvable). Claims of pods already placed that are missing, claims
-without a class, missing classes and untranslatable PVs are not counted, as upstream.
-
-Not here: VolumeAttachments (v1.35 also counts attachments to the node that no pod accounts for; kubesched
-has no VolumeAttachment lister, so none are counted) and the alpha VolumeLimitScaling check of CSIDriver
-``preventPodSchedulingIfMissing`` (off by default in v1.35).
-
-Who calls it: the framework (default profile, preFilter/filter). PreFilter returns Skip for pods with no
-volume that could count and resolves the pod's claims once; Filter resolves each placed pod's volumes once per
-cycle (a memo in the cycle state) and applies the node's CSINode. The batch Filter loops over the candidates'
-NodeInfos. Queueing hints: CSINode added or a limit raised, a placed pod with such volumes deleted, a claim the
-pod names added (no backend delivers storage events yet, so such pods wait for the unschedulable timeout).
+kube-scheduler v1.35's ``CSILimits``, built by the framework in the default profile. A volume counts once per
+``<driver>/<volume handle>`` on a node: claims (named, or a generic ephemeral volume's) by their bound PV's CSI
+driver and handle, or by their class's provisioner while unbound, and in-tree volumes csi-translation-lib can
+migrate where the node's CSINode has migration on. Limits are the CSINode's ``allocatable.count``; exceeding one
+is ``node(s) exceed max volume count`` (Unschedulable), and a claim the pod names that does not exist is
+UnschedulableAndUnresolvable. PreFilter skips pods with no volume that could count; Filter resolves each placed
+pod's volumes once per cycle. Not modelled: VolumeAttachments no pod accounts for, and the alpha
+VolumeLimitScaling check.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """PodTopologySpread (PreFilter + AddPod/RemovePod, Filter, PreScore, Score, NormalizeScore), kube-scheduler v1.35.
 
-Built by the framework runtime from the registry (``Cls(args, handle)``) in every profile that enables it (the
-default profile does, Score weight 2). The pieces, as upstream's ``filtering.go`` / ``scoring.go`` /
-``plugin.go`` have them:
-
-- PreFilter: the pod's DoNotSchedule constraints (or the profile's default ones of that kind when the pod has
-  none); Skip without any. For every node carrying all the constraints' topology keys, and for every constraint
-  whose node-inclusion policies admit the node, the matching pods (same namespace, not terminating) are added to
-  the node's domain; per constraint the two smallest domains are kept ("critical paths").
-  AddPod/RemovePod move one pod in or out (nominated pods, preemption).
-- Filter: for each constraint in order, a node without the topology key fails UnschedulableAndUnresolvable
-  ``node(s) didn't match pod topology spread constraints (missing required label)``; a node where
-  ``count(domain) + self-match − global minimum > maxSkew`` fails Unschedulable
-  ``node(s) didn't match pod topology spread constraints``. The global minimum is 0 while there are fewer
-  domains than ``minDomains``.
-- PreScore: the ScheduleAnyway constraints (or the soft defaults); Skip without any, or when the cluster has no
-  nodes. With explicit constraints or List defaulting, filtered nodes lacking a topology key are *ignored*.
-  Each constraint's weight is ``ln(domains + 2)`` (domains among the filtered nodes; for the hostname key the
-  number of scored nodes). Counting runs over every node of the snapshot.
-- Score: ``round(Σ count × weight + maxSkew − 1)``; NormalizeScore: ignored nodes get 0, the others
-  ``100 × (max + min − score) / max`` (100 each when max is 0): fewer matching pods, higher score.
-
-Batch forms read each topology key's value from a NodeTable class column, so per constraint the rule runs once
-per distinct domain; only hostname scoring counts pods per node. A constraint that cannot be read gives the
-Error status kube-scheduler gives (the cycle fails and the pod is retried), never an exception.
+Built by the framework from the registry in every profile that enables it (the default profile does, weight 2),
+with the pieces of upstream's ``filtering.go``, ``scoring.go`` and ``plugin.go``: PreFilter counts matching pods
+per domain for the DoNotSchedule constraints (or the profile's defaults) and keeps each constraint's two smallest
+domains; Filter applies ``maxSkew`` (and ``minDomains``) with upstream's reasons and codes; PreScore and Score weigh
+the ScheduleAnyway constraints by ``ln(domains + 2)``; NormalizeScore gives fewer matching pods a higher score. The
+batch forms read each topology key's value from a NodeTable class column, so a constraint's rule runs once per
+domain. A constraint that cannot be read gives kube-scheduler's Error status, never an exception.
 """
 
 from __future__ import annotations

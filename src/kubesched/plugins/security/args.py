@@ -1,12 +1,13 @@
-"""Typed args of SecurityAuditFilter and SecurityAuditPermit: the seed's fields plus engine, failure and
-enforcement settings, with defaults and validation that reports every error with its field path.
+"""Typed args of SecurityAuditFilter and SecurityAuditPermit: engine, failure and enforcement settings, with defaults
+and validation that reports every error with its field path.
 
-The seed's ``opaEndpoint`` and ``timeoutSeconds`` select the remote OPA engine; ``policies`` (and
-``data``) select the embedded Rego engine. Read by the config loader and by the plugin factories.
+``opaEndpoint`` selects the remote OPA engine; ``policies`` (and ``data``) select the embedded Rego engine. Read by
+the config loader and by the plugin factories; documented in docs/reference/plugin-args.md#security-audit.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
@@ -25,6 +26,8 @@ DEFAULT_DECISION_PATH = "kubernetes/authz"
 DEFAULT_BREAK_GLASS_LABEL = "kubesched.io/break-glass"
 BREAK_GLASS_NAMESPACE_LABEL = "kubesched.io/break-glass-allowed"
 MAX_PERMIT_TIMEOUT = 900.0
+DEFAULT_POLICY_REFRESH_SECONDS = 2.0
+MAX_POLICY_REFRESH_SECONDS = 300.0
 
 
 def _join(path: str, key: str) -> str:
@@ -38,11 +41,12 @@ class PolicyEngineArgs:
     engine: str = ""  # "" = remote when opaEndpoint is set and no policies are given, else embedded
     opa_endpoint: str = ""
     timeout_seconds: float = 5.0
-    token_file: str = ""
-    ca_file: str = ""
+    # Paths relative to the configuration file (metadata "path": kubesched.config.relative_paths).
+    token_file: str = field(default="", metadata={"path": True})
+    ca_file: str = field(default="", metadata={"path": True})
     batch_endpoint: str = ""
-    policies: tuple[str, ...] = ()
-    data: tuple[str, ...] = ()
+    policies: tuple[str, ...] = field(default=(), metadata={"path": True})
+    data: tuple[str, ...] = field(default=(), metadata={"path": True})
     decision_path: str = ""
     failure_policy: str = FAILURE_FAIL
     enforcement_action: str = ENFORCE_DENY
@@ -54,6 +58,10 @@ class PolicyEngineArgs:
     break_glass_namespaces: tuple[str, ...] = ()
     time_granularity_seconds: float = 60.0
     cache_size: int = 4096
+    # The freshness bound of a remote OPA's revision (how long the revision it reported is trusted before the next
+    # decision asks again), and how often the scheduler checks either engine for a new revision, requeueing the pods
+    # the old one rejected (docs/explanation/policy-freshness.md).
+    policy_refresh_seconds: float = DEFAULT_POLICY_REFRESH_SECONDS
 
     def resolved_engine(self) -> str:
         if self.engine:
@@ -115,6 +123,17 @@ class PolicyEngineArgs:
             errors.append(
                 FieldError.invalid(_join(path, "timeGranularitySeconds"), self.time_granularity_seconds, "must be >= 0")
             )
+        refresh = self.policy_refresh_seconds
+        if not (
+            isinstance(refresh, int | float) and math.isfinite(refresh) and 0 < refresh <= MAX_POLICY_REFRESH_SECONDS
+        ):
+            errors.append(
+                FieldError.invalid(
+                    _join(path, "policyRefreshSeconds"),
+                    refresh,
+                    f"must be a number of seconds > 0 and at most {MAX_POLICY_REFRESH_SECONDS:g}",
+                )
+            )
         if self.cache_size < 0:
             errors.append(FieldError.invalid(_join(path, "cacheSize"), self.cache_size, "must be >= 0"))
         return errors
@@ -122,9 +141,9 @@ class PolicyEngineArgs:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SecurityAuditFilterArgs(PolicyEngineArgs):
-    """The seed's args (``opaEndpoint``, ``timeoutSeconds``) plus engine, failure, enforcement and mode."""
+    """The engine, failure and enforcement args, plus the evaluation mode."""
 
-    evaluation_mode: str = MODE_BATCH  # per-node reproduces the seed's one-call-per-node pattern
+    evaluation_mode: str = MODE_BATCH  # per-node: one engine call per (pod, node), the benchmarks' baseline
 
     def validate(self, path: str) -> list[FieldError]:
         errors = self.engine_errors(path)

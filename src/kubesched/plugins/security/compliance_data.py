@@ -1,41 +1,10 @@
 """The compliance data file ComplianceScore reads: its JSON format, strict loading, and score resolution.
 
-Who calls it: :mod:`kubesched.plugins.security.compliance_score` (at construction and on reload), and tools
-that want to check a file before it is shipped (``load_compliance_file`` raises on every problem at once).
-
-Format (JSON, UTF-8; every top-level key is optional; the ``#`` notes are not part of the file)::
-
-    {
-      "default": 60,                                   # score of a node nothing else covers
-      "nodes": {                                       # per-node records, by node name
-        "node-a": {"score": 95, "expires": "2030-01-01T00:00:00Z"},
-        "node-b": 80                                   # a bare number: a record that never expires
-      },
-      "rules": [                                       # label rules, first match wins
-        {"name": "pci-zone",                           # optional, for humans and explanations
-         "selector": {"matchLabels": {"topology.kubernetes.io/zone": "zone-1"},
-                      "matchExpressions": [{"key": "accelerator", "operator": "DoesNotExist"}]},
-         "score": 85, "expires": "2030-01-01T00:00:00+02:00"}
-      ],
-      "metadata": {"generatedBy": "scanner", "generatedAt": "..."}   # free-form, ignored
-    }
-
-Resolution for a node, in order:
-
-1. a record under ``nodes`` for the node's name wins; if it has expired the node's data is *missing*;
-2. otherwise the first rule whose selector matches the node's labels; if that rule has expired the node's
-   data is *missing* (later rules are not consulted: the best-matching data is stale, not absent);
-3. otherwise ``default``;
-4. otherwise the data is *missing*, and the plugin's ``missingDataPolicy`` decides (neutral score or 0).
-
-Scores are integers 0..100 (``95.0`` is accepted as 95; ``true``, ``87.5``, ``140`` are errors);
-``expires`` is an RFC 3339 timestamp with a time zone, and a record has expired from that instant on.
-Selectors are metav1.LabelSelectors (In, NotIn, Exists, DoesNotExist); ``{}`` matches every node.
-Unknown keys are errors (a typo like ``"scroe"`` must not silently fall back to the default), except
-under ``metadata``. Duplicate keys in one JSON object are errors too.
-
-Every problem is reported, each as ``<file>: <JSON path>: <message>``, e.g.
-``/etc/scheduler/compliance.json: nodes.node-a.score: must be between 0 and 100, got 140``.
+Who calls it: :mod:`kubesched.plugins.security.compliance_score` (at construction and on reload), and tools that
+check a file before it is shipped (``load_compliance_file`` raises on every problem at once, each as ``<file>: <JSON
+path>: <message>``). The format and the order in which a node's score is resolved (its record, the first matching
+rule, ``default``, then missing) are documented in docs/reference/plugin-args.md#compliance-score. Unknown and
+duplicated keys are errors: a typo like ``"scroe"`` must not silently fall back to the default.
 """
 
 from __future__ import annotations
@@ -165,7 +134,8 @@ class ComplianceData:
         return Resolution(None, SOURCE_NONE)
 
     def resolve(self, name: str, labels: Mapping[str, str], now: float) -> Resolution:
-        """The whole resolution for one node (see the module docstring)."""
+        """The whole resolution for one node: its record, else the first matching rule, else ``default``, else missing;
+        an expired record or rule is missing (later rules are not consulted: the best match is stale, not absent)."""
         record = self.node_record(name)
         if record is not None:
             if record.expired(now):

@@ -1,35 +1,13 @@
 """ComplianceScore (PreScore, Score): prefer nodes with a better compliance posture, from a data file.
 
-The seed's custom Score plugin (section 4.4)::
-
-    pluginConfig:
-    - name: ComplianceScore
-      args:
-        weight: 30
-        complianceDataPath: /etc/scheduler/compliance.json
-
-A node's score is the 0..100 compliance score the data file gives it (format and resolution order in
-:mod:`kubesched.plugins.security.compliance_data`): its own record, else the first matching label rule,
-else the file's ``default``, else ``missingDataPolicy`` (``neutral`` → ``neutralScore``, ``zero`` → 0).
-An expired record or rule counts as missing data. Scores are already in [0, 100], so there is no
-NormalizeScore; the profile's score weight multiplies them (``weight`` here is the seed's spelling of it).
-
-Time and I/O: the file is read when the plugin is built (a missing or broken file fails the build with
-the file and JSON path of every problem). Afterwards no cycle touches the disk: at most every
-``reloadIntervalSeconds`` (``handle.clock``, so virtual time in simulation) PreScore starts a background
-check (spawned through the Handle, the file work in a worker thread) of whether the path now resolves to
-a different file: device, inode, mtime and size, because a ConfigMap update swaps a symlink to a new
-file. A changed file is reloaded and takes effect from the next cycle on; a broken one is logged and
-recorded (``last_reload_error``) and the last good data stays in force, so a bad push never fails a
-cycle. Expiry is judged against the clock time PreScore saw, which Score and score_batch share through
-CycleState, so a cycle sees one consistent answer.
-
-Batch path: per-node answers depend only on the node's name (its record) and its labels (rules,
-default), so ``score_batch`` keeps two per-class score arrays over the shared ``node-name`` and
-``node-labels`` class columns and answers with two gathers and a ``where``. Class ids are append-only
-(a node update assigns a new id when its labels change), so the arrays stay valid until the data version
-or the expiry epoch (how many ``expires`` instants have passed) changes; classes are scored lazily, the
-first time a batch contains them.
+Built by the framework from the registry in profiles that enable it. A node's score is the 0..100 score the data
+file gives it (:mod:`kubesched.plugins.security.compliance_data`), so there is no NormalizeScore; the profile's
+weight multiplies it (``weight`` in the args is the same thing, used when the profile sets none). The file is read
+when the plugin is built; afterwards no cycle touches the disk: at most every ``reloadIntervalSeconds`` on the
+handle's clock, PreScore starts a background check for a changed file (device, inode, mtime, size: a ConfigMap
+update swaps a symlink), and a good new file takes effect from the next cycle. ``score_batch`` answers from
+per-class arrays over the ``node-name`` and ``node-labels`` class columns. Args and file format:
+docs/reference/plugin-args.md#compliance-score.
 """
 
 from __future__ import annotations
@@ -39,7 +17,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -90,7 +68,7 @@ class ComplianceScoreArgs:
     """
 
     weight: int = 1
-    compliance_data_path: str = ""
+    compliance_data_path: str = field(default="", metadata={"path": True})  # relative to the configuration file
     missing_data_policy: str = POLICY_NEUTRAL
     neutral_score: int = 50
     reload_interval_seconds: float = 5.0

@@ -10,12 +10,14 @@ in exempt namespaces (``kube-system`` by default), pods matching ``exemptPodLabe
 engine's own pods) and pods carrying the break-glass label set to ``"true"`` are not evaluated. The
 break-glass label is honoured only where an administrator allowed it (``breakGlassNamespaces``, or a namespace
 labelled ``kubesched.io/break-glass-allowed: "true"``, which pod authors cannot set), and every use is a
-Warning event ``BreakGlass``; elsewhere the label is ignored and the pod is evaluated like any other.
+Warning event ``BreakGlass``. Elsewhere the label is refused: the pod is evaluated like any other, and the refusal
+is a Warning event ``BreakGlassRefused`` on the pod and a note in the attempt's audit verdicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from kubesched.api.objects import Pod
 from kubesched.framework.interface import Handle
@@ -23,6 +25,7 @@ from kubesched.framework.policy import ENGINE_REMOTE, PolicyClient, PolicyEngine
 from kubesched.plugins.security.args import BREAK_GLASS_NAMESPACE_LABEL, PolicyEngineArgs
 
 BREAK_GLASS_EVENT_REASON = "BreakGlass"
+BREAK_GLASS_REFUSED_EVENT_REASON = "BreakGlassRefused"
 
 
 def engine_spec(args: PolicyEngineArgs) -> PolicyEngineSpec:
@@ -38,9 +41,15 @@ def engine_spec(args: PolicyEngineArgs) -> PolicyEngineSpec:
             token_file=args.token_file,
             ca_file=args.ca_file,
             batch_endpoint=args.batch_endpoint,
+            refresh_seconds=float(args.policy_refresh_seconds),
         )
     return PolicyEngineSpec(
-        engine=engine, decision_path=path, timeout_seconds=timeout, policies=tuple(args.policies), data=tuple(args.data)
+        engine=engine,
+        decision_path=path,
+        timeout_seconds=timeout,
+        policies=tuple(args.policies),
+        data=tuple(args.data),
+        refresh_seconds=float(args.policy_refresh_seconds),
     )
 
 
@@ -77,12 +86,29 @@ def is_break_glass(reason: str) -> bool:
     return reason.startswith(BREAK_GLASS)
 
 
-def pod_exemption(args: PolicyEngineArgs, handle: Handle, pod: Pod) -> str:
-    """:func:`exemption`, with the namespace read through the Handle's lister; a break-glass use is reported as a
-    Warning event on the pod (every use, so that it shows in ``kubectl describe`` and in the event stream)."""
+class Exemption(NamedTuple):
+    """Why a pod is not evaluated ("" when it is), and a note for its audit verdicts ("" when none)."""
+
+    reason: str
+    note: str = ""
+
+
+def break_glass_refusal(args: PolicyEngineArgs, namespace: str) -> str:
+    """The note of a break-glass label used where it is not allowed."""
+    return (
+        f"{BREAK_GLASS} label {args.break_glass_label}=true refused: namespace {namespace} is not allowed to use it "
+        f"(breakGlassNamespaces, or the namespace label {BREAK_GLASS_NAMESPACE_LABEL}=true); the policy was evaluated"
+    )
+
+
+def pod_exemption(args: PolicyEngineArgs, handle: Handle, pod: Pod) -> Exemption:
+    """:func:`exemption`, with the namespace read through the Handle's lister. A break-glass use is reported as a
+    Warning event on the pod (every use, so that it shows in ``kubectl describe`` and in the event stream), and so is
+    a break-glass label refused in a namespace that may not use it (then also noted for the audit record)."""
     # The namespace's labels matter only to a pod that asks for break-glass: every other attempt skips the lookup.
     namespace_labels: Mapping[str, str] = {}
-    if args.break_glass_label and pod.metadata.labels.get(args.break_glass_label) == "true":
+    asks = bool(args.break_glass_label) and pod.metadata.labels.get(args.break_glass_label) == "true"
+    if asks:
         namespace = handle.listers.namespaces.get(pod.metadata.namespace)
         if namespace is not None:
             namespace_labels = namespace.metadata.labels
@@ -91,4 +117,8 @@ def pod_exemption(args: PolicyEngineArgs, handle: Handle, pod: Pod) -> str:
         handle.event_recorder.event(
             pod, "Warning", BREAK_GLASS_EVENT_REASON, "Scheduling", f"security policy not evaluated: {reason}"
         )
-    return reason
+    elif asks and not reason:
+        note = break_glass_refusal(args, pod.metadata.namespace)
+        handle.event_recorder.event(pod, "Warning", BREAK_GLASS_REFUSED_EVENT_REASON, "Scheduling", note)
+        return Exemption("", note)
+    return Exemption(reason)

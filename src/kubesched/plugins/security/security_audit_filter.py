@@ -1,29 +1,14 @@
-"""SecurityAuditFilter: the seed's policy gate at Filter — a pod may not go where policy says no.
+"""SecurityAuditFilter: the policy gate at Filter — a pod may not go where policy says no.
 
-Never one policy call per node, and never a call inside Filter: before each Filter batch of the node
-search the runtime awaits :meth:`SecurityAuditFilter.prefetch_filter`, which decides, in one engine call
-off the event loop, the nodes of the batch not decided yet; Filter then only reads. So a pod costs one
-call over the ~10 % of nodes kube-scheduler examines. ``evaluationMode: per-node`` reproduces the seed's
-one-call-per-node pattern, as an option and as the benchmark baseline.
-
-What is shared and what is not. The answers are cached in :class:`NodeDecisions`, keyed by (policy revision,
-pod key, time bucket if the policy reads ``input.time``, operation) and within an entry by node class. Both
-come from what the policy reads of its input (the engine's analysis, :mod:`kubesched.policy.input_paths`, per
-revision): the pod key is the pod's values at the paths read under ``input.pod`` (pods that differ only in an
-annotation the policy never reads share their decisions), a node class is the nodes with equal values at the
-paths read under ``input.node`` (one document per class goes to the engine). Where the analysis cannot bound a
-part (remote OPA, ``input`` used whole) that part is keyed as before: the pod by its whole input digest, the
-node by its *policy facts* (name, labels, annotations, taints, unschedulable). Either way a status-only node
-update keeps the decision. An entry only ever grows: each per-class
-:class:`~kubesched.framework.policy.Decision` is immutable once recorded, so pods sharing the entry can never
-see another attempt's outcome change theirs. Everything about one attempt — exemption, an engine failure, what
-was skipped — lives in that attempt's own :class:`AttemptPolicy` in the CycleState, which is also the
-attempt's verdict source, sealed into plain verdicts when the cycle ends.
-
-Statuses, as in the seed: a deny is Unschedulable ``Denied by security policy: <reason>``; an engine
-failure is Error ``OPA evaluation failed: <error>`` (retried with backoff) unless ``failurePolicy:
-Ignore``, which lets the pod through and records that the policy was skipped. ``enforcementAction``
-``warn`` and ``dryrun`` evaluate and record but never reject (Gatekeeper's modes).
+Built by the framework in profiles that enable it; its engine client comes through the Handle. Before each Filter
+batch the runtime awaits :meth:`SecurityAuditFilter.prefetch_filter`, which decides the batch's undecided nodes in
+one engine call; Filter then only reads. Answers are cached in :class:`NodeDecisions` by policy revision, pod key,
+time bucket and operation, and within an entry by node class, the keys made from what the policy reads; each
+attempt's own state (exemption, engine failure, what was skipped) is its :class:`AttemptPolicy` in the CycleState,
+sealed into plain verdicts when the cycle ends. A deny is UnschedulableAndUnresolvable ``Denied by security policy:
+<reason>`` (evicting pods cannot change it); an engine failure is Error ``OPA evaluation failed: <error>`` unless
+``failurePolicy: Ignore``. Before an attempt reads the cache it awaits the engine's ``refresh``
+(docs/explanation/policy-freshness.md). How and why: docs/explanation/policy-decisions.md.
 """
 
 from __future__ import annotations
@@ -35,8 +20,15 @@ import numpy as np
 
 from kubesched.framework.clusters import policy_target_kind
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.events import NODE_ADD, ActionType, ClusterEvent, ClusterEventWithHint, EventResource
-from kubesched.framework.interface import Handle, PreFilterExtensions
+from kubesched.framework.events import (
+    NODE_ADD,
+    POLICY_REVISION_CHANGE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+)
+from kubesched.framework.interface import DecisionCacheStats, Handle, PreFilterExtensions
 from kubesched.framework.node_table import BatchFilterResult, BoolArray, ClassColumn, IntArray, NodeBatch, NodeTable
 from kubesched.framework.policy import (
     OPERATION_SCHEDULE,
@@ -65,8 +57,9 @@ from kubesched.plugins.security.args import (
     MODE_PER_NODE,
     SecurityAuditFilterArgs,
 )
+from kubesched.plugins.security.decided_revisions import DecidedRevisions
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
-from kubesched.plugins.security.engines import engine_client, pod_exemption
+from kubesched.plugins.security.engines import engine_client, engine_spec, pod_exemption
 from kubesched.plugins.security.policy_keys import Keying, NodeClasses
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
@@ -84,7 +77,8 @@ _NO_FLAGS.flags.writeable = False
 
 
 def denial_status(decision: Decision) -> Status:
-    return Status(Code.UNSCHEDULABLE, DENIED_PREFIX + denial_reason(decision.reasons))
+    # Unresolvable: no eviction changes the pod or the node, which is all the policy is given.
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, DENIED_PREFIX + denial_reason(decision.reasons))
 
 
 class NodeDecisions:
@@ -200,8 +194,10 @@ class AttemptPolicy:
         "facts",
         "facts_name",
         "groups",
+        "note",
         "plugin",
         "pod",
+        "refreshed",
         "rekeyed",
         "skipped",
         "snapshot",
@@ -221,6 +217,8 @@ class AttemptPolicy:
         self.groups: IntArray | None = None
         self.class_count = len(self.facts.values)
         self.rekeyed = 0  # times the policy revision changed under this attempt (see prefetch_filter)
+        self.refreshed = False  # the engine's revision in force was asked for (once, before the first batch)
+        self.note = ""  # for the audit record (a refused break-glass label)
         self._pod_digest: str | None = None
         self._pod_doc: dict[str, Any] | None = None
         self.time = ""
@@ -298,6 +296,7 @@ class AttemptPolicy:
             "engine": self.engine,
             "input_digest": self.pod_digest,
             "enforcement": self.enforcement,
+            "note": self.note,
         }
         found: list[PolicyVerdict] = []
         if self.exempt or self.error:
@@ -338,7 +337,7 @@ class SecurityAuditFilter:
     """PreFilter/Filter: reject nodes the security policy denies for this pod (OPA or embedded Rego).
 
     This class answers per node only; :func:`new_security_audit_filter` builds the batched variant
-    unless ``evaluationMode: per-node`` asks for the seed's call pattern.
+    unless ``evaluationMode: per-node`` asks for one call per (pod, node).
     """
 
     def __init__(self, args: SecurityAuditFilterArgs | None, handle: Handle) -> None:
@@ -346,6 +345,7 @@ class SecurityAuditFilter:
         self.args = args
         self.handle = handle
         self.client = engine_client(args, handle)
+        self.decided_revisions = DecidedRevisions(engine_spec(args))
         # In a cluster profile the nodes are member clusters: the policy sees input.cluster.
         self.target_kind = policy_target_kind(handle)
         self._document = target_document(self.target_kind)
@@ -360,12 +360,15 @@ class SecurityAuditFilter:
     def name(self) -> str:
         return names.SECURITY_AUDIT_FILTER
 
+    def decision_cache_stats(self) -> DecisionCacheStats:
+        return DecisionCacheStats(self.cache.hits, self.cache.misses)
+
     # ---- the attempt's state -------------------------------------------------------------------
 
     def _attempt(self, state: CycleState, pod: PodInfo) -> AttemptPolicy:
         attempt = state.get(STATE_KEY, AttemptPolicy)
         if attempt is None:
-            # Also reached from Filter when the plugin is enabled only at filter (the seed's config).
+            # Also reached from Filter when the plugin is enabled only at filter (``examples/security-config.yaml``).
             attempt = self._begin(pod)
             state.write(STATE_KEY, attempt)
             add_verdict(state, attempt)
@@ -374,9 +377,10 @@ class SecurityAuditFilter:
     def _begin(self, pod: PodInfo) -> AttemptPolicy:
         snapshot = self.handle.snapshot()
         attempt = AttemptPolicy(self.name, self.client.kind, self.args.enforcement_action, snapshot, pod)
-        reason = pod_exemption(self.args, self.handle, pod.pod)
-        if reason:
-            attempt.exempt = reason
+        exemption = pod_exemption(self.args, self.handle, pod.pod)
+        attempt.note = exemption.note
+        if exemption.reason:
+            attempt.exempt = exemption.reason
             return attempt
         attempt.time = rounded_time(self.handle.clock.now(), self.args.time_granularity_seconds)
         self._key(attempt, self.client.revision())
@@ -387,7 +391,7 @@ class SecurityAuditFilter:
         reads of the pod, per class of nodes it cannot tell apart (the whole pod and the node's policy facts
         when the client has no analysis of it: see :mod:`~kubesched.plugins.security.policy_keys`)."""
         if self.args.evaluation_mode == MODE_PER_NODE:
-            attempt.entry = NodeDecisions(revision)  # the seed's pattern: no cache
+            attempt.entry = NodeDecisions(revision)  # one call per (pod, node): no cache
             return
         snapshot = attempt.snapshot
         if self._docs[0] is not snapshot.table:
@@ -410,7 +414,20 @@ class SecurityAuditFilter:
 
     async def prefetch_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         attempt = self._attempt(state, pod)
-        if attempt.exempt or attempt.error or attempt.all_decided():
+        if attempt.exempt or attempt.error:
+            return None
+        if not attempt.refreshed:
+            # Before the cache answers: the decisions it holds are for the revision the attempt was keyed under.
+            attempt.refreshed = True
+            try:
+                revision = await self.client.refresh()
+            except PolicyError as exc:
+                attempt.fail(str(exc), ignore=self.args.failure_policy == FAILURE_IGNORE)
+                return None
+            if revision != attempt.entry.revision:
+                self._key(attempt, revision)
+            self.decided_revisions.record(pod.uid, revision)
+        if attempt.all_decided():
             return None
         class_ids = attempt.class_ids(nodes)
         todo = attempt.undecided(class_ids)
@@ -451,6 +468,7 @@ class SecurityAuditFilter:
                 return None
             attempt.rekeyed += 1
             self._key(attempt, answered)
+            self.decided_revisions.record(pod.uid, answered)
             return await self.prefetch_filter(state, pod, nodes)
         if self.args.failure_policy == FAILURE_IGNORE and any(d.undefined for d in decisions):
             # An undefined decision is a wrong path or a missing default: a failure of the policy set-up,
@@ -475,7 +493,7 @@ class SecurityAuditFilter:
         return self._keying_for(revision).node_classes(attempt.snapshot.table).name != attempt.facts_name
 
     async def _decide_one_by_one(self, attempt: AttemptPolicy, documents: list[dict[str, Any]]) -> dict[str, Decision]:
-        """The seed's pattern: one engine call per (pod, node), in order."""
+        """Per-node mode: one engine call per (pod, node), in order."""
         answers: dict[str, Decision] = {}
         for document in documents:
             self.calls += 1
@@ -558,9 +576,10 @@ class SecurityAuditFilter:
         )
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        # A denial can change when a node's facts change or the pod itself changes (labels, images).
-        # Policy and data reloads are not cluster events; the unschedulable-pool flush retries those pods.
+        # A denial can change when a node's facts change, the pod itself changes (labels, images; not its status), or
+        # the policy or its data change (another revision).
         return [
+            ClusterEventWithHint(POLICY_REVISION_CHANGE, self.decided_revisions.hint),
             ClusterEventWithHint(NODE_ADD),
             ClusterEventWithHint(
                 ClusterEvent(
@@ -604,7 +623,7 @@ class BatchedSecurityAuditFilter(SecurityAuditFilter):
 
 def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Handle) -> SecurityAuditFilter:
     """The registry's factory: without a batch method in per-node mode, so the framework asks node by node
-    and stops once enough feasible nodes are found, exactly as kube-scheduler calls the seed's plugin."""
+    and stops once enough feasible nodes are found, exactly as kube-scheduler calls a per-node Filter plugin."""
     if args is not None and args.evaluation_mode == MODE_PER_NODE:
         return SecurityAuditFilter(args, handle)
     return BatchedSecurityAuditFilter(args, handle)

@@ -1,4 +1,4 @@
-"""SecurityAuditPermit: asynchronous approval at Permit (seed §4.5) — hold the chosen node, decide later.
+"""SecurityAuditPermit: asynchronous approval at Permit — hold the chosen node, decide later.
 
 Permit returns Wait, which keeps the node reserved (the pod is assumed in the cache) while the decision
 is made in background work spawned through the Handle, so other pods keep being scheduled. The policy
@@ -15,10 +15,19 @@ SecurityAuditFilter's when both are configured alike); every call is a coroutine
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubesched.framework.clusters import policy_target_kind
 from kubesched.framework.cycle_state import CycleState
+from kubesched.framework.events import (
+    NODE_ADD,
+    POLICY_REVISION_CHANGE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+)
 from kubesched.framework.interface import Handle
 from kubesched.framework.policy import (
     OPERATION_PERMIT,
@@ -38,7 +47,8 @@ from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
-from kubesched.plugins.security.engines import engine_client, pod_exemption
+from kubesched.plugins.security.decided_revisions import DecidedRevisions
+from kubesched.plugins.security.engines import engine_client, engine_spec, pod_exemption
 from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
 
 WAITING_MESSAGE = "waiting for security approval"
@@ -52,6 +62,7 @@ class SecurityAuditPermit:
         self.args = args
         self.handle = handle
         self.client = engine_client(args, handle)
+        self.decided_revisions = DecidedRevisions(engine_spec(args))
         self.target_kind = policy_target_kind(handle)
         self._document = target_document(self.target_kind)
         self.calls = 0
@@ -61,17 +72,36 @@ class SecurityAuditPermit:
         return names.SECURITY_AUDIT_PERMIT
 
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
-        reason = pod_exemption(self.args, self.handle, pod.pod)
-        if reason:
-            add_verdict(state, self._verdict(node_name, True, exempt=reason))
+        exemption = pod_exemption(self.args, self.handle, pod.pod)
+        if exemption.reason:
+            add_verdict(state, self._verdict(node_name, True, exempt=exemption.reason))
             return None, 0.0
         node_info = self.handle.snapshot().get(node_name)
         if node_info is None:
             return Status(Code.UNSCHEDULABLE, f"node {node_name} is gone"), 0.0
-        self.handle.spawn(self._decide(state, pod, node_name, self._document(node_info.node)))
+        self.handle.spawn(self._decide(state, pod, node_name, self._document(node_info.node), exemption.note))
         return Status(Code.WAIT, WAITING_MESSAGE), self.args.permit_timeout_seconds
 
-    async def _decide(self, state: CycleState, pod: PodInfo, node_name: str, node_doc: dict[str, Any]) -> None:
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        # As SecurityAuditFilter's: the node's facts, the pod itself, or another policy revision.
+        return [
+            ClusterEventWithHint(POLICY_REVISION_CHANGE, self.decided_revisions.hint),
+            ClusterEventWithHint(NODE_ADD),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT | ActionType.UPDATE_NODE_ANNOTATION,
+                    "NodeUpdate",
+                )
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate")
+            ),
+        ]
+
+    async def _decide(
+        self, state: CycleState, pod: PodInfo, node_name: str, node_doc: dict[str, Any], note: str = ""
+    ) -> None:
         # Let the binding cycle register the waiting pod first (it is added at the end of Permit).
         await asyncio.sleep(0)
         while True:
@@ -96,17 +126,19 @@ class SecurityAuditPermit:
                     raise PolicyError(UNDEFINED_REASON)  # a set-up failure: Ignore lets it through
             except PolicyError as exc:
                 skipped = self.args.failure_policy == FAILURE_IGNORE
-                add_verdict(state, self._verdict(node_name, skipped, skipped=skipped, error=str(exc)))
+                add_verdict(state, self._verdict(node_name, skipped, skipped=skipped, error=str(exc), note=note))
                 if skipped:
                     waiting.allow(self.name)
                 else:
                     waiting.reject(self.name, ENGINE_FAILED_PREFIX + str(exc))
                 return
+            self.decided_revisions.record(pod.uid, decision.revision)
             if decision.pending:
                 await self.handle.sleep(self.args.recheck_interval_seconds)
                 continue
             add_verdict(
-                state, self._verdict(node_name, decision.allowed, decision=decision, input_digest=digest(document))
+                state,
+                self._verdict(node_name, decision.allowed, decision=decision, input_digest=digest(document), note=note),
             )
             if decision.allowed or self.args.enforcement_action != ENFORCE_DENY:
                 waiting.allow(self.name)
@@ -124,6 +156,7 @@ class SecurityAuditPermit:
         skipped: bool = False,
         error: str = "",
         input_digest: str = "",
+        note: str = "",
     ) -> PolicyVerdict:
         return PolicyVerdict(
             plugin=self.name,
@@ -139,6 +172,7 @@ class SecurityAuditPermit:
             skipped=skipped,
             error=error,
             exempt=exempt,
+            note=note,
         )
 
 

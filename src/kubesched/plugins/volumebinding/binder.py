@@ -1,29 +1,13 @@
 """The volume binder: the decisions behind VolumeBinding, and the plugin's own cache of assumed bindings.
 
-Who calls it: :mod:`kubesched.plugins.volumebinding.volume_binding` only (PreFilter sorts the pod's claims,
-Filter asks whether a node can serve them, Reserve assumes the chosen volumes, Unreserve reverts them).
-It carries over kube-scheduler v1.35's ``binder.go`` and the parts of component-helpers'
-``storage/volume`` it relies on (``FindMatchingVolume``, ``CheckNodeAffinity``, ``IsDelayBindingMode``,
-``GetBindVolumeToClaim``):
-
-- a claim is *bound* when it names a volume and carries ``pv.kubernetes.io/bind-completed``; an unbound
-  claim is *delayed* when its class exists with ``WaitForFirstConsumer`` and it names no volume, and
-  *immediate* otherwise (a missing class, no class, or a claim pre-bound to a volume by name);
-- a bound claim's volume must exist and its ``spec.nodeAffinity.required`` must match the node's labels;
-- a delayed claim either has a ``volume.kubernetes.io/selected-node`` annotation (then only that node will
-  do, and it is provisioned there) or is matched against the Available volumes of its class (smallest
-  that fits, claims in order of increasing request so that small claims take small volumes), and what finds
-  no volume must be provisionable: a class with a real provisioner whose ``allowedTopologies`` the node
-  satisfies.
-
-The assume cache stands for upstream's PV/PVC assume caches: an assumed object replaces the lister's
-object until it is reverted, forgotten (after a successful PreBind) or superseded, which is when the lister
-holds a different object than the one the assumption was made from (stores replace objects on every
-change, so identity plays the part of upstream's resourceVersion check).
-
-Not modelled (see the package docstring): CSI migration of in-tree volumes (``tryTranslatePVToCSI``) and
-storage-capacity checks against CSIStorageCapacity (kubesched has no CSIDriver or CSIStorageCapacity lister;
-upstream skips the check when the provisioner's CSIDriver does not exist, which is what happens here).
+Who calls it: :mod:`kubesched.plugins.volumebinding.volume_binding` only. It carries over kube-scheduler v1.35's
+``binder.go`` and the parts of component-helpers' ``storage/volume`` it relies on: which claims are bound, delayed
+(WaitForFirstConsumer) or immediate; a bound claim's volume must reach the node; a delayed claim takes its selected
+node, or the smallest Available volume of its class that fits (claims in order of increasing request), or must be
+provisionable on the node. The assume cache stands for upstream's PV/PVC assume caches: an assumed object replaces
+the lister's until it is reverted, forgotten after PreBind, or superseded by a different object in the lister
+(identity plays the part of upstream's resourceVersion check). Not modelled: CSI migration of in-tree volumes and
+storage-capacity checks.
 """
 
 from __future__ import annotations

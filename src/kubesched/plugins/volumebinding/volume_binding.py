@@ -1,31 +1,12 @@
 """VolumeBinding (PreFilter, Filter, Reserve, PreBind, PreScore, Score), kube-scheduler v1.35.
 
-Built by the framework from the registry; in the default profile. The pod's claims are those of its
-``persistentVolumeClaim`` volumes and of its generic ephemeral volumes (claim ``<pod>-<volume>``):
-
-- PreFilter: Skip when the pod uses no claim. UnschedulableAndUnresolvable, with upstream's text, for a
-  claim that does not exist (``persistentvolumeclaim "x" not found``; for an ephemeral volume ``waiting for
-  ephemeral volume controller to create the persistentvolumeclaim "x"``), a Lost claim, a claim being
-  deleted, an ephemeral claim the pod does not own, and ``pod has unbound immediate
-  PersistentVolumeClaims`` when a claim is neither bound nor WaitForFirstConsumer (which includes a claim
-  naming a StorageClass that does not exist: upstream treats a missing class as Immediate binding).
-- Filter (UnschedulableAndUnresolvable, reasons in upstream's order): ``node(s) had volume node affinity
-  conflict`` (a bound claim's volume does not reach the node), ``node(s) didn't find available persistent
-  volumes to bind`` (a WaitForFirstConsumer claim found no Available volume here and cannot be provisioned
-  here: no provisioner, ``kubernetes.io/no-provisioner``, the class's ``allowedTopologies`` exclude the
-  node, or provisioning was already asked for on another node), ``node(s) unavailable due to one or more
-  pvc(s) bound to non-existent pv(s)``. What each feasible node needs is kept in the cycle state.
-- Reserve assumes the chosen node's volumes in the plugin's own cache (a volume assumed for one pod is not
-  offered to the next); Unreserve reverts them.
-- PreBind hands the bindings to ``handle.client.bind_volumes``: the simulated cluster performs them (it is
-  API server, PV controller and an instant provisioner in one), the live backend refuses with an error, as
-  kubesched does not yet write PVs and claims to a real cluster. Nothing happens for a pod whose claims are
-  all bound.
-- PreScore/Score: upstream scores only with the StorageCapacityScoring gate, alpha and off in v1.35, so
-  PreScore always returns Skip (the plugin's weight still counts in the profile, as upstream).
-
-Filter is a dict lookup plus a loop over the pod's claims per node; PreFilter's Skip keeps it off the path
-of pods without claims, so the batch form is a loop over the candidates, like NodePorts'.
+Built by the framework in the default profile. The pod's claims are those of its ``persistentVolumeClaim`` and
+generic ephemeral volumes. PreFilter skips pods without claims and refuses, with upstream's texts, claims that are
+missing, lost, being deleted, not the pod's own, or unbound with Immediate binding; Filter checks bound volumes'
+node affinity and finds volumes (or provisioning) for WaitForFirstConsumer claims, keeping each feasible node's
+needs in the cycle state (:mod:`.binder` decides); Reserve assumes the chosen volumes, Unreserve reverts them;
+PreBind hands the bindings to ``handle.client.bind_volumes``, which the simulated cluster performs and the live
+backend refuses. PreScore always skips: upstream scores only behind an alpha gate, off in v1.35.
 """
 
 from __future__ import annotations

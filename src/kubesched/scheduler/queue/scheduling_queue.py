@@ -28,6 +28,7 @@ from kubesched.framework.events import (
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
+    PolicyRevision,
     QueueingHint,
 )
 from kubesched.framework.interface import QueuedPodInfo
@@ -531,7 +532,9 @@ class SchedulingQueue:
 
     def update(self, pod_info: PodInfo, action: ActionType = ActionType.UPDATE) -> None:
         """A pending pod changed (``action``: what changed): refresh it where it waits; gated pods re-run
-        PreEnqueue; an unschedulable pod moves if a rejecting plugin's hint says the change may help."""
+        PreEnqueue; an unschedulable pod moves if a rejecting plugin's hint says the change may help. No action (0)
+        is a change no plugin can depend on (a status patch, the scheduler's own included): the pod is refreshed
+        and stays where it is."""
         uid = pod_info.uid
         active = self._active_uids.get(uid)
         if active is not None:
@@ -556,6 +559,8 @@ class SchedulingQueue:
                 self._gated.discard(uid)
                 del self._unschedulable[uid]
                 self._push_active(qpi, "UnscheduledPodUpdate")
+            return
+        if not action:
             return
         decision, immediately = self._evaluate_hints(
             qpi,
@@ -597,5 +602,5 @@ class SchedulingQueue:
         return bool(self._active_uids) or any(not qpi.consecutive_errors_count for qpi in self._backoff_uids.values())
 
 
-def _as_obj(value: object) -> Pod | Node | None:
-    return value if isinstance(value, Pod | Node) else None
+def _as_obj(value: object) -> Pod | Node | PolicyRevision | None:
+    return value if isinstance(value, Pod | Node | PolicyRevision) else None

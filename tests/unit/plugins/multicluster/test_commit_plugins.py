@@ -5,6 +5,7 @@ test_two_phase_commit.py, against real agents)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from kubesched.clock import VirtualClock
 from kubesched.errors import FieldError, ValidationFailed
 from kubesched.federation.wire import RESERVATION_ID_PATTERN
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger
+from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger, ReleaseOutcome
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime.services import Services
 from kubesched.framework.status import Code, Status
@@ -23,7 +24,8 @@ from kubesched.plugins.multicluster import (
     ClusterReservation,
     ClusterReservationArgs,
 )
-from kubesched.plugins.multicluster.bind import NOT_RESERVED, SETTLE_SKEW_SECONDS
+from kubesched.plugins.multicluster.bind import NOT_RESERVED, OUTCOME_UNKNOWN, RECORD_CHANGED, SETTLE_SKEW_SECONDS
+from kubesched.plugins.multicluster.intent import COMMIT_ANNOTATION, CommitIntent
 from kubesched.plugins.multicluster.reservation import RESERVATION_STATE_KEY, HeldReservation, reservation_id
 from kubesched.testing.builders import make_node, make_pod
 from kubesched.testing.framework_helpers import PluginHandle, RecordingClient
@@ -117,8 +119,8 @@ def test_without_a_committer_permit_refuses_filter_passes_and_bind_errors() -> N
 
 class _ScriptedCommitter:
     """A committer whose release and bind answers are scripted: "lost" (no answer in time), "unreached" (the
-    connection refused: the request never left), "refused", or a value (release: whether it was still held;
-    bind: made)."""
+    connection refused: the request never left), "refused", or -- for a release -- "made" (the member made the pod)
+    or whether it still held the reservation; a bind's other answers are a success."""
 
     def __init__(self, binds: list[str], releases: list[object]) -> None:
         self.ledger = CommitLedger()
@@ -140,21 +142,26 @@ class _ScriptedCommitter:
     async def reserve(self, *args: Any, **kwargs: Any) -> str:
         raise AssertionError("not reserved here")
 
-    async def release(self, cluster: str, reservation_id: str, *, timeout: float) -> bool:
-        return bool(self._next(self.releases, "release"))
+    async def release(self, cluster: str, reservation_id: str, *, timeout: float, pod: Any = None) -> ReleaseOutcome:
+        answer = self._next(self.releases, "release")
+        return ReleaseOutcome(False, "default/p") if answer == "made" else ReleaseOutcome(bool(answer))
 
     async def bind(self, cluster: str, reservation_id: str, pod: Any, *, timeout: float) -> None:
         self._next(self.binds, "bind")
 
 
-def _bind_with(committer: _ScriptedCommitter, clock: VirtualClock, ttl: float = 60.0) -> Status | None:
+def _bind_with(
+    committer: _ScriptedCommitter, clock: VirtualClock, ttl: float = 60.0, client: RecordingClient | None = None
+) -> Status | None:
     services = Services()
     services.register(CLUSTER_COMMIT_SERVICE, lambda spec: committer)
-    handle = PluginHandle(clock=clock, services=services)
+    handle = PluginHandle(clock=clock, services=services, client=client)
     state = CycleState()
-    state.write(RESERVATION_STATE_KEY, HeldReservation("east", "r-1", reserved=True, member_expiry=clock.now() + ttl))
+    state.write(
+        RESERVATION_STATE_KEY, HeldReservation("east", "r-1", reserved=True, member_expiry=clock.now() + ttl, attempt=1)
+    )
     plugin = ClusterBind(ClusterBindArgs(bind_attempts=2), handle)
-    pod = PodInfo(make_pod("p").req(cpu="1").obj())
+    pod = PodInfo(make_pod("p").uid("p-uid").req(cpu="1").obj())
 
     async def run() -> Status | None:
         task = asyncio.ensure_future(plugin.bind(state, pod, "east"))
@@ -175,25 +182,19 @@ def _bind_with(committer: _ScriptedCommitter, clock: VirtualClock, ttl: float = 
 @pytest.mark.parametrize(
     ("binds", "releases", "bound", "calls"),
     [
-        pytest.param(
-            ["lost", "lost", None], [False], True, ["bind", "bind", "release", "bind"], id="a-lost-bind-had-made-it"
-        ),
+        pytest.param(["lost", "lost"], ["made"], True, ["bind", "bind", "release"], id="a-lost-bind-had-made-it"),
         pytest.param(["lost", "lost"], [True], False, ["bind", "bind", "release"], id="released-before-any-bind"),
+        pytest.param(["lost", "lost"], [False], False, ["bind", "bind", "release"], id="nothing-held-nothing-made"),
         pytest.param(
-            ["lost", "lost", "refused"], [False], False, ["bind", "bind", "release", "bind"], id="expired-unbound"
-        ),
-        pytest.param(
-            ["lost", "lost", None],
-            ["lost", "lost", False],
+            ["lost", "lost"],
+            ["lost", "lost", "made"],
             True,
-            ["bind", "bind", "release", "release", "release", "bind"],
+            ["bind", "bind", "release", "release", "release"],
             id="the-member-answers-again-later",
         ),
         pytest.param(["refused"], [], False, ["bind"], id="a-refusal-needs-no-settling"),
         pytest.param(["unreached", "unreached"], [], False, ["bind", "bind"], id="binds-that-never-left-need-none"),
-        pytest.param(
-            ["lost", "unreached", None], [False], True, ["bind", "bind", "release", "bind"], id="one-lost-is-enough"
-        ),
+        pytest.param(["lost", "unreached"], ["made"], True, ["bind", "bind", "release"], id="one-lost-is-enough"),
     ],
 )
 def test_a_bind_never_answered_is_settled_before_the_pod_goes_elsewhere(
@@ -203,13 +204,35 @@ def test_a_bind_never_answered_is_settled_before_the_pod_goes_elsewhere(
     status = _bind_with(committer, VirtualClock())
     assert (status is None) == bound, status
     assert committer.calls == calls
+    # What the next attempt's PreFilter reads: a settled commit lets the pod go elsewhere; a bound one needs nothing.
+    assert committer.ledger.is_settled_empty("p-uid", "r-1") == (not bound)
 
 
-def test_a_member_silent_until_its_reservation_expired_cannot_bind_any_more() -> None:
+def test_a_member_silent_until_its_reservation_expired_leaves_the_outcome_open() -> None:
     committer = _ScriptedCommitter(["lost", "lost"], [])  # nothing is ever answered again
     clock = VirtualClock()
     start = clock.now()
     status = _bind_with(committer, clock, ttl=30.0)
-    assert status is not None and status.code is Code.ERROR
-    assert clock.now() >= start + 30.0 + SETTLE_SKEW_SECONDS  # given up only once a late bind is refused there
+    assert status is not None and status.code is Code.ERROR and OUTCOME_UNKNOWN in status.message
+    assert clock.now() >= start + 30.0 + SETTLE_SKEW_SECONDS  # a late bind would be refused there by now
     assert committer.calls.count("release") >= 2
+    # Not settled: the pod waits at the next PreFilter while the member is asked again in the background.
+    assert not committer.ledger.is_settled_empty("p-uid", "r-1") and committer.ledger.made_in("p-uid") is None
+
+
+def test_the_commit_is_recorded_on_the_hub_pod_before_the_member_is_asked() -> None:
+    committer = _ScriptedCommitter(["bound"], [])
+    client = RecordingClient()
+    assert _bind_with(committer, VirtualClock(), client=client) is None
+    record = client.annotations["p-uid"][COMMIT_ANNOTATION]
+    assert json.loads(record) == {"attempt": 1, "cluster": "east", "reservation": "r-1"}
+
+
+def test_a_record_changed_under_the_hub_stops_the_bind_before_the_member_acts() -> None:
+    committer = _ScriptedCommitter(["bound"], [])
+    client = RecordingClient()
+    # Another hub recorded its own commit after this one read the pod.
+    client.annotations["p-uid"] = {COMMIT_ANNOTATION: CommitIntent("west", "r-other", 1).text()}
+    status = _bind_with(committer, VirtualClock(), client=client)
+    assert status is not None and status.message == RECORD_CHANGED
+    assert committer.calls == []

@@ -145,8 +145,9 @@ def test_all_nodes_denied_gives_fit_error(run_async: Runner) -> None:
             "0/4 nodes are available: 1 Denied by security policy: image evil.example.com/miner:1 is not from a "
             "trusted registry; no compliance record for the node, 3 Denied by security policy: image "
             "evil.example.com/miner:1 is not from a trusted registry. no new claims to deallocate, "
-            # The denial is Unschedulable, so DefaultPreemption looks for victims (and finds none).
-            "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
+            # The denial is UnschedulableAndUnresolvable (no eviction changes the pod or the node): preemption
+            # does not search these nodes.
+            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
         )
         assert cluster.conditions[record.pod.uid]["reason"] == "Unschedulable"
 
@@ -475,15 +476,21 @@ def test_break_glass_is_honoured_only_where_an_administrator_allowed_it(
         _, cluster, records = await run(cfg, [raw], listers=stores.listers())
         record = records.last("x")
         events = [e.reason for e in cluster.events if e.reason == "BreakGlass"]
+        refusals = [e for e in cluster.events if e.reason == "BreakGlassRefused"]
         if exempt:
             assert record.result == "Scheduled"
             assert {v.outcome for v in record.verdicts} == {"exempt"}
-            assert len(events) == 1
+            assert len(events) == 1 and refusals == []
+            assert {v.note for v in record.verdicts} == {""}
         else:
-            # The label is ignored: the pod is evaluated and its untrusted image denied everywhere.
+            # The label is refused: the pod is evaluated and its untrusted image denied everywhere; the refusal is
+            # a Warning on the pod and a note in the audit record.
             assert record.result == "Unschedulable", record.message
             assert "deny" in {v.outcome for v in record.verdicts}
             assert events == []
+            assert [(e.type, e.name) for e in refusals] == [("Warning", "x")] * len(records.all)
+            assert "refused: namespace default is not allowed to use it" in refusals[0].message
+            assert {v.note for v in record.verdicts} == {refusals[0].message}
 
     run_async(scenario())
 
@@ -673,6 +680,7 @@ def test_args_validation_lists_every_error() -> None:
                             "timeoutSeconds": 0,
                             "failurePolicy": "Maybe",
                             "enforcementAction": "block",
+                            "policyRefreshSeconds": 0,
                         },
                     }
                 ],
@@ -687,6 +695,18 @@ def test_args_validation_lists_every_error() -> None:
     assert f"{base}.timeoutSeconds: Invalid value: 0" in text
     assert f'{base}.failurePolicy: Unsupported value: "Maybe"' in text
     assert f'{base}.enforcementAction: Unsupported value: "block"' in text
+    assert f"{base}.policyRefreshSeconds: Invalid value: 0" in text and "at most 300" in text
+
+
+def test_policy_refresh_seconds_has_a_documented_default_and_reaches_the_engine() -> None:
+    from kubesched.plugins.security.args import DEFAULT_POLICY_REFRESH_SECONDS, SecurityAuditFilterArgs
+    from kubesched.plugins.security.engines import engine_spec
+
+    default = SecurityAuditFilterArgs(opa_endpoint="http://opa:8181/v1/data/kubernetes/authz")
+    assert default.policy_refresh_seconds == DEFAULT_POLICY_REFRESH_SECONDS == 2.0
+    assert "**`policyRefreshSeconds`** (default **2 s**)" in (ROOT / "docs/explanation/policy-freshness.md").read_text()
+    tuned = SecurityAuditFilterArgs(opa_endpoint=default.opa_endpoint, policy_refresh_seconds=7)
+    assert engine_spec(tuned).refresh_seconds == 7.0
 
 
 def test_permit_plugin_is_registered() -> None:

@@ -1,27 +1,13 @@
 """A test server that speaks OPA's REST API, evaluates with the embedded regorus engine, and breaks on demand.
 
-Who calls it: tests of :mod:`kubesched.policy.remote` and of the SecurityAudit plugins with a remote engine,
-and anyone who wants to try a policy against the remote engine without an ``opa`` binary (none is packaged for
-our platforms, reference/opa-policy.md §5.5). It is real HTTP on 127.0.0.1 with an ephemeral port, served by
-aiohttp from a background thread with its own event loop, so that a test's own loop (or a synchronous test)
-can talk to it::
-
-    with OpaTestServer(policies={"authz.rego": SOURCE}, data={"compliance": {...}}) as server:
-        engine = RemoteOpaEngine(f"{server.url}/v1/data/kubesched/allow", timeout_seconds=1)
-        server.faults.delay_seconds = 2.0   # faults can be switched at any time
-        asyncio.run(scenario(engine))       # awaits engine.decide(...), then engine.aclose()
-
-What it implements, with OPA's answers (reference/opa-policy.md §1): ``POST``/``GET /v1/data/{path}`` (200
-without ``result`` when undefined; an ``api_usage_warning`` warning when the body lacks ``input``;
-``decision_id`` when decision logging is on; ``provenance`` with bundle revisions on ``?provenance=true``),
-``PUT /v1/data/{path}`` (204), ``GET``/``PUT``/``DELETE /v1/policies[/{id}]`` (400 ``invalid_parameter`` when
-a module does not compile; 400 when a bundle owns the policy tree), ``GET /health``, and bearer-token
-authentication (401 ``unauthorized``). Evaluation errors answer 500 ``internal_error`` as OPA does with
-``strict-builtin-errors``.
-
-Known differences from OPA: regorus compiles lazily, so a PUT module is checked by evaluating its packages
-once without input (a module whose rules fail at run time even without input is refused, which OPA would
-accept); path segments that look like integers are object keys, not array indexes; ``/health`` needs no token.
+Who calls it: tests of :mod:`kubesched.policy.remote` and of the SecurityAudit plugins with a remote engine, and the
+remote benchmark workloads, where no ``opa`` binary is available. Real HTTP on 127.0.0.1 with an ephemeral port,
+served by aiohttp from a background thread with its own event loop, so a test's own loop (or a synchronous test) can
+talk to it; ``server.faults`` switches faults (delays, error statuses, reset connections, odd answers) at any time.
+It answers as OPA's v1 Data and Policy APIs do (undefined results without ``result``, ``api_usage_warning``,
+``decision_id``, ``provenance``, 400 for a module that does not compile, 401 without the token). Known differences:
+a PUT module is checked by evaluating its packages once without input; path segments that look like integers are
+object keys; ``/health`` needs no token.
 """
 
 from __future__ import annotations
@@ -71,10 +57,11 @@ async def _oversized(request: web.Request, size: int) -> web.StreamResponse:
 class Faults:
     """Failures to inject, read at every request (set them from the test's thread at any time).
 
-    ``delay_seconds``, ``status_code``, ``reset_connection`` and ``reset_requests`` apply to every API request
-    except ``/health``; ``undefined``, ``non_boolean`` and ``usage_warning`` to Data API reads only.
+    ``hold``, ``delay_seconds``, ``status_code``, ``reset_connection`` and ``reset_requests`` apply to every API
+    request except ``/health``; ``undefined``, ``non_boolean`` and ``usage_warning`` to Data API reads only.
     """
 
+    hold: threading.Event | None = None  # answer only once the test sets it (a request held for as long as needed)
     delay_seconds: float = 0.0
     status_code: int | None = None  # answer with this status and an OPA error body (500 → internal_error)
     reset_connection: bool = False  # close the connection with a TCP reset instead of answering
@@ -412,6 +399,16 @@ class OpaTestServer:
     ) -> web.StreamResponse:
         if request.path != "/health":
             faults = self.faults
+            hold = faults.hold
+            if hold is not None and not hold.is_set():
+                held = asyncio.current_task()
+                assert held is not None
+                self._delayed.add(held)  # cancelled by stop() like a delayed one
+                try:
+                    while not hold.is_set():
+                        await asyncio.sleep(0.001)
+                finally:
+                    self._delayed.discard(held)
             if faults.delay_seconds > 0:
                 task = asyncio.current_task()
                 assert task is not None

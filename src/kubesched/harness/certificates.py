@@ -1,9 +1,9 @@
 """Throwaway TLS material for test servers: a CA with a serving certificate, and a service-account signing key.
 
-Who calls it: :mod:`kubesched.testing.envtest` (kube-apiserver's serving certificate and service-account key
-pair) and the TLS tests of the remote OPA engine (a serving certificate for the OPA test server). Everything is
-valid for a day, for ``localhost`` and ``127.0.0.1`` only, and written unencrypted: never use it for anything
-real.
+Who calls it: :mod:`kubesched.harness.envtest` (kube-apiserver's serving certificate and service-account key
+pair), ``kubesched bench``'s cross-cluster shapes (their agents' serving certificate) and the TLS tests of the
+remote OPA engine (a serving certificate for the OPA test server). Everything is valid for a day, for
+``localhost`` and ``127.0.0.1`` only, and written unencrypted: never use it for anything real.
 
 It needs the ``cryptography`` package, a runtime dependency of kubesched since audit checkpoints are signed
 (:mod:`kubesched.audit.keys`); it is still imported only when a function is called, so importing this module
@@ -25,7 +25,7 @@ def _require_cryptography() -> None:
         import cryptography  # noqa: F401
     except ImportError as error:
         raise RuntimeError(
-            "kubesched.testing.certificates needs the cryptography package: pip install cryptography"
+            "kubesched.harness.certificates needs the cryptography package: pip install cryptography"
         ) from error
 
 

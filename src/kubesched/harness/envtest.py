@@ -12,7 +12,7 @@ controller-runtime's envtest, found through the usual variable::
         plane.write_kubeconfig(tmp_path / "kubeconfig", user="scheduler")
 
 etcd listens on free loopback ports with its data in ``workdir`` (no fsync: throwaway data); kube-apiserver
-serves HTTPS on a free loopback port with a certificate from :mod:`kubesched.testing.certificates`, authorises
+serves HTTPS on a free loopback port with a certificate from :mod:`kubesched.harness.certificates`, authorises
 with RBAC, and knows two users by static bearer token: ``admin`` (group ``system:masters``) and
 ``system:kube-scheduler`` (no groups, so exactly the built-in scheduler role). With no controller manager and
 no kubelet, the ``ServiceAccount`` and ``TaintNodesByCondition`` admission plugins are off: pods need no
@@ -41,7 +41,7 @@ from typing import Any, Self
 
 import yaml
 
-from kubesched.testing.certificates import write_server_certificates, write_signing_key
+from kubesched.harness.certificates import write_server_certificates, write_signing_key
 
 __all__ = ["ASSETS_VARIABLE", "ControlPlane", "ControlPlaneError", "assets_directory"]
 
@@ -121,6 +121,8 @@ class ControlPlane:
         self._etcd: subprocess.Popen[bytes] | None = None
         self._apiserver: subprocess.Popen[bytes] | None = None
         self._etcd_url = ""
+        self._etcd_ports: tuple[int, int] | None = None  # (client, peer), kept for a start after a stop
+        self._prepared = False
         self._port = 0
         self._ssl: ssl.SSLContext | None = None
         pki = workdir / "pki"
@@ -146,11 +148,17 @@ class ControlPlane:
         return f"https://127.0.0.1:{self._port}"
 
     def start(self) -> None:
-        """Write certificates, keys and tokens, start etcd and then kube-apiserver, and wait for ``/readyz``."""
+        """Write certificates, keys and tokens, start etcd and then kube-apiserver, and wait for ``/readyz``.
+
+        After :meth:`stop` it starts again as the same cluster: the same certificates, tokens and ports, and etcd
+        on its data directory (what was stored before the stop is there again), as a member whose control plane
+        was down for a while."""
         if self._etcd is not None or self._apiserver is not None:
             raise RuntimeError("the control plane is already started")
         try:
-            self._prepare()
+            if not self._prepared:
+                self._prepare()
+                self._prepared = True
             if self.etcd_of is None:
                 self._start_etcd()
             else:
@@ -313,7 +321,9 @@ class ControlPlane:
             )
 
     def _start_etcd(self) -> None:
-        client, peer = _free_port(), _free_port()
+        if self._etcd_ports is None:
+            self._etcd_ports = (_free_port(), _free_port())
+        client, peer = self._etcd_ports
         self._etcd_url = f"http://127.0.0.1:{client}"
         peer_url = f"http://127.0.0.1:{peer}"
         self._etcd = self._launch(
