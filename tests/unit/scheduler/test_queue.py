@@ -23,7 +23,7 @@ from kubesched.testing.builders import make_pod
 def priority_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     if a.pod_info.priority != b.pod_info.priority:
         return a.pod_info.priority > b.pod_info.priority
-    return a.timestamp < b.timestamp
+    return (a.timestamp, a.stamp_order) < (b.timestamp, b.stamp_order)
 
 
 def pod(name: str, priority: int = 0, gates: tuple[str, ...] = ()) -> PodInfo:
@@ -333,3 +333,23 @@ def test_backoff_q_pops_a_window_s_pods_in_active_q_order() -> None:
     queue.on_event(NODE_ADD)
     assert queue.counts().backoff == 2
     assert [qpi.pod_info.name for qpi in (queue.pop(), queue.pop()) if qpi is not None] == ["high", "low"]
+
+
+def test_pods_failing_at_the_same_clock_time_leave_backoff_q_in_the_order_they_failed() -> None:
+    """A virtual clock that stands still: "first" fails before "second", but an event moves "second" back first.
+    kube-scheduler's clock moves between the two failures, so activeQ's order (priority, then the time of the
+    failure) puts "first" ahead in backoffQ's window; the order the events moved them must not decide."""
+    clock = VirtualClock(1000.25)
+    queue = new_queue(
+        clock, {"First": [ClusterEventWithHint(NODE_ADD)], "Second": [ClusterEventWithHint(ASSIGNED_POD_ADD)]}
+    )
+    for name in ("first", "second"):
+        queue.add(pod(name, 5))
+    for plugin in ("First", "Second"):
+        qpi = queue.pop()
+        assert qpi is not None
+        queue.add_unschedulable_if_not_present(qpi, rejected_by={plugin}, pending=(), error=False)
+    queue.on_event(ASSIGNED_POD_ADD)  # moves "second"
+    queue.on_event(NODE_ADD)  # moves "first"
+    assert queue.counts().backoff == 2
+    assert [qpi.pod_info.name for qpi in (queue.pop(), queue.pop()) if qpi is not None] == ["first", "second"]

@@ -179,6 +179,7 @@ class SchedulingQueue:
         self._events: list[_Event] = []
         self._sequence = itertools.count(1)
         self._tiebreak = itertools.count()
+        self._stamps = itertools.count(1)
         self.scheduling_cycle = 0
         self.incoming: dict[tuple[str, str], int] = {}
         self.nominator = nominator if nominator is not None else PodNominator()
@@ -189,7 +190,7 @@ class SchedulingQueue:
 
     def add(self, pod_info: PodInfo) -> None:
         """A new pending pod (informer add); gated pods wait in the unschedulable pool."""
-        qpi = QueuedPodInfo(pod_info, timestamp=self._clock.now())
+        qpi = QueuedPodInfo(pod_info, timestamp=self._clock.now(), stamp_order=next(self._stamps))
         self._enqueue_fresh(qpi, "PodAdd")
 
     def _enqueue_fresh(self, qpi: QueuedPodInfo, event: str) -> None:
@@ -373,7 +374,9 @@ class SchedulingQueue:
         uid = qpi.pod_info.uid
         if uid in self._active_uids or uid in self._backoff_uids or uid in self._unschedulable:
             return
-        qpi.timestamp = self._clock.now()
+        # Pods failing in one virtual instant keep the order they failed in (QueuedPodInfo.stamp_order), as they
+        # do in kube-scheduler whatever order events move them back in.
+        qpi.timestamp, qpi.stamp_order = self._clock.now(), next(self._stamps)
         qpi.unschedulable_plugins = set(rejected_by)
         qpi.pending_plugins = set(pending)
         if error:
