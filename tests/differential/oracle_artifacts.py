@@ -12,8 +12,8 @@ itself writes (a real API server bumps the resourceVersion and they arrive):
 
 This module finds, from kubesched's own attempts, the first scheduling cycle from which either can have
 changed kube-oracle's answers (:func:`first_artifact`); the runner then reports the differences of pods
-attempted from that cycle on apart from the mismatches. docs/reference/compatibility.md shows a case run on
-a real kube-apiserver and kube-scheduler, which answer as kubesched does.
+attempted from that cycle on apart from the mismatches (docs/reference/compatibility.md, "Where kube-oracle is
+not kube-scheduler").
 """
 
 from __future__ import annotations
