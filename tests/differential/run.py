@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--confirm-runs",
         type=int,
         default=DEFAULT_CONFIRM_RUNS,
-        help=f"oracle re-runs before a difference counts ({DEFAULT_CONFIRM_RUNS}; 3x that once its runs differ)",
+        help=f"oracle re-runs before a difference counts (default {DEFAULT_CONFIRM_RUNS})",
     )
     parser.add_argument("--json", type=Path, help="write every cluster's findings to this file")
     parser.add_argument("--verbose", "-v", action="store_true", help="print each problem")
