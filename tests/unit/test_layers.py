@@ -33,7 +33,17 @@ ALLOWED = {
     # Servers bench and the tests start (OPA-compatible, envtest, TLS): below every layer, so both can use them.
     "harness": {"kubesched.harness"},
     "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input"},
-    "backends": {"kubesched.backends", "kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock"},
+    # The network plumbing every client shares (HTTP/1.1, TLS, token files, retries): below every layer that talks
+    # to a server, and above nothing of kubesched but errors and the clock.
+    "net": {"kubesched.net", "kubesched.errors", "kubesched.clock"},
+    "backends": {
+        "kubesched.backends",
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+        "kubesched.net",
+    },
     # Member clusters as framework nodes: the object model and the framework's cluster contract, plus the cluster
     # plugins' names (which profiles place onto clusters); never the scheduler, a backend or a plugin itself.
     "federation": {
@@ -44,9 +54,8 @@ ALLOWED = {
         "kubesched.clock",
         "kubesched.config",
         "kubesched.plugins.names",
-        # The agent client's transport only (keep-alive HTTP/1.1, a quarter of aiohttp's CPU per request), never
-        # the kube API client: the hub talks to members through their agents.
-        "kubesched.backends.kube.http1",
+        # The agent client's transport, never the kube API client: the hub talks to members through their agents.
+        "kubesched.net",
     },
     # The cluster agent runs beside one member: its API client and the federation wire format, no scheduler.
     "agent": {
@@ -58,6 +67,7 @@ ALLOWED = {
         "kubesched.errors",
         "kubesched.clock",
         "kubesched.serving",  # the one way kubesched starts an HTTP server on a pre-bound socket
+        "kubesched.net",
     },
 }
 

@@ -4,8 +4,8 @@ Built by ``kubesched run`` from a :class:`~kubesched.backends.kube.kubeconfig.Cl
 configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader elector of
 this package and by nothing else. Watches are aiohttp streams, as for remote OPA
 (docs/explanation/design.md#own-the-client-and-its-errors); every other request goes through
-:mod:`kubesched.backends.kube.http1`, a keep-alive HTTP/1.1 exchange a quarter of aiohttp's CPU per request (two per
-scheduled pod). Not lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`)
+the keep-alive HTTP/1.1 pool of :mod:`kubesched.net`, a quarter of aiohttp's CPU per request (two per scheduled
+pod). Not lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`)
 straight from JSON, so lightkube's typed models would be a second decode of every object.
 
 * Every request (not a watch: a watch is one long request that must not hold a token) first takes a token
@@ -43,8 +43,9 @@ import aiohttp
 import aiohttp.http_exceptions
 
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
-from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_request
 from kubesched.backends.kube.kubeconfig import ClusterConnection, ExecCredentialPlugin
+from kubesched.net.http1 import ProtocolError, encode_request
+from kubesched.net.pool import Http1Pool
 
 MAX_RETRY_AFTER = 30.0
 DEFAULT_TIMEOUT = 30.0

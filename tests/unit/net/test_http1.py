@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from kubesched.backends.kube.http1 import ConnectionClosed, Http1Pool, ProtocolError, encode_request
+from kubesched.net.http1 import ConnectionClosed, ProtocolError, encode_request
+from kubesched.net.pool import Http1Pool
 
 
 async def serve(answers: list[list[bytes]], *, close_after: bool = False) -> tuple[asyncio.Server, int, list[bytes]]:
