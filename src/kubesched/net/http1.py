@@ -132,7 +132,7 @@ class Http1Connection(asyncio.Protocol):
         """Write ``request`` (in one write: a head sent apart from its body can wait for a delayed ACK) and
         return the future of its answer; a body longer than ``max_body`` fails it with :class:`AnswerTooLarge`."""
         assert self.transport is not None
-        self._waiter = asyncio.get_running_loop().create_future()
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
         self._trace, self._max_body, self._received = trace, max_body, False
         self._buffer.clear()
         self._body_start, self._length, self._chunked, self._chunks, self._scan = -1, -1, False, [], 0
@@ -140,7 +140,7 @@ class Http1Connection(asyncio.Protocol):
         self.transport.write(request)
         if trace is not None:
             trace.phase = WAITING
-        return self._waiter
+        return waiter
 
     def _answer(self, body: bytes) -> Answer:
         self._waiter = None
