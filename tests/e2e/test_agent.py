@@ -327,8 +327,10 @@ def test_an_expired_but_unswept_reservation_holds_nothing_and_cannot_be_bound(
 def test_an_agent_restart_keeps_its_reservations(member: ControlPlane, namespace: str, tmp_path: Path) -> None:
     make_node(member, "n1", cpu="1")
 
+    clock = VirtualClock()
+
     async def run() -> None:
-        async with RunningAgent(member, tmp_path, clock=VirtualClock(), namespace=namespace) as agent:
+        async with RunningAgent(member, tmp_path, clock=clock, namespace=namespace) as agent:
             assert (await agent.call("POST", RESERVATIONS_PATH, reserve_body("r1", "1", pod_uid="hub-p")))[0] == 201
             await agent.stop()
             await agent.start()  # a new process would do the same: everything is read back from the member
@@ -336,9 +338,12 @@ def test_an_agent_restart_keeps_its_reservations(member: ControlPlane, namespace
             assert [r["id"] for r in state["reservations"]] == ["r1"]
             assert state["nodes"][0]["free"]["cpu"] == 0
             assert (await agent.call("POST", RESERVATIONS_PATH, reserve_body("r2", "1")))[1]["reason"] == "Unfit"
-            status, bound = await agent.call(
-                "POST", BIND_PATH, {"reservationId": "r1", "pod": hub_pod("p", namespace, uid="hub-p")}
-            )
+            bind = {"reservationId": "r1", "pod": hub_pod("p", namespace, uid="hub-p")}
+            # Its predecessor may have sent a create under r1 that has not landed yet: no second one until it can't.
+            status, settling = await agent.call("POST", BIND_PATH, bind)
+            assert (status, settling["reason"]) == (503, "Settling")
+            clock.advance(20)  # past the agent's in-flight window (its request timeout, 10 s, + 5 s); r1 lives 60 s
+            status, bound = await agent.call("POST", BIND_PATH, bind)
             assert (status, bound["pod"]["node"]) == (201, "n1")
 
     asyncio.run(run())

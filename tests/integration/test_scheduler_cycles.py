@@ -104,8 +104,30 @@ class OnlyA:
         return None
 
 
+class MarkThenFail:
+    """PreBind that writes an annotation on the pod it binds (as ClusterBind writes its commit record), then fails
+    the binding once; the annotation each attempt's pod carried is journalled."""
+
+    name = "MarkThenFail"
+
+    def __init__(self, args: object, handle: Handle) -> None:
+        self.handle = handle
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        seen = pod.pod.metadata.annotations.get("example.com/mark")
+        JOURNAL.calls.append(f"pre-bind {pod.name} mark={seen}")
+        if seen is not None:
+            return None
+        latest = self.handle.get_pod(pod.uid) or pod.pod
+        await self.handle.client.compare_and_set_annotation(latest, "example.com/mark", None, "written")
+        return Status.error("failed after writing the mark")
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo) -> Status | None:
+        return None
+
+
 def registry() -> Registry:
-    extra = {cls.name: PluginRegistration.of(cls.name, cls) for cls in (Boom, AuditFilter, Gate, OnlyA)}
+    extra = {cls.name: PluginRegistration.of(cls.name, cls) for cls in (Boom, AuditFilter, Gate, OnlyA, MarkThenFail)}
     return merge(in_tree_registry(), extra)
 
 
@@ -261,6 +283,22 @@ def test_bind_failure_forgets_and_retries(run_async: Runner) -> None:
         del cluster.bind_failures[pod.metadata.uid]
         await scheduler.run_until_idle(clock)
         assert records.last("p").result == "Scheduled" and records.last("p").attempts == 2
+        await scheduler.close()
+
+    run_async(scenario())
+
+
+def test_a_pod_changed_while_assumed_is_retried_as_changed(run_async: Runner) -> None:
+    """The queue skips updates of an assumed pod; after a failed binding cycle the next attempt must read the pod's
+    latest version (a commit record written while binding), not the one the failed attempt started from."""
+
+    async def scenario() -> None:
+        JOURNAL.calls.clear()
+        scheduler, _cluster, clock, records = build(config(preBind=["MarkThenFail"]), nodes("a"), [make_pod("p").obj()])
+        await scheduler.run_until_idle(clock)
+        assert JOURNAL.calls == ["pre-bind p mark=None", "pre-bind p mark=written"]
+        assert records.last("p").result == "Scheduled"
+        assert records.last("p").pod.pod.metadata.annotations == {"example.com/mark": "written"}
         await scheduler.close()
 
     run_async(scenario())

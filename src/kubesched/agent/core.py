@@ -119,7 +119,14 @@ class Agent:
         )
         # A predecessor process (killed mid-bind) may have sent a create that lands after this one started.
         self.started_at = clock.now()
+        # Since when another agent process may have sent a create this one knows nothing of: its start (a
+        # predecessor's), then each newer fencing token it recorded (an older hub's agent -- in push mode, one runs
+        # in each hub replica -- may have sent one just before).
+        self._others_since = self.started_at
         self._unknown_creates: dict[str, float] = {}  # reservation id -> when a create with no answer was sent
+        # The reservations this process made (and has not deleted): any other may be a predecessor's, with a create
+        # of that predecessor in flight -- whatever the clock read when it was made.
+        self._made_here: set[str] = set()
         self._fence_written = 0
         self._lock = asyncio.Lock()
         self._discovery = _Discovery()
@@ -229,10 +236,16 @@ class Agent:
         return state, live
 
     def _live_reservations(self, now: float) -> list[Reservation]:
-        """The reservations that hold capacity: not expired, and no pod made under them yet (a bind whose agent was
+        """The reservations that hold capacity: not expired -- or expired while a pod create under them may still
+        take effect, which would need that capacity --, and no pod made under them yet (a bind whose agent was
         killed before it deleted the reservation leaves one behind, and its pod already counts)."""
         view = self._view
-        return [r for r in view.reservations() if r.expires_at > now and not (r.pod_uid and view.hub_pod(r.pod_uid))]
+        return [
+            r
+            for r in view.reservations()
+            if (r.expires_at > now or self._create_may_land(r.id, r) > 0)
+            and not (r.pod_uid and view.hub_pod(r.pod_uid))
+        ]
 
     # --------------------------------------------------------------------------------------- reservations
 
@@ -255,7 +268,15 @@ class Agent:
                 if dict(existing.requests) != dict(request.requests):
                     raise Refused(409, "Conflict", f"reservation {request.id} exists with other requests")
                 return existing, False
-            if existing is not None:  # expired but not swept yet: replace it
+            if existing is not None:  # expired but not swept yet: replace it, once no create under it can land
+                wait = self._create_may_land(request.id, existing)
+                if wait > 0:
+                    raise Refused(
+                        503,
+                        "Settling",
+                        f"a pod create under the expired reservation {request.id} may still take effect",
+                        retry_after=wait,
+                    )
                 await self._delete_configmap(request.id)
             live = self._live_reservations(now)
             node = self._view.first_fit(request.requests, held_by_node(live), request.tolerations)
@@ -274,6 +295,7 @@ class Agent:
                     raise
                 raise Refused(409, "Conflict", f"reservation {request.id} was created concurrently") from error
             self._view.made(reservation, stored)
+            self._made_here.add(request.id)
             log.info("reserved %s on node %s until %.3f", request.id, node.name, reservation.expires_at)
             return reservation, True
 
@@ -283,9 +305,11 @@ class Agent:
         except KubeApiError as error:
             if error.status == 404:
                 self._view.dropped(rid)
+                self._made_here.discard(rid)
                 return False
             raise
         self._view.dropped(rid)
+        self._made_here.discard(rid)
         return True
 
     async def release(
@@ -347,15 +371,17 @@ class Agent:
 
     def _create_may_land(self, rid: str, reservation: Reservation | None) -> float:
         """Seconds during which a pod create under ``rid`` may still take effect in the member (0: none can): one
-        this process sent without an answer, or one a predecessor sent for a reservation older than this process."""
+        this process sent without an answer, or one another agent process (a predecessor, or an older hub's) sent
+        for a reservation this process did not make (known by id, not by its timestamps: the clock may read the
+        same, or less, after a restart)."""
         now = self.clock.now()
         horizon = now - self.in_flight_seconds
         if any(sent <= horizon for sent in self._unknown_creates.values()):
             self._unknown_creates = {r: sent for r, sent in self._unknown_creates.items() if sent > horizon}
         sent = self._unknown_creates.get(rid)
         wait = 0.0 if sent is None else sent + self.in_flight_seconds - now
-        if reservation is not None and reservation.created_at < self.started_at:
-            wait = max(wait, self.started_at + self.in_flight_seconds - now)
+        if reservation is not None and reservation.id not in self._made_here:
+            wait = max(wait, self._others_since + self.in_flight_seconds - now)
         return max(wait, 0.0)
 
     async def sweep_expired(self) -> list[str]:
@@ -364,7 +390,9 @@ class Agent:
         released: list[str] = []
         async with self._lock:
             now = self.clock.now()
-            for reservation in await self.reservations():
+            stored = await self.reservations()
+            self._made_here.intersection_update(r.id for r in stored)  # those another process deleted
+            for reservation in stored:
                 if reservation.expires_at > now:
                     continue
                 made = self._view.hub_pod(reservation.pod_uid) if reservation.pod_uid else None
@@ -407,6 +435,7 @@ class Agent:
             if error.status != 409:
                 raise
         self._fence_written = token
+        self._others_since = self.clock.now()
         if newest:
             with contextlib.suppress(KubeApiError):  # left behind: only the newest token counts
                 await self.client.request("DELETE", f"{self._configmaps}/{FENCE_PREFIX}{newest}", retry=False)
@@ -442,10 +471,14 @@ class Agent:
             "spec": spec,
         }
 
-    async def bind(self, rid: str, manifest: Mapping[str, Any], token: int = 0) -> tuple[dict[str, str], bool]:
+    async def bind(
+        self, rid: str, manifest: Mapping[str, Any], token: int = 0, expires_at: float | None = None
+    ) -> tuple[dict[str, str], bool]:
         """Create ``manifest``'s pod under reservation ``rid``; (the member's pod, whether it is new). A hub pod that
         already has a pod in the member gets that pod, whatever the reservation
-        (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth)."""
+        (docs/explanation/cross-cluster-commit.md#the-agent-tells-the-truth). ``expires_at``: the reservation as
+        the hub's reserve was answered; another one under the same id (made again by a reserve that arrived after
+        a release) is not it: NotFound."""
         metadata = manifest.get("metadata") if isinstance(manifest, Mapping) else None
         if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
             raise Refused(400, "Invalid", "pod.metadata.name: required")
@@ -468,12 +501,19 @@ class Agent:
                 if earlier is not None:
                     return member_pod_summary(earlier), False
                 raise Refused(404, "NotFound", f"reservation {rid} does not exist (expired, released or never made)")
+            if expires_at is not None and reservation.expires_at != expires_at:
+                raise Refused(
+                    404,
+                    "NotFound",
+                    f"reservation {rid} the hub holds (until {expires_at!r}) was released; the one under that id now "
+                    f"(until {reservation.expires_at!r}) was made by a later reserve",
+                )
+            wait = self._create_may_land(rid, reservation)
+            if wait > 0:
+                # An earlier bind's create may still land: a second create would make the pod now, and the first
+                # bring it back once it was deleted. Neither a pod nor "none" is certain yet.
+                raise Refused(503, "Settling", f"an earlier create under {rid} may still take effect", retry_after=wait)
             if reservation.expires_at <= self.clock.now():
-                wait = self._create_may_land(rid, reservation)
-                if wait > 0:  # an earlier bind's create may still land: neither a pod nor "none" is certain
-                    raise Refused(
-                        503, "Settling", f"an earlier create under {rid} may still take effect", retry_after=wait
-                    )
                 await self._delete_configmap(rid)
                 raise Refused(410, "Expired", f"reservation {rid} expired before the bind")
             try:

@@ -89,9 +89,15 @@ class PushEndpoint:
         return Released(released, None if made is None else BoundPod.from_summary(made, False))
 
     async def bind(
-        self, reservation_id: str, pod: Mapping[str, Any], *, token: int = 0, timeout: float | None = None
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
     ) -> BoundPod:
-        member_pod, created = await self._call(self.agent.bind(reservation_id, pod, token), timeout)
+        member_pod, created = await self._call(self.agent.bind(reservation_id, pod, token, expires_at), timeout)
         return BoundPod.from_summary(member_pod, created)
 
     async def delete_pod(

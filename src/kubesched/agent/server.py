@@ -230,5 +230,10 @@ class AgentServer:
         pod = body.get("pod")
         if not isinstance(pod, dict):
             raise WireError("pod: required (a Pod manifest)")
-        member_pod, created = await self.agent.bind(body["reservationId"], pod, _token(request))
+        expires_at = body.get("reservationExpiresAt")
+        if expires_at is not None and (isinstance(expires_at, bool) or not isinstance(expires_at, int | float)):
+            raise WireError("reservationExpiresAt: must be a number (the reservation's expiresAt)")
+        member_pod, created = await self.agent.bind(
+            body["reservationId"], pod, _token(request), None if expires_at is None else float(expires_at)
+        )
         return _json({"pod": member_pod}, status=201 if created else 200)

@@ -149,8 +149,17 @@ class MemberEndpoint(Protocol):
         ...
 
     async def bind(
-        self, reservation_id: str, pod: Mapping[str, Any], *, token: int = 0, timeout: float | None = None
-    ) -> BoundPod: ...
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
+    ) -> BoundPod:
+        """Have the member create ``pod`` under the reservation; ``expires_at``: the reservation's as the reserve was
+        answered (a reservation made again under that id after a release is not consumed)."""
+        ...
 
     async def delete_pod(
         self, namespace: str, name: str, hub_uid: str, *, token: int = 0, timeout: float | None = None
@@ -270,9 +279,17 @@ class AgentClient:
         )
 
     async def bind(
-        self, reservation_id: str, pod: Mapping[str, Any], *, token: int = 0, timeout: float | None = None
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
     ) -> BoundPod:
-        body = {"reservationId": reservation_id, "pod": pod}
+        body: dict[str, Any] = {"reservationId": reservation_id, "pod": pod}
+        if expires_at is not None:
+            body["reservationExpiresAt"] = expires_at
         status, answer = await self._call("POST", BIND_PATH, body, timeout, token)
         member_pod = self._field(answer, "pod")
         if not isinstance(member_pod, Mapping):

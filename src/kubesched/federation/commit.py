@@ -7,11 +7,14 @@ call it from background work and binding cycles. It maps a cluster name to that 
 endpoint otherwise) and translates their errors into the framework's
 :class:`~kubesched.framework.clusters.CommitError` (plugins never see an agent error): an answer of the member
 is ``refused`` with its reason, no answer is ``Unreachable``. The pod sent to bind is the hub pod's manifest as
-the hub holds it; the member keeps its spec, labels and annotations and places it on the reserved node.
+the hub holds it; the member keeps its spec, labels and annotations and places it on the reserved node. A bind
+names the reservation as its reserve was answered (its ``expiresAt``, remembered from the reserve to the bind or
+the release), so a reservation of the same id that a late reserve made after a release is not consumed.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from kubesched.api.objects import Pod
@@ -21,6 +24,7 @@ from kubesched.framework.clusters import CommitError, CommitLedger, ReleaseOutco
 
 __all__ = ["UNKNOWN_CLUSTER_REASON", "UNREACHABLE_REASON", "AgentCommitter"]
 
+MAX_HELD = 65536  # reservations remembered between their reserve and their bind (the oldest forgotten first)
 UNREACHABLE_REASON = "Unreachable"
 UNKNOWN_CLUSTER_REASON = "UnknownCluster"
 
@@ -32,6 +36,8 @@ class AgentCommitter:
     def __init__(self, clients: Mapping[str, MemberEndpoint]) -> None:
         self._clients = dict(clients)
         self._ledger = CommitLedger()
+        # (cluster, reservation id) -> its expiresAt as the reserve was answered: the bind names that reservation.
+        self._held: OrderedDict[tuple[str, str], float] = OrderedDict()
         self.fencing_token = 0
         """Sent with every call (the live hub sets it from its Lease while it leads)."""
 
@@ -77,12 +83,17 @@ class AgentCommitter:
             held = await self._client(cluster).reserve(request, token=self.fencing_token, timeout=timeout)
         except AgentError as error:
             raise self._translated(cluster, error) from error
+        self._held.pop((cluster, reservation_id), None)
+        self._held[(cluster, reservation_id)] = held.expires_at
+        if len(self._held) > MAX_HELD:
+            self._held.popitem(last=False)
         return held.node
 
     async def release(
         self, cluster: str, reservation_id: str, *, timeout: float, pod: Pod | None = None
     ) -> ReleaseOutcome:
         hub_pod = None if pod is None else (pod.metadata.uid, pod.metadata.namespace, pod.metadata.name)
+        self._held.pop((cluster, reservation_id), None)
         try:
             answer = await self._client(cluster).release(
                 reservation_id, hub_pod=hub_pod, token=self.fencing_token, timeout=timeout
@@ -93,7 +104,11 @@ class AgentCommitter:
         return ReleaseOutcome(answer.released, made)
 
     async def bind(self, cluster: str, reservation_id: str, pod: Pod, *, timeout: float) -> None:
+        held = self._held.get((cluster, reservation_id))
         try:
-            await self._client(cluster).bind(reservation_id, pod.raw, token=self.fencing_token, timeout=timeout)
+            await self._client(cluster).bind(
+                reservation_id, pod.raw, token=self.fencing_token, timeout=timeout, expires_at=held
+            )
         except AgentError as error:
             raise self._translated(cluster, error) from error
+        self._held.pop((cluster, reservation_id), None)

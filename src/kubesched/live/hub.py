@@ -41,7 +41,7 @@ from kubesched.live.hub_backend import HubBackend, SuperNodes
 from kubesched.live.member_status import MemberStatusWriter, member_status
 from kubesched.live.members import MemberLink
 from kubesched.live.pod_phases import PhaseMirror
-from kubesched.live.reconcile import Reconciler
+from kubesched.live.reconcile import ApiHubPods, Reconciler
 from kubesched.policy.clients import policy_services
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.metrics import SchedulerMetrics
@@ -147,7 +147,7 @@ class HubPlane:
         self.backend.subscribe(self.scheduler.event_handlers)
         self.phases = PhaseMirror(self.client)
         self.reconciler = Reconciler(
-            self.client,
+            ApiHubPods(self.client),
             self.links,
             self.cache,
             self.backend.hub_pods,

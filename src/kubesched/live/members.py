@@ -279,9 +279,17 @@ class MemberLink:
         return await self._call(lambda e: e.release(reservation_id, hub_pod=hub_pod, token=token, timeout=timeout))
 
     async def bind(
-        self, reservation_id: str, pod: Mapping[str, Any], *, token: int = 0, timeout: float | None = None
+        self,
+        reservation_id: str,
+        pod: Mapping[str, Any],
+        *,
+        token: int = 0,
+        timeout: float | None = None,
+        expires_at: float | None = None,
     ) -> BoundPod:
-        return await self._call(lambda e: e.bind(reservation_id, pod, token=token, timeout=timeout))
+        return await self._call(
+            lambda e: e.bind(reservation_id, pod, token=token, timeout=timeout, expires_at=expires_at)
+        )
 
     async def delete_pod(
         self, namespace: str, name: str, hub_uid: str, *, token: int = 0, timeout: float | None = None

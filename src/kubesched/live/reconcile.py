@@ -17,6 +17,10 @@ while the process leads. The member's state names, by hub pod uid, every pod an 
 
 Each deletion goes through the member's agent (which deletes only the pod made for that hub pod) with the hub's
 fencing token, and is an audit record: result ``Deleted``, the member as target, the reason as message.
+
+The hub API server is read through a :class:`HubPodReader` (the live hub's is :class:`ApiHubPods`, a GET through
+its client), and members are reached through their :class:`~kubesched.federation.agent_client.MemberEndpoint`, so
+the model-based test of the commit protocol runs the same reconciliation over an in-memory hub.
 """
 
 from __future__ import annotations
@@ -25,19 +29,18 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kubesched.api.objects import Pod
 from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.clock import Clock
-from kubesched.federation.agent_client import AgentError
+from kubesched.federation.agent_client import AgentError, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache
 from kubesched.framework.types import PodInfo
-from kubesched.live.members import MemberLink
 from kubesched.scheduler.results import AttemptObserver, AttemptRecord
 
-__all__ = ["DELETED", "Deletion", "Reconciler"]
+__all__ = ["DELETED", "ApiHubPods", "Deletion", "HubPodReader", "Reconciler"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,30 @@ DELETED = "Deleted"
 """The audit record's result for a copy reconciliation deleted."""
 ALIVE_RECHECK_SECONDS = 300.0  # a hub pod found to exist (finished, so not listed) is not asked about again before
 DELETED_RECHECK_SECONDS = 300.0  # nor a copy deleted (or found being deleted): its kubelet stops it meanwhile
+
+
+class HubPodReader(Protocol):
+    """The hub API server's current copy of a hub pod, read past any informer."""
+
+    async def hub_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The pod ``namespace/name`` as the hub API server has it now; None when there is none of that name."""
+        ...
+
+
+class ApiHubPods:
+    """:class:`HubPodReader` over the hub's API client (a GET of the pod)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    async def hub_pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            found = await self.client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return dict(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +90,8 @@ class Reconciler:
 
     def __init__(
         self,
-        client: KubeClient,
-        links: Mapping[str, MemberLink],
+        hub: HubPodReader,
+        links: Mapping[str, MemberEndpoint],
         cache: ClusterStateCache,
         hub_pods: Mapping[str, Pod],
         *,
@@ -74,7 +101,7 @@ class Reconciler:
         timeout: float,
         observer: AttemptObserver | None = None,
     ) -> None:
-        self.client = client
+        self.hub = hub
         self.links = links
         self.cache = cache
         self.hub_pods = hub_pods
@@ -135,7 +162,7 @@ class Reconciler:
         if not name:
             log.warning("member %s runs a copy of hub pod %s but does not say its name: left alone", member, uid)
             return
-        hub = await self._hub_pod(namespace, name)
+        hub = await self.hub.hub_pod(namespace, name)
         if hub is None or (hub.get("metadata") or {}).get("uid") != uid:
             await self._delete(member, uid, namespace, name, f"its hub pod {namespace}/{name} ({uid}) no longer exists")
             return
@@ -157,16 +184,6 @@ class Reconciler:
             return
         reason = f"hub pod {namespace}/{name} is bound to cluster {bound_to}, which runs its copy {found.uid}"
         await self._delete(member, uid, namespace, name, reason)
-
-    async def _hub_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The hub pod as the hub API server has it now; None when there is none of that name."""
-        try:
-            found = await self.client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        except KubeApiError as error:
-            if error.status == 404:
-                return None
-            raise
-        return dict(found)
 
     async def _delete(self, member: str, uid: str, namespace: str, name: str, reason: str) -> None:
         link = self.links.get(member)

@@ -223,6 +223,11 @@ class ScheduleOne:
     ) -> None:
         """kube-scheduler's FailureHandler: event, condition, nomination, requeue (with backoff), record."""
         qpi = attempt.qpi
+        latest = self.pending.get(qpi.pod_info.uid)
+        if latest is not None and latest is not qpi.pod_info.pod:
+            # Changed while it was assumed (the queue skips updates then, a plugin's own write among them): the
+            # next attempt reads the informer's latest version, as kube-scheduler's failure handler does.
+            qpi.pod_info = PodInfo(latest)
         pod_info = qpi.pod_info
         pod = pod_info.pod
         message = status.message

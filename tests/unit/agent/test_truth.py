@@ -222,6 +222,7 @@ def test_a_hub_with_an_older_fencing_token_is_refused_also_after_the_agent_resta
         restarted = Agent(member, clock=clock, namespace=NS, cluster_name="m1")
         with pytest.raises(Refused):
             await restarted.reserve(ReservationRequest("r2", {"cpu": 1000}, 30, "hub-b"), token=4)
+        clock.advance(restarted.in_flight_seconds)  # no create of its predecessor's under r1 can land any more
         made, created = await restarted.bind("r1", hub_pod("a"), token=5)
         assert created and made["name"] == "a"
         await restarted.release("r9", token=7)  # a newer hub raises the fence; the older record goes
@@ -241,5 +242,166 @@ def test_find_answers_the_copy_made_for_a_hub_pod() -> None:
         made, _ = await agent.bind("r1", hub_pod("web"))
         assert await agent.find(HubPodRef("hub-web", "apps", "web")) == made
         assert await agent.find(HubPodRef("hub-other", "apps", "other")) is None
+
+    asyncio.run(scenario())
+
+
+class _SlowCreates:
+    """The member, except that pod creates get no answer: the member carries them out later, when the test says."""
+
+    def __init__(self, member: InMemoryMember) -> None:
+        self.member = member
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.member, name)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if method == "POST" and path.endswith("/pods"):
+            self.sent.append((path, kwargs))
+            raise KubeTransportError("timed out (the member may still carry it out)")
+        return await self.member.request(method, path, **kwargs)
+
+    async def land(self) -> None:
+        for path, kwargs in self.sent:
+            await self.member.request("POST", path, **kwargs)
+        self.sent.clear()
+
+
+@pytest.mark.parametrize("restarted", [pytest.param(False, id="same-agent"), pytest.param(True, id="after-a-restart")])
+@pytest.mark.parametrize("landed", [pytest.param(True, id="create-landed"), pytest.param(False, id="create-lost")])
+def test_an_expired_reservation_whose_create_may_land_keeps_its_capacity(restarted: bool, landed: bool) -> None:
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    agent = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        nonlocal agent
+        await agent.reserve(ReservationRequest("r1", {"cpu": 4000}, 30, "hub-web"))
+        clock.advance(29)
+        with pytest.raises(KubeTransportError):
+            await agent.bind("r1", hub_pod("web", cpu="4"))
+        if restarted:
+            await agent.aclose()
+            agent = Agent(member, clock=clock, namespace=NS, cluster_name="m1", in_flight_seconds=15)
+        clock.advance(2)  # r1 has expired, but the pod created under it may still appear
+        with pytest.raises(Refused) as unfit:
+            await agent.reserve(ReservationRequest("r2", {"cpu": 4000}, 30, "hub-api"))
+        assert unfit.value.reason == "Unfit"
+        if landed:
+            await slow.land()
+            for _ in range(5):  # the agent's watch brings the pod
+                await asyncio.sleep(0)
+        clock.advance(15)  # past the window: the pod holds the node, or nothing does
+        if landed:
+            with pytest.raises(Refused):
+                await agent.reserve(ReservationRequest("r2", {"cpu": 4000}, 30, "hub-api"))
+        else:
+            await agent.reserve(ReservationRequest("r2", {"cpu": 4000}, 30, "hub-api"))
+        await agent.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_restart_at_the_same_instant_still_waits_for_the_predecessors_create() -> None:
+    """The agent's clock may read the same when it restarts as when its predecessor reserved: a reservation this
+    process did not make may have a create of its predecessor in flight, however the timestamps compare."""
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    first = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+    ref = HubPodRef("hub-web", "apps", "web")
+
+    async def scenario() -> None:
+        await first.reserve(ReservationRequest("r1", {"cpu": 1000}, 30, "hub-web"))
+        with pytest.raises(KubeTransportError):
+            await first.bind("r1", hub_pod("web"))
+        await first.aclose()  # killed; no time has passed on the agent's clock
+        restarted = Agent(member, clock=clock, namespace=NS, cluster_name="m1", in_flight_seconds=15)
+        with pytest.raises(Refused) as settling:
+            await restarted.release("r1", hub_pod=ref)
+        assert settling.value.reason == "Settling"
+        await slow.land()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        released, made = await restarted.release("r1", hub_pod=ref)
+        assert (released, made is not None) == (False, True)
+        await restarted.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_an_expired_reservation_is_not_made_again_while_a_create_under_it_may_land() -> None:
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    agent = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+    ref = HubPodRef("hub-web", "apps", "web")
+
+    async def scenario() -> None:
+        await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 5, "hub-web"))
+        clock.advance(4)
+        with pytest.raises(KubeTransportError):
+            await agent.bind("r1", hub_pod("web"))
+        clock.advance(2)  # r1 expired; the create under it may still land
+        with pytest.raises(Refused) as settling:
+            await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 5, "hub-web"))
+        assert settling.value.reason == "Settling"
+        with pytest.raises(Refused):
+            await agent.release("r1", hub_pod=ref)
+        await agent.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_bind_repeated_while_its_first_create_may_land_sends_no_second_create() -> None:
+    """A second create of the same pod would succeed while the first is in flight; once that pod is deleted (its
+    hub pod was), the first would land and bring it back -- on capacity already given to another pod."""
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    agent = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        await agent.reserve(ReservationRequest("r1", {"cpu": 1000}, 30, "hub-web"))
+        with pytest.raises(KubeTransportError):
+            await agent.bind("r1", hub_pod("web"))
+        with pytest.raises(Refused) as settling:  # the hub repeats the bind it got no answer to
+            await agent.bind("r1", hub_pod("web"))
+        assert (settling.value.status, settling.value.reason) == (503, "Settling")
+        assert slow.sent and member.pods() == []  # one create in flight, none sent again
+        await slow.land()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        made, created = await agent.bind("r1", hub_pod("web"))
+        assert (made["name"], created) == ("web", False)
+        await agent.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_newer_hub_waits_out_the_creates_an_older_hubs_agent_may_still_have_in_flight() -> None:
+    """Push mode: each hub replica runs its own agent over the member. The deposed leader's agent sent a create just
+    before the new leader's agent raised the fencing token; until it can no longer land, no release may say no pod
+    was made (the new leader would place the pod in another member)."""
+    member, clock = fresh()
+    slow = _SlowCreates(member)
+    deposed = start(slow, clock, in_flight_seconds=15)  # type: ignore[arg-type]
+    leader = Agent(member, clock=clock, namespace=NS, cluster_name="m1", in_flight_seconds=15)
+    ref = HubPodRef("hub-web", "apps", "web")
+
+    async def scenario() -> None:
+        await leader.state()
+        clock.advance(60)  # long after either started
+        await deposed.reserve(ReservationRequest("r1", {"cpu": 1000}, 30, "hub-web"), token=0)
+        with pytest.raises(KubeTransportError):
+            await deposed.bind("r1", hub_pod("web"), token=0)
+        with pytest.raises(Refused) as settling:  # the new leader settles the deposed one's commit
+            await leader.release("r1", token=1, hub_pod=ref)
+        assert settling.value.reason == "Settling"
+        await slow.land()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        released, made = await leader.release("r1", token=1, hub_pod=ref)
+        assert (released, made is not None) == (False, True)
+        await deposed.aclose()
+        await leader.aclose()
 
     asyncio.run(scenario())

@@ -90,6 +90,11 @@ class SimulatedCluster:
             if not pod.spec.node_name:
                 handler.on_pod_add(pod)
 
+    def unsubscribe(self, handler: ClusterEventHandler) -> None:
+        """Stop telling ``handler`` about changes (a scheduler process that ended; unknown handlers are ignored)."""
+        if handler in self._handlers:
+            self._handlers.remove(handler)
+
     # ---- writes the scheduler makes ----------------------------------------------------------
 
     async def bind(self, pod: Pod, node_name: str) -> None:

@@ -82,10 +82,20 @@ class BackgroundTasks:
         self._sleeping: set[asyncio.Task[Any]] = set()
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str | None = None) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(_guarded(work), name=name)
+        # The task runs ``work`` itself (a wrapper cancelled before its first step, at shutdown, would leave
+        # ``work`` never awaited); its failure is logged when it is done.
+        task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
         return task
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("background work of a plugin failed", exc_info=error)
 
     async def sleep(self, seconds: float) -> None:
         """Sleep on the clock; with a virtual clock the simulation jumps to the wake-up time."""
@@ -127,12 +137,3 @@ class BackgroundTasks:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def _guarded(work: Coroutine[Any, Any, None]) -> None:
-    try:
-        await work
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("background work of a plugin failed")
