@@ -31,7 +31,7 @@ from kubesched.federation.agent_client import (
 from kubesched.federation.commit import AgentCommitter
 from kubesched.federation.wire import ReservationRequest
 from kubesched.framework.clusters import CommitError, ReleaseOutcome
-from kubesched.testing.certificates import write_server_certificates
+from kubesched.harness.certificates import write_server_certificates
 
 NS = "kubesched-system"
 
