@@ -23,16 +23,30 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "kubesched"
 
-# kubesched.errors and kubesched.bounded_input (the input limits every file reader applies) are leaves: anyone may
-# import them, and they import nothing of kubesched but errors.
+# kubesched.errors, kubesched.bounded_input (the input limits every file reader applies) and kubesched.durations (Go's
+# duration text) are leaves: anyone may import them, and they import nothing of kubesched but errors.
 ALLOWED = {
     # Policy plugins get their engines through the Handle (kubesched.framework.policy), never kubesched.policy.
-    "plugins": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.plugins"},
-    "framework": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.config"},
+    "plugins": {
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+        "kubesched.durations",
+        "kubesched.plugins",
+    },
+    "framework": {
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+        "kubesched.durations",
+        "kubesched.config",
+    },
     "api": {"kubesched.api", "kubesched.errors", "kubesched.bounded_input"},
     # Servers bench and the tests start (OPA-compatible, envtest, TLS): below every layer, so both can use them.
     "harness": {"kubesched.harness"},
-    "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input"},
+    "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input", "kubesched.durations"},
     # The network plumbing every client shares (HTTP/1.1, TLS, token files, retries): below every layer that talks
     # to a server, and above nothing of kubesched but errors and the clock.
     "net": {"kubesched.net", "kubesched.errors", "kubesched.clock"},
@@ -42,6 +56,7 @@ ALLOWED = {
         "kubesched.api",
         "kubesched.errors",
         "kubesched.clock",
+        "kubesched.durations",
         "kubesched.net",
     },
     # Member clusters as framework nodes: the object model and the framework's cluster contract, plus the cluster
@@ -177,6 +192,14 @@ def importer_violations(target: str, root: Path = SRC.parent) -> list[str]:
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layer_imports_only_what_it_may(layer: str) -> None:
     assert layer_violations(layer) == []
+
+
+LEAVES = ("errors", "bounded_input", "durations")
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+def test_a_leaf_imports_nothing_of_kubesched_but_errors(leaf: str) -> None:
+    assert imported_modules(SRC / f"{leaf}.py") <= {"kubesched.errors"}
 
 
 @pytest.mark.parametrize("target", sorted(IMPORTED_ONLY_BY))

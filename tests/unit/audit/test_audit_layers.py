@@ -14,7 +14,8 @@ ALLOWED = (
     "kubesched.framework",
     "kubesched.api",
     "kubesched.errors",
-    "kubesched.config.durations",
+    "kubesched.durations",
+    "kubesched.net",
     "kubesched.scheduler.results",
     "kubesched.scheduler.diagnosis",
 )
