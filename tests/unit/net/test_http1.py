@@ -39,10 +39,10 @@ def split_everywhere(answer: bytes) -> list[list[bytes]]:
     return [[answer[:i], answer[i:]] for i in range(1, len(answer))]
 
 
-LENGTH = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\": true}"
+LENGTH = b'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"a": true}'
 CHUNKED = (
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nRetry-After: 3\r\n\r\n"
-    b"4\r\n{\"a\"\r\n7;ext=1\r\n: true}\r\n0\r\n\r\n"
+    b'4\r\n{"a"\r\n7;ext=1\r\n: true}\r\n0\r\n\r\n'
 )
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n" + LENGTH
 
