@@ -41,6 +41,7 @@ from kubesched.federation.wire import (
 from kubesched.framework.clusters import ClusterState
 from kubesched.net.http1 import ProtocolError, encode_request
 from kubesched.net.pool import Http1Pool
+from kubesched.net.tls import client_context
 
 __all__ = [
     "AgentClient",
@@ -190,7 +191,7 @@ class AgentClient:
         self._host_header = parts.netloc
         self._headers = {"Authorization": f"Bearer {token}"}
         self._fixed = b"User-Agent: kubesched-hub\r\nAccept: application/json\r\n"
-        context = ssl_context or ssl.create_default_context()
+        context = ssl_context or client_context()
         self._pool = Http1Pool(parts.hostname, parts.port or 443, ssl_context=context, server_hostname=parts.hostname)
         self.requests_sent = 0
 

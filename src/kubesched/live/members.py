@@ -53,6 +53,7 @@ from kubesched.federation.agent_client import (
 )
 from kubesched.federation.wire import ReservationRequest
 from kubesched.framework.clusters import ClusterState
+from kubesched.net.tls import Pem, TlsError, client_context
 
 __all__ = ["ConnectionProblem", "MemberLink"]
 
@@ -158,9 +159,9 @@ class MemberLink:
         context: ssl.SSLContext | None = None
         if agent.ca_bundle:
             try:
-                pem = base64.b64decode(agent.ca_bundle, validate=True).decode()
-                context = ssl.create_default_context(cadata=pem)
-            except (binascii.Error, ValueError, ssl.SSLError) as error:
+                pem = base64.b64decode(agent.ca_bundle, validate=True)
+                context = client_context(ca=Pem("caBundle", data=pem))
+            except (binascii.Error, ValueError, TlsError) as error:
                 raise self._problem(
                     "InvalidCABundle", f"{AGENT_PATH}.caBundle", f"must be base64 of PEM certificates: {error}"
                 ) from error
