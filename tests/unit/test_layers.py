@@ -319,3 +319,15 @@ def test_no_import_cycles() -> None:
 
 def _same_package(a: str, b: str) -> bool:
     return a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def test_aiohttp_is_used_only_through_its_public_api() -> None:
+    """aiohttp's submodules (client_proto, connector, http, ...) change between minor releases, which ``aiohttp<4``
+    allows; kubesched imports only the package itself and :mod:`aiohttp.web`."""
+    private = sorted(
+        f"{path.relative_to(SRC.parent)} imports {name}"
+        for path in SRC.rglob("*.py")
+        for name in _all_imports(path)
+        if name.startswith("aiohttp.") and name != "aiohttp.web"
+    )
+    assert private == []

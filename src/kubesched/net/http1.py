@@ -56,12 +56,13 @@ class ExchangeTrace(Protocol):
 
 
 class Answer:
-    __slots__ = ("body", "headers", "status")
+    __slots__ = ("body", "headers", "reason", "status")
 
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes, reason: str = "") -> None:
         self.status = status
         self.headers = headers  # names lower-cased
         self.body = body
+        self.reason = reason  # the status line's reason phrase ("Bad Gateway"), for messages
 
 
 class Http1Connection(asyncio.Protocol):
@@ -79,6 +80,7 @@ class Http1Connection(asyncio.Protocol):
         self._received = False
         self._buffer = bytearray()
         self._status = 0
+        self._reason = ""
         self._headers: dict[str, str] = {}
         self._body_start = -1  # where the body begins in the buffer, once the head is parsed
         self._length = -1  # Content-Length, -1 chunked or until close
@@ -144,7 +146,7 @@ class Http1Connection(asyncio.Protocol):
 
     def _answer(self, body: bytes) -> Answer:
         self._waiter = None
-        return Answer(self._status, self._headers, body)
+        return Answer(self._status, self._headers, body, self._reason)
 
     def _advance(self) -> None:
         buffer = self._buffer
@@ -183,6 +185,7 @@ class Http1Connection(asyncio.Protocol):
         if not status_line.startswith(b"HTTP/1.") or len(status_line) < 12 or not status_line[9:12].isdigit():
             raise ProtocolError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
         self._status = int(status_line[9:12])
+        self._reason = status_line[13:].strip().decode("latin-1")
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, colon, value = line.partition(b":")

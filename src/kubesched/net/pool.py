@@ -92,11 +92,11 @@ class Http1Pool:
         # Each address in turn, so that the error raised is a socket's own (ConnectionRefusedError, ...), not
         # asyncio's summary of several.
         for family, address in await _addresses(self._host, self._port):
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # IPPROTO_TCP named: asyncio's transports set TCP_NODELAY only on sockets that say they are TCP.
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             try:
                 sock.setblocking(False)
                 await loop.sock_connect(sock, address)
-                # asyncio's transports set TCP_NODELAY on TCP sockets (documented for create_connection).
                 _, connection = await loop.create_connection(
                     lambda: Http1Connection(self.forget),
                     sock=sock,

@@ -4,6 +4,8 @@ at every byte, keep-alive reuse, ``Connection: close``, and a server that hangs 
 from __future__ import annotations
 
 import asyncio
+import socket
+from typing import Any
 
 import pytest
 
@@ -131,3 +133,21 @@ def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
             server.close()
 
     asyncio.run(scenario())
+
+
+def test_a_pooled_connection_has_tcp_nodelay_on_its_socket(run_async: Any) -> None:
+    """A small request must not wait for the server's delayed ACK of the one before it (Nagle's algorithm)."""
+
+    async def scenario() -> int:
+        server, port, _ = await serve([[b"HTTP/1.1 204 No Content\r\n\r\n"]])
+        pool = Http1Pool("127.0.0.1", port, ssl_context=None, server_hostname=None)
+        try:
+            await pool.exchange(encode_request("GET", "/", "h", {}, None, b""))
+            (transport,) = pool.transports()
+            return int(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        finally:
+            await pool.aclose(1.0)
+            server.close()
+            await server.wait_closed()
+
+    assert run_async(scenario()) != 0

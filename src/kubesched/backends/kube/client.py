@@ -40,7 +40,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import aiohttp
-import aiohttp.http_exceptions
 
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import ClusterConnection, ExecCredentialPlugin
@@ -426,8 +425,10 @@ class KubeClient:
                             line = await response.content.readline()
                     except TimeoutError as error:
                         raise KubeTransportError(f"GET {path} (watch): silent for {read_timeout:g} s") from error
-                    except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, OSError) as error:
-                        # HttpProcessingError: LineTooLong, an event beyond WATCH_READ_BUFSIZE
+                    except Exception as error:
+                        # aiohttp's ClientErrors, OSErrors, and its parser's LineTooLong (an event beyond
+                        # WATCH_READ_BUFSIZE), which it raises from a module it does not export: reading a stream
+                        # fails only in ways of the connection, so every one is a transport error.
                         raise KubeTransportError(f"GET {path} (watch): {type(error).__name__}: {error}") from error
                     if not line:
                         return
