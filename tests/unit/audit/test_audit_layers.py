@@ -1,4 +1,5 @@
-"""The audit package's imports: what it may depend on, and only the webhook sink speaks HTTP (DESIGN rule 8)."""
+"""The audit package's imports: what it may depend on, and only the webhook sink speaks HTTP
+(docs/explanation/design.md#own-the-client-and-its-errors)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ ALLOWED = (
     "kubesched.api",
     "kubesched.errors",
     "kubesched.durations",
+    "kubesched.clock",
     "kubesched.net",
     "kubesched.scheduler.results",
     "kubesched.scheduler.diagnosis",
