@@ -26,9 +26,12 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "kubesched"
 # kubesched.errors, kubesched.bounded_input (the input limits every file reader applies) and kubesched.durations (Go's
 # duration text) are leaves: anyone may import them, and they import nothing of kubesched but errors.
 ALLOWED = {
-    # Policy plugins get their engines through the Handle (kubesched.framework.policy), never kubesched.policy.
+    # Policy plugins get their engines through the Handle (kubesched.policyapi), never kubesched.policy; cluster
+    # plugins their state and committer (kubesched.clusterapi), never kubesched.federation.
     "plugins": {
         "kubesched.framework",
+        "kubesched.policyapi",
+        "kubesched.clusterapi",
         "kubesched.api",
         "kubesched.errors",
         "kubesched.clock",
@@ -44,6 +47,10 @@ ALLOWED = {
         "kubesched.config",
     },
     "api": {"kubesched.api", "kubesched.errors", "kubesched.bounded_input"},
+    # The contracts between plugins and what serves them (policy engines, member clusters): on the plugin API, below
+    # the plugins, the engines and the federation.
+    "policyapi": {"kubesched.policyapi", "kubesched.framework", "kubesched.api", "kubesched.errors"},
+    "clusterapi": {"kubesched.clusterapi", "kubesched.framework", "kubesched.api", "kubesched.errors"},
     # Servers bench and the tests start (OPA-compatible, envtest, TLS): below every layer, so both can use them.
     "harness": {"kubesched.harness"},
     "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input", "kubesched.durations"},
@@ -59,11 +66,12 @@ ALLOWED = {
         "kubesched.durations",
         "kubesched.net",
     },
-    # Member clusters as framework nodes: the object model and the framework's cluster contract, plus the cluster
-    # plugins' names (which profiles place onto clusters); never the scheduler, a backend or a plugin itself.
+    # Member clusters as framework nodes: the object model and the cluster contract, plus the cluster plugins' names
+    # (which profiles place onto clusters); never the scheduler, a backend or a plugin itself.
     "federation": {
         "kubesched.federation",
         "kubesched.framework",
+        "kubesched.clusterapi",
         "kubesched.api",
         "kubesched.errors",
         "kubesched.clock",
@@ -78,6 +86,7 @@ ALLOWED = {
         "kubesched.backends",
         "kubesched.federation",
         "kubesched.framework",
+        "kubesched.clusterapi",
         "kubesched.api",
         "kubesched.errors",
         "kubesched.clock",
@@ -216,6 +225,8 @@ PLANTED = [
     # A relative import and one inside a function are imports all the same.
     _planted("ALLOWED", "plugins", "plugins", "from ..scheduler import scheduler"),
     _planted("ALLOWED", "framework", "framework", "def later() -> None:\n    import kubesched.backends.base"),
+    # The plugin API stays below the contracts that build on it.
+    _planted("ALLOWED", "framework", "framework", "from kubesched.clusterapi import contract"),
     *(_planted("IMPORTED_ONLY_BY", target, "framework", f"import {target}") for target in sorted(IMPORTED_ONLY_BY)),
     _planted("IMPORTED_ONLY_BY", "kubesched.scheduler", "audit", "import kubesched.scheduler.scheduler"),
     _planted("IMPORTED_ONLY_BY", "kubesched.scheduler", "backends", "from kubesched.scheduler import scheduler"),

@@ -45,12 +45,12 @@ from kubesched.bench.runner import (
 )
 from kubesched.bench.workload import HOSTNAME_LABEL, MultiClusterSpec, Workload, WorkloadError
 from kubesched.clock import RealClock, VirtualClock
+from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger, ReleaseOutcome
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.agent_client import AgentClient, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger, ReleaseOutcome
 from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services

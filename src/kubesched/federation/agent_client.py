@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubesched.api import jsonwire
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.errors import KubeschedError
 from kubesched.federation.wire import (
     BIND_PATH,
@@ -38,7 +39,6 @@ from kubesched.federation.wire import (
     WireError,
     state_from_json,
 )
-from kubesched.framework.clusters import ClusterState
 from kubesched.net.http1 import ProtocolError, encode_request
 from kubesched.net.pool import Http1Pool
 from kubesched.net.tls import client_context

@@ -42,6 +42,7 @@ from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.clock import Clock
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.federation.agent_client import (
     AgentClient,
     AgentRefused,
@@ -52,7 +53,6 @@ from kubesched.federation.agent_client import (
     Released,
 )
 from kubesched.federation.wire import ReservationRequest
-from kubesched.framework.clusters import ClusterState
 from kubesched.net.tls import Pem, TlsError, client_context
 
 __all__ = ["ConnectionProblem", "MemberLink"]

@@ -1,11 +1,11 @@
-"""Remote OPA: the :class:`~kubesched.framework.policy.PolicyClient` that asks an Open Policy Agent server.
+"""Remote OPA: the :class:`~kubesched.policyapi.contract.PolicyClient` that asks an Open Policy Agent server.
 
 Who calls it: the scheduler's policy-engine service builds one per distinct remote
-:class:`~kubesched.framework.policy.PolicyEngineSpec` (plugins get it from
-:func:`~kubesched.framework.policy.policy_client`); the SecurityAudit plugins await
+:class:`~kubesched.policyapi.contract.PolicyEngineSpec` (plugins get it from
+:func:`~kubesched.policyapi.contract.policy_client`); the SecurityAudit plugins await
 :meth:`RemoteOpaEngine.decide_batch` once per pod between Filter batches, the Permit plugin
 :meth:`RemoteOpaEngine.decide`. The transport is :mod:`kubesched.net`'s (keep-alive HTTP/1.1, TLS, the token file).
-Every failure is a :class:`~kubesched.framework.policy.PolicyError` with the transport's exception chained
+Every failure is a :class:`~kubesched.policyapi.contract.PolicyError` with the transport's exception chained
 (docs/explanation/design.md#own-the-client-and-its-errors); what it means is the caller's failure policy. The
 transport's rules (one deadline per call, ``TCP_NODELAY``, the one retry when nothing arrived, token
 re-reads, the batch module check, revisions) and why are in
@@ -35,7 +35,6 @@ from typing import Any, TypeVar
 from kubesched import __version__
 from kubesched.clock import Clock, RealClock
 from kubesched.errors import json_type_phrase
-from kubesched.framework.policy import Decision, InputPaths, PolicyError, undefined_decision
 from kubesched.net.http1 import Answer, AnswerTooLarge, ConnectionClosed, ProtocolError, encode_request
 from kubesched.net.pool import Http1Pool
 from kubesched.net.tls import Pem, TlsError, client_context
@@ -46,6 +45,7 @@ from kubesched.policy.contract import (
     batch_path,
     interpret_result,
 )
+from kubesched.policyapi.contract import Decision, InputPaths, PolicyError, undefined_decision
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
@@ -233,7 +233,7 @@ def _split_endpoint(url: str, name: str) -> tuple[_Origin, str]:
 
 
 class RemoteOpaEngine:
-    """A :class:`~kubesched.framework.policy.PolicyClient` backed by an OPA server's REST API.
+    """A :class:`~kubesched.policyapi.contract.PolicyClient` backed by an OPA server's REST API.
 
     ``endpoint`` is the decision's Data API URL, e.g. ``http://opa:8181/v1/data/kubernetes/authz``; or OPA's
     base URL (``http://opa:8181``) with the document in ``decision_path`` (``kubernetes/authz``).

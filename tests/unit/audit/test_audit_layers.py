@@ -13,6 +13,7 @@ AUDIT = Path(__file__).resolve().parents[3] / "src" / "kubesched" / "audit"
 ALLOWED = (
     "kubesched.audit",
     "kubesched.framework",
+    "kubesched.policyapi",
     "kubesched.api",
     "kubesched.errors",
     "kubesched.durations",

@@ -28,7 +28,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubesched.clock import VirtualClock
-from kubesched.framework.policy import Decision, PolicyClient, PolicyError, undefined_decision
 from kubesched.harness.certificates import write_server_certificates
 from kubesched.harness.opa_server import OpaTestServer
 from kubesched.net.http1 import ConnectionClosed
@@ -40,6 +39,7 @@ from kubesched.policy.remote import (
     RemoteOpaEngine,
     batch_module_id,
 )
+from kubesched.policyapi.contract import Decision, PolicyClient, PolicyError, undefined_decision
 
 T = TypeVar("T")
 RunAsync = Callable[[Coroutine[Any, Any, T]], T]
