@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kubesched.framework.policy import NO_REASON, Decision, denial_reason
 from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, denial_status
 from kubesched.policy.contract import interpret_result
+from kubesched.policyapi.contract import NO_REASON, Decision, denial_reason
 
 
 @pytest.mark.parametrize(
