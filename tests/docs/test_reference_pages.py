@@ -20,8 +20,8 @@ import pytest
 
 from kubesched.cli.main import build_parser
 from kubesched.config.args_decode import json_name
-from kubesched.framework.verdict import PolicyVerdict
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.policyapi.verdicts import PolicyVerdict
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -20,8 +20,8 @@ from kubesched.bench.runner import main as bench_main
 from kubesched.bench.workload import ImageSpec, WorkloadError, load_workload, parse_workload
 from kubesched.cli.main import build_parser
 from kubesched.cli.main import main as cli_main
-from kubesched.framework.policy import Step, pod_document
 from kubesched.policy.embedded import EmbeddedRegoEngine
+from kubesched.policyapi.contract import Step, pod_document
 
 WORKLOADS = Path(kubesched.bench.__file__).parent / "workloads"
 ZONE = "topology.kubernetes.io/zone"

@@ -24,9 +24,9 @@ from kubesched.framework.interface import Handle
 from kubesched.framework.runtime.registry import PluginRegistration, Registry, merge
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
-from kubesched.framework.verdict import PolicyVerdict
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.plugins.security.security_audit_filter import AttemptPolicy, NodeDecisions
+from kubesched.policyapi.verdicts import PolicyVerdict
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.builders import make_node, make_pod

@@ -98,3 +98,12 @@ def test_a_certificate_that_is_not_pem_names_both_files(
     [line] = capsys.readouterr().err.splitlines()
     cert, key = agent_files["--tls-cert"], agent_files["--tls-key"]
     assert line.startswith(f"error: --tls-cert {cert} / --tls-key {key}: not a PEM certificate and its private key")
+
+
+def test_an_empty_token_file_names_its_flag_and_path(
+    agent_files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent_files["--token-file"].write_text("\n")
+    assert main(agent_argv(agent_files)) == 1
+    token = agent_files["--token-file"]
+    assert capsys.readouterr().err.splitlines() == [f"error: the --token-file {token} is empty"]

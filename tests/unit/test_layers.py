@@ -23,30 +23,62 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "kubesched"
 
-# kubesched.errors and kubesched.bounded_input (the input limits every file reader applies) are leaves: anyone may
-# import them, and they import nothing of kubesched but errors.
+# kubesched.errors, kubesched.bounded_input (the input limits every file reader applies) and kubesched.durations (Go's
+# duration text) are leaves: anyone may import them, and they import nothing of kubesched but errors.
 ALLOWED = {
-    # Policy plugins get their engines through the Handle (kubesched.framework.policy), never kubesched.policy.
-    "plugins": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.plugins"},
-    "framework": {"kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock", "kubesched.config"},
+    # Policy plugins get their engines through the Handle (kubesched.policyapi), never kubesched.policy; cluster
+    # plugins their state and committer (kubesched.clusterapi), never kubesched.federation.
+    "plugins": {
+        "kubesched.framework",
+        "kubesched.policyapi",
+        "kubesched.clusterapi",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+        "kubesched.durations",
+        "kubesched.plugins",
+    },
+    "framework": {
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+        "kubesched.durations",
+        "kubesched.config",
+    },
     "api": {"kubesched.api", "kubesched.errors", "kubesched.bounded_input"},
+    # The contracts between plugins and what serves them (policy engines, member clusters): on the plugin API, below
+    # the plugins, the engines and the federation.
+    "policyapi": {"kubesched.policyapi", "kubesched.framework", "kubesched.api", "kubesched.errors"},
+    "clusterapi": {"kubesched.clusterapi", "kubesched.framework", "kubesched.api", "kubesched.errors"},
     # Servers bench and the tests start (OPA-compatible, envtest, TLS): below every layer, so both can use them.
     "harness": {"kubesched.harness"},
-    "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input"},
-    "backends": {"kubesched.backends", "kubesched.framework", "kubesched.api", "kubesched.errors", "kubesched.clock"},
-    # Member clusters as framework nodes: the object model and the framework's cluster contract, plus the cluster
-    # plugins' names (which profiles place onto clusters); never the scheduler, a backend or a plugin itself.
+    "config": {"kubesched.config", "kubesched.errors", "kubesched.bounded_input", "kubesched.durations"},
+    # The network plumbing every client shares (HTTP/1.1, TLS, token files, retries): below every layer that talks
+    # to a server, and above nothing of kubesched but errors and the clock.
+    "net": {"kubesched.net", "kubesched.errors", "kubesched.clock"},
+    "backends": {
+        "kubesched.backends",
+        "kubesched.framework",
+        "kubesched.api",
+        "kubesched.errors",
+        "kubesched.clock",
+        "kubesched.durations",
+        "kubesched.net",
+    },
+    # Member clusters as framework nodes: the object model and the cluster contract, plus the cluster plugins' names
+    # (which profiles place onto clusters); never the scheduler, a backend or a plugin itself.
     "federation": {
         "kubesched.federation",
         "kubesched.framework",
+        "kubesched.clusterapi",
         "kubesched.api",
         "kubesched.errors",
         "kubesched.clock",
         "kubesched.config",
         "kubesched.plugins.names",
-        # The agent client's transport only (keep-alive HTTP/1.1, a quarter of aiohttp's CPU per request), never
-        # the kube API client: the hub talks to members through their agents.
-        "kubesched.backends.kube.http1",
+        # The agent client's transport, never the kube API client: the hub talks to members through their agents.
+        "kubesched.net",
     },
     # The cluster agent runs beside one member: its API client and the federation wire format, no scheduler.
     "agent": {
@@ -54,10 +86,12 @@ ALLOWED = {
         "kubesched.backends",
         "kubesched.federation",
         "kubesched.framework",
+        "kubesched.clusterapi",
         "kubesched.api",
         "kubesched.errors",
         "kubesched.clock",
         "kubesched.serving",  # the one way kubesched starts an HTTP server on a pre-bound socket
+        "kubesched.net",
     },
 }
 
@@ -169,6 +203,14 @@ def test_layer_imports_only_what_it_may(layer: str) -> None:
     assert layer_violations(layer) == []
 
 
+LEAVES = ("errors", "bounded_input", "durations")
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+def test_a_leaf_imports_nothing_of_kubesched_but_errors(leaf: str) -> None:
+    assert imported_modules(SRC / f"{leaf}.py") <= {"kubesched.errors"}
+
+
 @pytest.mark.parametrize("target", sorted(IMPORTED_ONLY_BY))
 def test_package_imported_only_by_whom_it_may(target: str) -> None:
     assert importer_violations(target) == []
@@ -183,6 +225,8 @@ PLANTED = [
     # A relative import and one inside a function are imports all the same.
     _planted("ALLOWED", "plugins", "plugins", "from ..scheduler import scheduler"),
     _planted("ALLOWED", "framework", "framework", "def later() -> None:\n    import kubesched.backends.base"),
+    # The plugin API stays below the contracts that build on it.
+    _planted("ALLOWED", "framework", "framework", "from kubesched.clusterapi import contract"),
     *(_planted("IMPORTED_ONLY_BY", target, "framework", f"import {target}") for target in sorted(IMPORTED_ONLY_BY)),
     _planted("IMPORTED_ONLY_BY", "kubesched.scheduler", "audit", "import kubesched.scheduler.scheduler"),
     _planted("IMPORTED_ONLY_BY", "kubesched.scheduler", "backends", "from kubesched.scheduler import scheduler"),
@@ -286,3 +330,15 @@ def test_no_import_cycles() -> None:
 
 def _same_package(a: str, b: str) -> bool:
     return a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def test_aiohttp_is_used_only_through_its_public_api() -> None:
+    """aiohttp's submodules (client_proto, connector, http, ...) change between minor releases, which ``aiohttp<4``
+    allows; kubesched imports only the package itself and :mod:`aiohttp.web`."""
+    private = sorted(
+        f"{path.relative_to(SRC.parent)} imports {name}"
+        for path in SRC.rglob("*.py")
+        for name in _all_imports(path)
+        if name.startswith("aiohttp.") and name != "aiohttp.web"
+    )
+    assert private == []

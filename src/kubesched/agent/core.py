@@ -38,6 +38,7 @@ from kubesched.agent.reservations import (
 from kubesched.agent.view import MemberPod, MemberView, running_on
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError, is_status
 from kubesched.clock import Clock
+from kubesched.clusterapi.contract import ClusterState, app_workload_key
 from kubesched.errors import KubeschedError
 from kubesched.federation.state import count_workloads, placed_capacity
 from kubesched.federation.wire import (
@@ -49,7 +50,6 @@ from kubesched.federation.wire import (
     RESERVATION_ID_PATTERN,
     ReservationRequest,
 )
-from kubesched.framework.clusters import ClusterState, app_workload_key
 
 __all__ = ["DEFAULT_NAMESPACE", "Agent", "HubPodRef", "Refused", "Reservation"]
 

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from kubesched.agent.core import Agent, HubPodRef, Refused
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.federation.agent_client import (
     DEFAULT_TIMEOUT,
     AgentRefused,
@@ -33,7 +34,6 @@ from kubesched.federation.agent_client import (
     Released,
 )
 from kubesched.federation.wire import ReservationRequest
-from kubesched.framework.clusters import ClusterState
 
 __all__ = ["PushEndpoint"]
 

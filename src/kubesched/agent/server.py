@@ -38,9 +38,10 @@ from kubesched.federation.wire import (
     reservation_request_from_json,
     state_to_json,
 )
+from kubesched.net.tls import Pem, server_context
 from kubesched.serving import start_site, url_of
 
-__all__ = ["AgentServer", "read_token", "server_ssl_context"]
+__all__ = ["AgentServer", "server_ssl_context"]
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +51,9 @@ MAX_BODY_BYTES = 1024 * 1024
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def read_token(path: Path) -> str:
-    """The bearer token in ``path`` (surrounding whitespace dropped); an empty one is refused."""
-    token = path.read_text().strip()
-    if not token:
-        raise ValueError(f"{path}: the token file is empty")
-    return token
-
-
 def server_ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
+    """The agent's serving context, from the files of ``--tls-cert`` and ``--tls-key``; TlsError naming them."""
+    return server_context(Pem("--tls-cert", path=str(cert)), Pem("--tls-key", path=str(key)))
 
 
 def _json(data: Any, *, status: int = 200) -> web.Response:

@@ -27,9 +27,9 @@ from kubesched.api.objects import Node, ObjectMeta, Pod, PodStatus, Taint, Toler
 from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeTransportError
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, WatchableApi
+from kubesched.clusterapi.contract import WorkloadKey, metadata_workload_keys, tolerates_all
 from kubesched.federation.state import TERMINAL_PHASES, scheduling_taints, takes_new_pods
 from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, RESERVATION_ANNOTATION, RESERVATION_LABEL
-from kubesched.framework.clusters import WorkloadKey, metadata_workload_keys, tolerates_all
 
 __all__ = ["LOST_GRACE_SECONDS", "OWN_WRITE_SECONDS", "MemberPod", "MemberView", "member_pod"]
 
@@ -74,7 +74,7 @@ class MemberPod:
     hub_uid: str
     """The hub pod it was made for (its :data:`~kubesched.federation.wire.HUB_POD_UID_ANNOTATION`), or ``""``."""
     workloads: tuple[WorkloadKey, ...]
-    """:func:`~kubesched.framework.clusters.workload_keys` of the pod."""
+    """:func:`~kubesched.clusterapi.contract.workload_keys` of the pod."""
     namespace: str = ""
     name: str = ""
     reservation: str = ""

@@ -2,7 +2,7 @@
 
 Who calls it: :class:`~kubesched.api.objects.Pod`, which keeps its whole manifest for the few readers that need
 more than the parsed fields (the policy input, the cluster agent's bind, the hub's change check); and
-:func:`canonical` the policy cache's keys (:func:`kubesched.framework.policy.projection`). A decoded
+:func:`canonical` the policy cache's keys (:func:`kubesched.policyapi.contract.projection`). A decoded
 manifest held as nested dicts costs about four times its JSON (2.1 KB against 0.3 KB for a scheduler_perf pod),
 and a cluster holds tens of thousands of pods, each read this way a few times at most, and packing
 and unpacking cost little next to that memory.

@@ -39,7 +39,7 @@ from kubesched.audit.records import (
     rfc3339,
 )
 from kubesched.audit.sinks.base import AuditSink, SharesMetrics
-from kubesched.framework.verdict import PolicyVerdict
+from kubesched.policyapi.verdicts import PolicyVerdict
 from kubesched.scheduler.results import PHASE_ORDER, AttemptObserver, AttemptRecord
 
 log = logging.getLogger(__name__)

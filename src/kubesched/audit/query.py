@@ -29,7 +29,7 @@ from pathlib import Path
 from kubesched.audit.chain import AuditLogError
 from kubesched.audit.lines import TOO_LONG, bounded_lines, max_line_bytes, too_long_detail
 from kubesched.audit.records import AuditRecord, AuditRecordError, parse_rfc3339
-from kubesched.config.durations import DurationError, parse_go_duration
+from kubesched.durations import DurationError, parse_go_duration
 
 
 class QueryError(AuditLogError):

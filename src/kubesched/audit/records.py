@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesched.errors import KubeschedError, json_type_phrase
-from kubesched.framework.verdict import VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR, VERDICT_EXEMPT, PolicyVerdict
+from kubesched.policyapi.verdicts import VERDICT_ALLOW, VERDICT_DENY, VERDICT_ERROR, VERDICT_EXEMPT, PolicyVerdict
 from kubesched.scheduler.results import PHASE_ORDER as _PHASES
 
 SCHEMA = "kubesched.io/audit/v1"

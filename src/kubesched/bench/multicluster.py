@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import multiprocessing
 import secrets
-import ssl
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -46,15 +45,16 @@ from kubesched.bench.runner import (
 )
 from kubesched.bench.workload import HOSTNAME_LABEL, MultiClusterSpec, Workload, WorkloadError
 from kubesched.clock import RealClock, VirtualClock
+from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger, ReleaseOutcome
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.agent_client import AgentClient, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, CommitLedger, ReleaseOutcome
 from kubesched.framework.interface import QueuedPodInfo
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services
+from kubesched.net.tls import Pem, client_context
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.scheduler import Scheduler
 
@@ -213,7 +213,7 @@ async def _over_https(spec: MultiClusterSpec, namespaces: Sequence[str]) -> Asyn
                 if time.monotonic() > deadline:
                     raise WorkloadError(f"the agents' process did not start within {AGENTS_START_SECONDS:g} s")
             started = parent.recv()
-            trust = ssl.create_default_context(cafile=started["ca"])
+            trust = client_context(ca=Pem("the agents' CA", path=started["ca"]))
             for name, port in started["ports"].items():
                 endpoints[name] = AgentClient(f"https://127.0.0.1:{port}", started["token"], ssl_context=trust)
 
@@ -248,7 +248,7 @@ async def _over_https_in_hub(spec: MultiClusterSpec, namespaces: Sequence[str]) 
     """The agents' HTTPS servers on the hub's own event loop (as the tests' RunningAgent runs one)."""
     with tempfile.TemporaryDirectory(prefix="kubesched-bench-agents-") as workdir:
         ca, servers, members, token = await _start_agents(spec, namespaces, Path(workdir))
-        trust = ssl.create_default_context(cafile=str(ca))
+        trust = client_context(ca=Pem("the agents' CA", path=str(ca)))
         endpoints: dict[str, MemberEndpoint] = {
             name: AgentClient(f"https://127.0.0.1:{server.port}", token, ssl_context=trust) for name, server in servers
         }

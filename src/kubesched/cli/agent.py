@@ -79,28 +79,23 @@ def add_agent_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from kubesched.agent.core import Agent
-    from kubesched.agent.server import AgentServer, read_token, server_ssl_context
+    from kubesched.agent.server import AgentServer, server_ssl_context
     from kubesched.backends.kube.client import KubeClient
     from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
     from kubesched.backends.kube.kubeconfig import load_connection
     from kubesched.clock import RealClock
     from kubesched.live.run import install_signal_handlers
+    from kubesched.net.tls import TlsError
+    from kubesched.net.token_file import TokenFileError, read_token_file
 
     host, port = parse_listen(args.listen)
     for flag, path in (("--token-file", args.token_file), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
         _check_readable(flag, path)
     try:
-        token = read_token(Path(args.token_file))
-    except (OSError, ValueError) as error:
-        raise AgentUsageError(f"--token-file {args.token_file}: {getattr(error, 'strerror', None) or error}") from None
-    try:
+        token = read_token_file(args.token_file, "--token-file")
         context = server_ssl_context(Path(args.tls_cert), Path(args.tls_key))
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or getattr(error, "strerror", None) or str(error)
-        raise AgentUsageError(
-            f"--tls-cert {args.tls_cert} / --tls-key {args.tls_key}: not a PEM certificate and its private key "
-            f"({reason})"
-        ) from None
+    except (TokenFileError, TlsError) as error:
+        raise AgentUsageError(str(error)) from None
     connection = load_connection(args.kubeconfig, args.context)
 
     async def serve() -> None:

@@ -14,6 +14,7 @@ because here 2 means that tests failed and a CI job must be able to tell the two
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from typing import Any, NoReturn
@@ -43,12 +44,21 @@ def _regex(text: str) -> re.Pattern[str]:
 
 
 def _duration(text: str) -> float:
-    from kubesched.policy.go_duration import parse_duration
+    """Seconds in ``--timeout``: a Go duration (``5s``, ``500ms``, ``1m30s``), as ``opa test`` reads it, or a bare
+    number of seconds; negatives refused."""
+    from kubesched.durations import DurationError, parse_go_duration
 
+    raw = text.strip()
     try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        seconds = float(raw)
+    except ValueError:
+        try:
+            seconds = parse_go_duration(raw) / 1e9
+        except DurationError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a duration (use e.g. 5s, 500ms, 1m30s)") from None
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative duration")
+    return seconds
 
 
 def add_policy_test_command(commands: argparse._SubParsersAction[UsageExitParser]) -> None:

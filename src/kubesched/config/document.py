@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesched.durations import DurationError, parse_go_duration
 from kubesched.errors import FieldError
 
 from .args_decode import unknown_field
 from .catalog import EXTENSION_POINTS, MULTI_POINT
 from .defaults import API_VERSION, KIND, REMOVED_API_VERSIONS
-from .durations import DurationError, parse_go_duration
 
 PLUGIN_SETS: tuple[str, ...] = (*EXTENSION_POINTS, MULTI_POINT)
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesched.durations import format_go_duration, seconds_to_ns
+
 from .args_decode import encode_args
 from .catalog import EXTENSION_POINTS, MULTI_POINT
 from .defaults import API_VERSION, KIND
-from .durations import format_go_duration, seconds_to_ns
 from .types import ProfileConfig, SchedulerConfiguration
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
+from kubesched.durations import format_go_duration
 from kubesched.errors import FieldError, ValidationFailed
 
 from .args_decode import encode_args
@@ -48,7 +49,6 @@ from .defaults import (
 )
 from .document import RawConfig, RawProfile, decode_document
 from .dump import dump_config
-from .durations import format_go_duration
 from .profiles import ProfileResult, build_profile
 from .relative_paths import resolve_plugin_paths
 from .types import ClientConnectionConfig, LeaderElectionConfig, ProfileConfig, SchedulerConfiguration

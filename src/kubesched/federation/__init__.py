@@ -1,8 +1,8 @@
 """kubesched.federation: member clusters as the hub's scheduling targets.
 
 - :mod:`.state`: a MemberCluster (and, in simulation, its own Nodes and Pods) → the
-  :class:`~kubesched.framework.clusters.ClusterState` cluster plugins read; the manifest-backed
-  :class:`~kubesched.framework.clusters.ClusterStateSource` the simulation provides to them.
+  :class:`~kubesched.clusterapi.contract.ClusterState` cluster plugins read; the manifest-backed
+  :class:`~kubesched.clusterapi.contract.ClusterStateSource` the simulation provides to them.
 - :mod:`.adapter`: a member → one framework Node (the "super node") and the placeholder pod that carries its
   already-allocated capacity, so the framework and the upstream plugins run unchanged on clusters.
 - :mod:`.plane`: splitting loaded manifests into the node plane and the cluster plane of a simulation.

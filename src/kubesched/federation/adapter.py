@@ -25,8 +25,8 @@ from typing import Any
 from kubesched.api.multicluster import MemberCluster
 from kubesched.api.objects import Node, Pod
 from kubesched.api.quantity import format_quantity
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.federation.state import PLACEHOLDER_NAMESPACE, placeholder_uid
-from kubesched.framework.clusters import ClusterState
 
 __all__ = ["PLACEHOLDER_PRIORITY", "allocated_pod", "super_node"]
 

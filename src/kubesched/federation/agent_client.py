@@ -2,10 +2,8 @@
 
 Who calls it: :class:`~kubesched.federation.cache.ClusterStateCache` (state, in the background), the
 two-phase commit (reserve / release / bind) and the live hub (delete a member pod whose hub pod is gone).
-Transport: our keep-alive HTTP/1.1 exchange (:mod:`kubesched.backends.kube.http1`), not aiohttp -- it costs
-a fraction of aiohttp's CPU per small request, and the hub makes several agent calls per placed pod on the
-scheduler's one thread. Only the
-transport is shared with the kube backend.
+Transport: the keep-alive HTTP/1.1 pool of :mod:`kubesched.net` (a fraction of aiohttp's CPU per small request;
+the hub makes several agent calls per placed pod on the scheduler's one thread).
 
 Failure policy, stated once: every call has a deadline (``timeout``, per call overridable) and is **not
 retried here** -- the caller knows whether a retry is safe and when (the cache retries at its next interval;
@@ -28,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubesched.api import jsonwire
-from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_request
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.errors import KubeschedError
 from kubesched.federation.wire import (
     BIND_PATH,
@@ -41,7 +39,9 @@ from kubesched.federation.wire import (
     WireError,
     state_from_json,
 )
-from kubesched.framework.clusters import ClusterState
+from kubesched.net.http1 import ProtocolError, encode_request
+from kubesched.net.pool import Http1Pool
+from kubesched.net.tls import client_context
 
 __all__ = [
     "AgentClient",
@@ -191,7 +191,7 @@ class AgentClient:
         self._host_header = parts.netloc
         self._headers = {"Authorization": f"Bearer {token}"}
         self._fixed = b"User-Agent: kubesched-hub\r\nAccept: application/json\r\n"
-        context = ssl_context or ssl.create_default_context()
+        context = ssl_context or client_context()
         self._pool = Http1Pool(parts.hostname, parts.port or 443, ssl_context=context, server_hostname=parts.hostname)
         self.requests_sent = 0
 

@@ -1,8 +1,8 @@
 """The hub's cluster state cache: every member's state refreshed in the background, served without I/O.
 
 Who calls it: a live multi-cluster scheduler provides it as the Handle service
-:data:`~kubesched.framework.clusters.CLUSTER_STATE_SERVICE` (a
-:class:`~kubesched.framework.clusters.ClusterStateSource`); cluster plugins take one
+:data:`~kubesched.clusterapi.contract.CLUSTER_STATE_SERVICE` (a
+:class:`~kubesched.clusterapi.contract.ClusterStateSource`); cluster plugins take one
 :meth:`ClusterStateCache.snapshot` per cycle; the live hub adds and removes members as MemberClusters come and go;
 tests drive it on a virtual clock. One task per member asks its agent every ``interval`` within ``deadline`` on the
 injectable clock; a state is stamped with the hub's clock when its request was sent; a member whose refresh fails
@@ -20,9 +20,9 @@ from types import MappingProxyType, TracebackType
 from typing import Protocol
 
 from kubesched.clock import Clock, sleep
+from kubesched.clusterapi.contract import ClusterSnapshot, ClusterState
 from kubesched.errors import KubeschedError
 from kubesched.federation.state import placeholder_uid
-from kubesched.framework.clusters import ClusterSnapshot, ClusterState
 
 __all__ = ["ClusterStateCache", "MemberHealth", "MemberRefresh", "StateFetcher"]
 

@@ -1,11 +1,11 @@
-"""The hub's :class:`~kubesched.framework.clusters.ClusterCommitter` over the members' endpoints.
+"""The hub's :class:`~kubesched.clusterapi.contract.ClusterCommitter` over the members' endpoints.
 
 Who calls it: a multi-cluster scheduler registers an :class:`AgentCommitter` as the Handle service
-:data:`~kubesched.framework.clusters.CLUSTER_COMMIT_SERVICE`; the ClusterReservation and ClusterBind plugins
+:data:`~kubesched.clusterapi.contract.CLUSTER_COMMIT_SERVICE`; the ClusterReservation and ClusterBind plugins
 call it from background work and binding cycles. It maps a cluster name to that member's
 :class:`~kubesched.federation.agent_client.MemberEndpoint` (its agent's client in pull mode, the push-mode
 endpoint otherwise) and translates their errors into the framework's
-:class:`~kubesched.framework.clusters.CommitError` (plugins never see an agent error): an answer of the member
+:class:`~kubesched.clusterapi.contract.CommitError` (plugins never see an agent error): an answer of the member
 is ``refused`` with its reason, no answer is ``Unreachable``. The pod sent to bind is the hub pod's manifest as
 the hub holds it; the member keeps its spec, labels and annotations and places it on the reserved node. A bind
 names the reservation as its reserve was answered (its ``expiresAt``, remembered from the reserve to the bind or
@@ -18,9 +18,9 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 from kubesched.api.objects import Pod
+from kubesched.clusterapi.contract import CommitError, CommitLedger, ReleaseOutcome
 from kubesched.federation.agent_client import AgentError, AgentRefused, AgentUnreachable, MemberEndpoint
 from kubesched.federation.wire import ReservationRequest
-from kubesched.framework.clusters import CommitError, CommitLedger, ReleaseOutcome
 
 __all__ = ["UNKNOWN_CLUSTER_REASON", "UNREACHABLE_REASON", "AgentCommitter"]
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field, replace
 from kubesched.api.manifests import LoadedManifests
 from kubesched.api.multicluster import CLUSTER_LABEL, KIND, MemberCluster
 from kubesched.api.objects import Node, Pod
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.errors import FieldError, ManifestError
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.state import StaticClusterStateSource, cluster_state
-from kubesched.framework.clusters import ClusterState
 
 __all__ = ["ClusterPlane", "split_planes"]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from kubesched.api.multicluster import MemberCluster
 from kubesched.api.objects import Node, Pod, Taint, object_uid
 from kubesched.api.resources import pod_requests
-from kubesched.framework.clusters import (
+from kubesched.clusterapi.contract import (
     SCHEDULING_TAINT_EFFECTS,
     ClusterSnapshot,
     ClusterState,
@@ -200,7 +200,7 @@ def cluster_state(member: MemberCluster, nodes: Sequence[Node] = (), pods: Seque
 
 
 class StaticClusterStateSource:
-    """A :class:`~kubesched.framework.clusters.ClusterStateSource` over fixed states (simulation, tests)."""
+    """A :class:`~kubesched.clusterapi.contract.ClusterStateSource` over fixed states (simulation, tests)."""
 
     def __init__(self, states: Iterable[ClusterState]) -> None:
         self._states: dict[str, ClusterState] = {state.name: state for state in states}

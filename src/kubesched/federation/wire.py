@@ -16,8 +16,8 @@ from typing import Any
 
 from kubesched.api.objects import Taint, Toleration
 from kubesched.api.quantity import to_canonical
+from kubesched.clusterapi.contract import SCHEDULING_TAINT_EFFECTS, ClusterState, NodeBucket, WorkloadKey
 from kubesched.errors import KubeschedError
-from kubesched.framework.clusters import SCHEDULING_TAINT_EFFECTS, ClusterState, NodeBucket, WorkloadKey
 
 __all__ = [
     "API_VERSION_PREFIX",

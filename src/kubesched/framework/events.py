@@ -93,7 +93,7 @@ class QueueingHint(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class PolicyRevision:
     """The object of a ``PolicyRevisionChange`` event: a policy engine (its
-    :class:`~kubesched.framework.policy.PolicyEngineSpec`) and the revision it reported."""
+    :class:`~kubesched.policyapi.contract.PolicyEngineSpec`) and the revision it reported."""
 
     engine: Hashable
     revision: str

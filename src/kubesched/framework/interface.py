@@ -420,7 +420,7 @@ class Handle(Protocol):
 
     def service(self, kind: str, spec: Hashable) -> object:
         """The scheduler's shared service of ``kind`` for ``spec`` (one per distinct spec, made on first
-        request; e.g. :func:`kubesched.framework.policy.policy_client`). Raises KeyError for an unknown kind."""
+        request; e.g. :func:`kubesched.policyapi.contract.policy_client`). Raises KeyError for an unknown kind."""
         ...
 
     def observe_preemption_attempt(self) -> None:

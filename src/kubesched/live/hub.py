@@ -29,12 +29,12 @@ from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import ClusterConnection
 from kubesched.backends.kube.reflector import Reflector, ResourceKind, object_key
 from kubesched.clock import Clock, sleep
+from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.federation.agent_client import AgentError, AgentRefused
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
 from kubesched.federation.wire import FENCED_REASON
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services
 from kubesched.live.hub_backend import HubBackend, SuperNodes

@@ -37,9 +37,9 @@ from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.informers import Informers, assigned_pods_of
 from kubesched.backends.kube.reflector import Reflector
 from kubesched.clock import Clock
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.cache import NOT_YET_OBSERVED, ClusterStateCache
-from kubesched.framework.clusters import ClusterState
 from kubesched.framework.events import ActionType, EventResource
 
 __all__ = ["HubBackend", "SuperNodes"]

@@ -31,9 +31,9 @@ from kubesched.backends.kube.client import MERGE_PATCH, KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.kube.writers import rfc3339
 from kubesched.clock import Clock, sleep
+from kubesched.clusterapi.contract import ClusterState, NodeBucket
 from kubesched.federation.cache import MemberHealth
 from kubesched.federation.wire import taint_to_json
-from kubesched.framework.clusters import ClusterState, NodeBucket
 
 __all__ = ["MemberStatusWriter", "member_status", "status_path"]
 

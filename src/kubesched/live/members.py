@@ -42,6 +42,7 @@ from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.clock import Clock
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.federation.agent_client import (
     AgentClient,
     AgentRefused,
@@ -52,7 +53,7 @@ from kubesched.federation.agent_client import (
     Released,
 )
 from kubesched.federation.wire import ReservationRequest
-from kubesched.framework.clusters import ClusterState
+from kubesched.net.tls import Pem, TlsError, client_context
 
 __all__ = ["ConnectionProblem", "MemberLink"]
 
@@ -158,9 +159,9 @@ class MemberLink:
         context: ssl.SSLContext | None = None
         if agent.ca_bundle:
             try:
-                pem = base64.b64decode(agent.ca_bundle, validate=True).decode()
-                context = ssl.create_default_context(cadata=pem)
-            except (binascii.Error, ValueError, ssl.SSLError) as error:
+                pem = base64.b64decode(agent.ca_bundle, validate=True)
+                context = client_context(ca=Pem("caBundle", data=pem))
+            except (binascii.Error, ValueError, TlsError) as error:
                 raise self._problem(
                     "InvalidCABundle", f"{AGENT_PATH}.caBundle", f"must be base64 of PEM certificates: {error}"
                 ) from error

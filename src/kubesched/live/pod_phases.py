@@ -27,8 +27,8 @@ from typing import Any, Protocol
 from kubesched.api.objects import Pod
 from kubesched.backends.kube.client import MERGE_PATCH
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.federation.state import TERMINAL_PHASES
-from kubesched.framework.clusters import ClusterState
 
 __all__ = ["MIRRORED_PHASES", "PhaseMirror"]
 

@@ -1,7 +1,7 @@
 """The policy clients the scheduler provides to plugins: one per distinct :class:`PolicyEngineSpec`.
 
 The scheduler registers :func:`policy_services` with its :class:`~kubesched.framework.runtime.services.Services`;
-a plugin asks for its engine through the Handle (:func:`kubesched.framework.policy.policy_client`) and gets the
+a plugin asks for its engine through the Handle (:func:`kubesched.policyapi.contract.policy_client`) and gets the
 client shared by every plugin configured alike, wrapped in a :class:`~kubesched.policy.outage.OutageLog` so that an
 engine's outage is logged once, where every plugin's failed calls meet.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from kubesched.clock import Clock
-from kubesched.framework.policy import ENGINE_REMOTE, POLICY_ENGINE_SERVICE, PolicyClient, PolicyEngineSpec
 from kubesched.framework.runtime.services import ServiceFactory
 from kubesched.policy.outage import OutageLog
+from kubesched.policyapi.contract import ENGINE_REMOTE, POLICY_ENGINE_SERVICE, PolicyClient, PolicyEngineSpec
 
 
 def build_policy_client(spec: PolicyEngineSpec, clock: Clock) -> PolicyClient:

@@ -1,6 +1,6 @@
 """The engine side of the decision contract: what a decision document may be, and the batch module.
 
-Plugins see :mod:`kubesched.framework.policy` (inputs, :class:`Decision`, the client protocol); the engines in
+Plugins see :mod:`kubesched.policyapi.contract` (inputs, :class:`Decision`, the client protocol); the engines in
 this package turn what a policy answered into Decisions with :func:`interpret_result` and decide many targets
 in one evaluation with the generated :func:`batch_module`.
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesched.errors import json_type_phrase
-from kubesched.framework.policy import REASON_SEPARATOR, Decision, PolicyError, undefined_decision
+from kubesched.policyapi.contract import REASON_SEPARATOR, Decision, PolicyError, undefined_decision
 
 BATCH_PACKAGE = "kubesched.batch"
 
@@ -70,7 +70,7 @@ def _reasons(result: Mapping[str, Any]) -> tuple[str, ...]:
         else:
             collected.append(str(value))
     # A policy often states one reason under two keys (``reason`` and ``deny``): say it once, in order; an
-    # empty reason says nothing (the message falls back to framework.policy.NO_REASON).
+    # empty reason says nothing (the message falls back to kubesched.policyapi.contract.NO_REASON).
     unique = list(dict.fromkeys(reason for reason in collected if reason.strip()))
     # The common Rego shape ``reason := concat("; ", sort(deny))`` states the others again, joined as the message
     # joins them: "a; b" beside "a" and "b" would read "a; b; a; b".

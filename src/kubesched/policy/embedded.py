@@ -36,7 +36,6 @@ import yaml
 
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.clock import Clock
-from kubesched.framework.policy import Decision, InputPaths, PolicyError, undefined_decision
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
@@ -46,6 +45,7 @@ from kubesched.policy.contract import (
 )
 from kubesched.policy.defined_paths import undefined_path_error
 from kubesched.policy.input_paths import input_paths
+from kubesched.policyapi.contract import Decision, InputPaths, PolicyError, undefined_decision
 
 log = logging.getLogger(__name__)
 

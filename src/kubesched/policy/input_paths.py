@@ -27,8 +27,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubesched.api.packed import canonical
-from kubesched.framework.policy import DataLookup, InputPath, InputPaths, PathPart, Step
 from kubesched.policy.defined_paths import rule_head as _rule_head
+from kubesched.policyapi.contract import DataLookup, InputPath, InputPaths, PathPart, Step
 
 #: kubesched's generated modules read ``input.nodes``/``input.clusters`` and re-bind ``input`` for each target:
 #: they are ours, and the user's modules are analysed against the input they see.

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesched.clock import Clock
-from kubesched.framework.policy import Decision, InputPaths, PolicyClient, PolicyError
+from kubesched.policyapi.contract import Decision, InputPaths, PolicyClient, PolicyError
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ OUTAGE_REPORT_INTERVAL = 60.0  # seconds between two outage reports of one engin
 
 
 class OutageLog:
-    """A :class:`~kubesched.framework.policy.PolicyClient` that passes every call to ``client`` and logs when its
+    """A :class:`~kubesched.policyapi.contract.PolicyClient` that passes every call to ``client`` and logs when its
     failures start and end (module doc); ``name`` says which engine (its endpoint, or the embedded policies)."""
 
     def __init__(self, client: PolicyClient, clock: Clock, name: str) -> None:

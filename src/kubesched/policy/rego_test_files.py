@@ -33,8 +33,8 @@ import yaml
 
 from kubesched.bounded_input import InputTooLarge, load_yaml, read_text
 from kubesched.errors import json_type_phrase
-from kubesched.framework.policy import PolicyError
 from kubesched.policy.embedded import _merge
+from kubesched.policyapi.contract import PolicyError
 
 __all__ = ["DATA_SUFFIXES", "TestSources", "load_test_sources"]
 

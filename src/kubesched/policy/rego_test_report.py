@@ -6,7 +6,7 @@ Pretty, without ``-v``: each test that did not pass, under a ``file:`` line for 
 listed; then the counts that are not zero, ``PASS: 5/6``, ``FAIL: 1/6``, ``SKIPPED: ...``, ``ERROR: ...``.
 With ``-v``: first a ``FAILURES`` section listing the failed tests (OPA adds each one's evaluation trace there;
 regorus has no trace to give), then ``SUMMARY`` with every test, passed ones and their output too.
-Durations are Go's (:mod:`kubesched.policy.go_duration`).
+Durations are Go's (:mod:`kubesched.durations`).
 
 JSON: an array with one object per test, the fields and their order of OPA's ``tester.Result``: ``error``
 (``{code, message, location}``, when there is one), ``location`` (``{file, row, col}``), ``package``, ``name``,
@@ -25,7 +25,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from kubesched.policy.go_duration import format_duration
+from kubesched.durations import format_go_duration
 from kubesched.policy.rego_tests import RegoTestResult, TestError, TestLocation
 
 __all__ = ["EXIT_FAILED", "exit_code", "json_report", "pretty_report"]
@@ -37,7 +37,7 @@ _RULE = "-" * 80
 def _line(result: RegoTestResult) -> str:
     if result.skip:
         return f"{result.full_name}: {result.outcome}"
-    return f"{result.full_name}: {result.outcome} ({format_duration(result.duration_ns)})"
+    return f"{result.full_name}: {result.outcome} ({format_go_duration(result.duration_ns)})"
 
 
 def pretty_report(results: Sequence[RegoTestResult], *, verbose: bool = False) -> str:

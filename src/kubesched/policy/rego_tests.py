@@ -26,9 +26,9 @@ from typing import Any
 
 import regorus
 
-from kubesched.framework.policy import PolicyError
 from kubesched.policy.embedded import _first_line
 from kubesched.policy.worker import DEFAULT_STARTUP_TIMEOUT_SECONDS, _context, _Late, _Lost, _Worker
+from kubesched.policyapi.contract import PolicyError
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",

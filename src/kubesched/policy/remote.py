@@ -1,12 +1,13 @@
-"""Remote OPA: the :class:`~kubesched.framework.policy.PolicyClient` that asks an Open Policy Agent server.
+"""Remote OPA: the :class:`~kubesched.policyapi.contract.PolicyClient` that asks an Open Policy Agent server.
 
 Who calls it: the scheduler's policy-engine service builds one per distinct remote
-:class:`~kubesched.framework.policy.PolicyEngineSpec` (plugins get it from
-:func:`~kubesched.framework.policy.policy_client`); the SecurityAudit plugins await
+:class:`~kubesched.policyapi.contract.PolicyEngineSpec` (plugins get it from
+:func:`~kubesched.policyapi.contract.policy_client`); the SecurityAudit plugins await
 :meth:`RemoteOpaEngine.decide_batch` once per pod between Filter batches, the Permit plugin
-:meth:`RemoteOpaEngine.decide`. Every failure is a :class:`~kubesched.framework.policy.PolicyError` with the library
-exception chained (docs/explanation/design.md#own-the-client-and-its-errors); what it means is the caller's failure
-policy. The transport's rules (one deadline per call, ``TCP_NODELAY``, the one retry when nothing arrived, token
+:meth:`RemoteOpaEngine.decide`. The transport is :mod:`kubesched.net`'s (keep-alive HTTP/1.1, TLS, the token file).
+Every failure is a :class:`~kubesched.policyapi.contract.PolicyError` with the transport's exception chained
+(docs/explanation/design.md#own-the-client-and-its-errors); what it means is the caller's failure policy. The
+transport's rules (one deadline per call, ``TCP_NODELAY``, the one retry when nothing arrived, token
 re-reads, the batch module check, revisions) and why are in
 docs/explanation/policy-decisions.md#talking-to-a-remote-opa.
 
@@ -18,15 +19,11 @@ and a digest of ``GET /v1/policies`` as ``policies:<digest>`` -- asked again onc
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
 import math
-import os
-import select
 import socket
 import ssl
 import threading
@@ -35,24 +32,20 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aiohttp
-from aiohttp.client_proto import ResponseHandler
-from aiohttp.client_reqrep import ClientRequest
-from aiohttp.connector import Connection
-from aiohttp.http import RawResponseMessage
-from aiohttp.http_exceptions import ContentLengthError, HttpProcessingError
-from aiohttp.tracing import Trace
-
 from kubesched import __version__
 from kubesched.clock import Clock, RealClock
 from kubesched.errors import json_type_phrase
-from kubesched.framework.policy import Decision, InputPaths, PolicyError, undefined_decision
+from kubesched.net.http1 import Answer, AnswerTooLarge, ConnectionClosed, ProtocolError, encode_request
+from kubesched.net.pool import Http1Pool
+from kubesched.net.tls import Pem, TlsError, client_context
+from kubesched.net.token_file import TokenFile, TokenFileError
 from kubesched.policy.contract import (
     batch_input,
     batch_module,
     batch_path,
     interpret_result,
 )
+from kubesched.policyapi.contract import Decision, InputPaths, PolicyError, undefined_decision
 
 __all__ = [
     "DEFAULT_POOL_SIZE",
@@ -78,6 +71,10 @@ DATA_API_PREFIX = "/v1/data/"
 QUERY_PARAMETERS = "strict-builtin-errors=true&provenance=true"
 USAGE_WARNING_CODE = "api_usage_warning"
 USER_AGENT = f"kubesched/{__version__}"
+# identity: a loopback OPA gains nothing by compression, and it costs CPU at both ends.
+FIXED_HEADERS = f"User-Agent: {USER_AGENT}\r\nAccept: application/json\r\nAccept-Encoding: identity\r\n".encode()
+# How long aclose waits for the TLS goodbyes of the connections it closes.
+CLOSE_GRACE_SECONDS = 1.0
 # The phase of a call that waits for one of the max_concurrent_requests in flight to finish.
 WAITING_FOR_A_TURN = "waiting for a turn (max_concurrent_requests in flight)"
 
@@ -123,127 +120,23 @@ class PooledConnection:
 
 @dataclass(slots=True)
 class _Call:
-    """One engine call: the request in flight (for messages) and where it stands, as far as it is known."""
+    """One engine call: the request in flight (for messages), where it stands, and -- for the exchange under way
+    (an :class:`~kubesched.net.http1.ExchangeTrace`) -- whether it went out on a reused connection and whether
+    any byte of its answer arrived (from then on, it is never sent again)."""
 
     what: str
     phase: str | None = None
+    reused: bool = False
+    received: bool = False
 
 
-@dataclass(slots=True)
-class _Attempt:
-    """One sending of a request: the connection it got, and whether the head of an answer arrived."""
-
-    call: _Call
-    reused: bool = False  # the connection it went out on had served a request before
-    answered: bool = False  # the head of the answer arrived (from then on, never sent again)
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    status: int
-    reason: str
-    body: bytes
-
-
-# The attempt whose request the current task is sending: the pool reports to it which connection the request
-# got (aiohttp asks the connector for a request's connection in the task that sends the request).
-_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("kubesched_opa_attempt", default=None)
-
-
-def _closed_by_peer(protocol: ResponseHandler) -> bool:
-    """Whether an idle connection's socket is readable: the server closed it (EOF, a reset) or sent what no
-    request asked for; either way it cannot carry a request."""
-    transport = protocol.transport
-    sock = transport.get_extra_info("socket") if transport is not None else None
-    if sock is None:
-        return True
-    try:
-        if hasattr(select, "poll"):
-            poller = select.poll()
-            poller.register(sock.fileno(), select.POLLIN)
-            return bool(poller.poll(0))
-        return bool(select.select([sock], [], [], 0)[0])  # pragma: no cover - Windows
-    except (OSError, ValueError):
-        return True
-
-
-class _Pool(aiohttp.TCPConnector):
-    """aiohttp's connection pool, also knowing which of its connections are in use and which are idle.
-
-    aiohttp keeps every released connection (up to ``limit``) and says nothing about them; the engine needs
-    to know the idle ones to keep at most ``pool_size`` of them, to close them all before a stale retry, and
-    for :meth:`RemoteOpaEngine.pooled_connections`; and each attempt needs to know whether its connection was
-    reused. ``connect`` is the connector's public entry point, so every connection a request gets passes
-    through here.
-    """
-
-    def __init__(self, *, idle_limit: int, **settings: Any) -> None:
-        super().__init__(**settings)
-        self._idle_limit = idle_limit
-        self._known: dict[ResponseHandler, None] = {}  # every connection handed out, oldest first
-        self._busy: set[ResponseHandler] = set()
-        self.opened = 0
-
-    async def connect(self, req: ClientRequest, traces: list[Trace], timeout: aiohttp.ClientTimeout) -> Connection:
-        attempt = _ATTEMPT.get()
-        if attempt is not None:
-            attempt.call.phase = "connecting"
-        while True:
-            connection = await super().connect(req, traces, timeout)
-            protocol = connection.protocol
-            assert protocol is not None
-            reused = protocol in self._known
-            if not reused:
-                self._known[protocol] = None
-                self.opened += 1
-            elif _closed_by_peer(protocol):
-                connection.close()
-                continue
-            self._busy.add(protocol)
-            connection.add_callback(functools.partial(self._busy.discard, protocol))
-            if attempt is not None:
-                attempt.reused = reused
-                # aiohttp writes the request right after, in one write that does not wait.
-                attempt.call.phase = "waiting for the answer"
-            return connection
-
-    def _idle(self) -> list[ResponseHandler]:
-        for protocol in [protocol for protocol in self._known if not protocol.is_connected()]:
-            del self._known[protocol]
-        return [protocol for protocol in self._known if protocol not in self._busy]
-
-    def trim(self) -> None:
-        """Close the oldest idle connections beyond ``idle_limit`` (aiohttp would keep them all)."""
-        idle = self._idle()
-        for protocol in idle[: max(len(idle) - self._idle_limit, 0)]:
-            protocol.close()
-
-    def drop_idle(self) -> None:
-        for protocol in self._idle():
-            protocol.close()
-
-    def open_connections(self) -> list[ResponseHandler]:
-        self._idle()
-        return list(self._known)
-
-
-def _is_stale(error: BaseException, attempt: _Attempt) -> bool:
-    """A reused connection that the server had closed: it failed before any byte of the answer arrived."""
-    if not attempt.reused or attempt.answered:
-        return False
-    if isinstance(error, aiohttp.ServerDisconnectedError):
-        # With a partly received head, aiohttp reports what it had parsed of it.
-        return not isinstance(error.message, RawResponseMessage)
-    if isinstance(error, aiohttp.ClientConnectorError):
-        return False
-    chain = _causes(error)
-    return isinstance(error, aiohttp.ClientOSError | aiohttp.ClientConnectionResetError) and (
-        _find(chain, ConnectionResetError) is not None or _find(chain, BrokenPipeError) is not None
-    )
+def _is_stale(error: BaseException, call: _Call) -> bool:
+    """A reused connection that the server had closed: it ended before any byte of the answer arrived."""
+    return call.reused and not call.received and isinstance(error, ConnectionClosed)
 
 
 def _causes(error: BaseException) -> list[BaseException]:
-    """``error`` and the exceptions it was raised from (aiohttp's wrap OSError's, ssl's and its parser's)."""
+    """``error`` and the exceptions it was raised from (a closed connection chains the socket's error)."""
     chain: list[BaseException] = []
     current: BaseException | None = error
     while current is not None and current not in chain:
@@ -260,21 +153,10 @@ def _while(phase: str | None) -> str:
     return f" while {phase}" if phase else ""
 
 
-def _first_line(text: object) -> str:
-    lines = str(text).strip().splitlines()
-    return lines[0].rstrip(":") if lines else ""
-
-
-def _translate(error: BaseException, origin: str, call: _Call, attempt: _Attempt) -> PolicyError:
+def _translate(error: BaseException, origin: str, call: _Call) -> PolicyError:
     where = f"OPA at {origin}"
     what, phase = call.what, call.phase
     chain = _causes(error)
-    if isinstance(error, asyncio.TimeoutError):
-        return OpaTransportError(f"{where} timed out{_while(phase)} ({what})", timed_out=True)
-    if isinstance(error, aiohttp.ClientConnectorCertificateError):
-        certificate_error = error.certificate_error
-        detail = getattr(certificate_error, "verify_message", None) or certificate_error
-        return OpaTransportError(f"{where}: TLS certificate verification failed: {detail} ({what})")
     verification = _find(chain, ssl.SSLCertVerificationError)
     if verification is not None:
         return OpaTransportError(
@@ -283,10 +165,7 @@ def _translate(error: BaseException, origin: str, call: _Call, attempt: _Attempt
     tls = _find(chain, ssl.SSLError)
     if tls is not None:
         return OpaTransportError(f"{where}: TLS error{_while(phase)}: {tls.reason or tls} ({what})")
-    if isinstance(error, aiohttp.ClientConnectionResetError):
-        # aiohttp's "cannot write to closing transport": the connection was closed under the request.
-        return OpaTransportError(f"{where} closed the connection{_while(phase)} ({what})")
-    if isinstance(error, aiohttp.ClientPayloadError) and _find(chain, ContentLengthError) is not None:
+    if isinstance(error, ConnectionClosed) and error.received:
         return OpaTransportError(f"{where} closed the connection in the middle of the answer ({what})")
     if _find(chain, ConnectionResetError) is not None:
         return OpaTransportError(f"{where} reset the connection{_while(phase)} ({what})")
@@ -297,81 +176,14 @@ def _translate(error: BaseException, origin: str, call: _Call, attempt: _Attempt
     unresolved = _find(chain, socket.gaierror)
     if unresolved is not None:
         return OpaTransportError(f"{where}: cannot resolve the host name: {unresolved.strerror} ({what})")
-    if isinstance(error, aiohttp.ServerDisconnectedError):
-        if isinstance(error.message, RawResponseMessage):
-            return OpaTransportError(f"{where} closed the connection in the middle of the answer ({what})")
+    if isinstance(error, ConnectionClosed):
         return OpaTransportError(f"{where} closed the connection without answering ({what})")
-    if isinstance(error, aiohttp.ClientPayloadError) or (
-        isinstance(error, aiohttp.ClientResponseError) and _find(chain, HttpProcessingError) is not None
-    ):
-        parsing = _find(chain[1:], HttpProcessingError)
-        detail = _first_line(parsing.message if parsing is not None else error) or type(error).__name__
-        return OpaTransportError(f"{where} sent a malformed HTTP answer: {detail} ({what})")
-    if isinstance(error, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
-        return PolicyError(f"cannot send {what} to {where}: {error}")
+    if isinstance(error, ProtocolError):
+        return OpaTransportError(f"{where} sent a malformed HTTP answer: {error} ({what})")
     detail = str(error) or type(error).__name__
-    if isinstance(error, aiohttp.ClientConnectionError | OSError):
+    if isinstance(error, OSError):
         return OpaTransportError(f"{where}: connection error{_while(phase)}: {detail} ({what})")
     return PolicyError(f"{where}: {what} failed: {detail}")
-
-
-# ------------------------------------------------------------------------------------------------ token
-
-
-class _TokenFile:
-    """A bearer token read from a file and re-read when the file changes (stat at most once a second)."""
-
-    def __init__(self, path: str, clock: Clock) -> None:
-        self._path = path
-        self._clock = clock
-        self._lock = asyncio.Lock()  # one reader at a time; binds to a loop only when contended
-        self._token: str | None = None
-        self._identity: tuple[int, int, int, int] | None = None
-        self._checked_at = -math.inf
-
-    def _fresh(self) -> str | None:
-        if self._token is not None and abs(self._clock.now() - self._checked_at) < TOKEN_CHECK_INTERVAL_SECONDS:
-            return self._token
-        return None
-
-    async def current(self) -> str:
-        token = self._fresh()
-        if token is not None:
-            return token
-        async with self._lock:
-            token = self._fresh()
-            if token is not None:
-                return token
-            self._checked_at = self._clock.now()
-            try:
-                read, self._identity = await asyncio.to_thread(self._read, self._token, self._identity)
-            except BaseException:
-                self._token = None  # every call looks again until the file is usable
-                raise
-            self._token = read
-            return read
-
-    def _read(
-        self, token: str | None, identity: tuple[int, int, int, int] | None
-    ) -> tuple[str, tuple[int, int, int, int]]:
-        try:
-            status = os.stat(self._path)
-            now_identity = (status.st_dev, status.st_ino, status.st_mtime_ns, status.st_size)
-            if token is not None and now_identity == identity:
-                return token, now_identity
-            with open(self._path, encoding="utf-8") as handle:
-                text = handle.read().strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise PolicyError(f"cannot read the OPA token file {self._path}: {error}") from error
-        if not text:
-            raise PolicyError(f"the OPA token file {self._path} is empty")
-        if any(character.isspace() or ord(character) < 0x20 for character in text):
-            raise PolicyError(f"the OPA token file {self._path} holds more than one token")
-        return text, now_identity
-
-    def invalidate(self) -> None:
-        """Check the file again at the next call (OPA said 401: the token may have been rotated)."""
-        self._checked_at = -math.inf
 
 
 # ------------------------------------------------------------------------------------------------ engine
@@ -421,12 +233,12 @@ def _split_endpoint(url: str, name: str) -> tuple[_Origin, str]:
 
 
 class RemoteOpaEngine:
-    """A :class:`~kubesched.framework.policy.PolicyClient` backed by an OPA server's REST API.
+    """A :class:`~kubesched.policyapi.contract.PolicyClient` backed by an OPA server's REST API.
 
     ``endpoint`` is the decision's Data API URL, e.g. ``http://opa:8181/v1/data/kubernetes/authz``; or OPA's
     base URL (``http://opa:8181``) with the document in ``decision_path`` (``kubernetes/authz``).
     ``batch_endpoint`` (same origin) may contain ``{target_kind}``, replaced by ``node`` or ``cluster``.
-    Its HTTP session is made on first use, in the running loop, and stays bound to that loop: use the engine and
+    Its connection pool is made on first use, in the running loop, and stays bound to that loop: use the engine and
     close it (:meth:`aclose`) there. Concurrent calls are safe on that loop.
     """
 
@@ -469,21 +281,29 @@ class RemoteOpaEngine:
         self._timeout = float(timeout_seconds)
         self._refresh = float(refresh_seconds)
         self._clock: Clock = clock if clock is not None else RealClock()
-        self._token = _TokenFile(token_file, self._clock) if token_file is not None else None
+        self._token = (
+            TokenFile(
+                token_file, clock=self._clock, recheck_seconds=TOKEN_CHECK_INTERVAL_SECONDS, label="OPA token file"
+            )
+            if token_file is not None
+            else None
+        )
         self._ssl_context: ssl.SSLContext | None = None
         if origin.scheme == "https":
             try:
-                self._ssl_context = ssl.create_default_context(cafile=ca_file)
-            except (OSError, ssl.SSLError) as error:
-                raise PolicyError(f"cannot load the CA bundle {ca_file}: {error}") from error
+                self._ssl_context = client_context(ca=Pem("caFile", path=ca_file) if ca_file is not None else None)
+            except TlsError as error:
+                raise PolicyError(f"cannot load the CA bundle: {error}") from error
         elif ca_file is not None:
             raise PolicyError(f"ca_file is set but endpoint {endpoint!r} is not https://")
+        self._host, self._port = origin.host, origin.port
+        default_port = 443 if origin.scheme == "https" else 80
+        host = f"[{origin.host}]" if ":" in origin.host else origin.host
+        self._host_header = host if origin.port == default_port else f"{host}:{origin.port}"
         self._pool_size = pool_size
         self._max_answer_bytes = max_answer_bytes
-        self._max_concurrent = max_concurrent_requests
         self._in_flight = asyncio.Semaphore(max_concurrent_requests)
-        self._session: aiohttp.ClientSession | None = None
-        self._pool: _Pool | None = None
+        self._pool: Http1Pool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._stale_retries = 0
@@ -525,9 +345,9 @@ class RemoteOpaEngine:
             self._refresh_lock = asyncio.Lock()
         async with self._refresh_lock:
             if not self._fresh():
-                session = self._client()
+                pool = self._client()
                 call = _Call(f"GET {POLICIES_TARGET}", WAITING_FOR_A_TURN)
-                await self._within_deadline(call, self._ask_revision(session, call))
+                await self._within_deadline(call, self._ask_revision(pool, call))
         return self.revision()
 
     def input_paths(self, revision: str) -> InputPaths | None:
@@ -536,12 +356,10 @@ class RemoteOpaEngine:
         return None
 
     async def decide(self, input_doc: Mapping[str, Any]) -> Decision:
-        session = self._client()
+        pool = self._client()
         body = _encode(input_doc)
         call = _Call(f"POST {self._decision_target.split('?', 1)[0]}", WAITING_FOR_A_TURN)
-        document, revision = await self._within_deadline(
-            call, self._post_data(session, call, self._decision_target, body)
-        )
+        document, revision = await self._within_deadline(call, self._post_data(pool, call, self._decision_target, body))
         decision_id = _decision_id(document)
         if "result" not in document:
             return undefined_decision(decision_id, revision)
@@ -556,7 +374,7 @@ class RemoteOpaEngine:
         operation: str,
         time: str,
     ) -> dict[str, Decision]:
-        session = self._client()
+        pool = self._client()
         names = [_target_name(target, target_kind) for target in targets]
         body = _encode(batch_input(pod, targets, target_kind=target_kind, operation=operation, time=time))
         target = self._batch_target(target_kind)
@@ -565,8 +383,8 @@ class RemoteOpaEngine:
 
         async def install_and_ask() -> tuple[dict[str, Any], str]:
             if self._install:
-                await self._ensure_batch_module(session, call, target_kind)
-            return await self._post_data(session, call, target, body)
+                await self._ensure_batch_module(pool, call, target_kind)
+            return await self._post_data(pool, call, target, body)
 
         document, revision = await self._within_deadline(call, install_and_ask())
         decision_id = _decision_id(document)
@@ -596,16 +414,16 @@ class RemoteOpaEngine:
         }
 
     async def aclose(self) -> None:
-        """Close the session and its connections; the engine refuses calls from then on. Idempotent."""
+        """Close the connections; the engine refuses calls from then on. Idempotent."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is None:
+        pool = self._pool  # kept: its counts stay readable after the close
+        if pool is None:
             return
         if self._loop is not asyncio.get_running_loop():
             # The connections belong to another loop (gone, or running elsewhere): they cannot be closed from
             # here, and die with it.
             return
-        await session.close()
+        await pool.aclose(CLOSE_GRACE_SECONDS)
 
     # ------------------------------------------------------------------------------------ diagnostics
 
@@ -624,10 +442,7 @@ class RemoteOpaEngine:
         if self._pool is None:
             return []
         found: list[PooledConnection] = []
-        for protocol in self._pool.open_connections():
-            transport = protocol.transport
-            if transport is None:
-                continue
+        for transport in self._pool.transports():
             sock = transport.get_extra_info("socket")
             try:
                 port = int(sock.getsockname()[1])
@@ -640,44 +455,26 @@ class RemoteOpaEngine:
 
     # ------------------------------------------------------------------------------------ internals
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self) -> Http1Pool:
         if self._closed:
             raise PolicyError(f"the OPA client for {self._origin} is closed")
         loop = asyncio.get_running_loop()
-        if self._session is None:
-            self._session = self._open_session()
+        if self._pool is None:
+            # No proxies or .netrc from the environment, no cookies: OPA is reached directly, as configured.
+            self._pool = Http1Pool(
+                self._host,
+                self._port,
+                ssl_context=self._ssl_context,
+                server_hostname=self._host,
+                check_idle=True,
+                idle_expiry=KEEPALIVE_EXPIRY_SECONDS,
+            )
             self._loop = loop
         elif loop is not self._loop:
             raise PolicyError(
                 f"the OPA client for {self._origin} is bound to the event loop that first used it, not this one"
             )
-        return self._session
-
-    def _open_session(self) -> aiohttp.ClientSession:
-        self._pool = _Pool(
-            idle_limit=self._pool_size,
-            # The semaphore already bounds requests in flight; the same limit here is a backstop, never a wait.
-            limit=self._max_concurrent,
-            limit_per_host=self._max_concurrent,
-            keepalive_timeout=KEEPALIVE_EXPIRY_SECONDS,
-            force_close=False,
-            ssl=self._ssl_context if self._ssl_context is not None else True,
-        )
-        session = aiohttp.ClientSession(
-            connector=self._pool,
-            # No aiohttp timeouts: the call's deadline (asyncio.timeout) covers everything they would.
-            timeout=aiohttp.ClientTimeout(),
-            # No proxies or .netrc from the environment: OPA is reached directly, as configured.
-            trust_env=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            # identity: a loopback OPA gains nothing by compression, and it costs CPU at both ends.
-            headers={"User-Agent": USER_AGENT, "Accept": "application/json", "Accept-Encoding": "identity"},
-        )
-        # aiohttp resends an idempotent request (our PUT) once after any connection error, on any connection;
-        # the engine's one retry is narrower (docs/explanation/policy-decisions.md#talking-to-a-remote-opa). There is
-        # no public switch for it.
-        session._retry_connection = False
-        return session
+        return self._pool
 
     async def _within_deadline(self, call: _Call, work: Awaitable[_T]) -> _T:
         deadline = asyncio.timeout(self._timeout)
@@ -697,7 +494,7 @@ class RemoteOpaEngine:
             # Only once no call is in flight or waiting for its turn: in a burst, a connection closed for being
             # idle would be opened again at once by the next caller.
             if self._calls == 0 and self._pool is not None:
-                self._pool.trim()
+                self._pool.trim(self._pool_size)
 
     def _reported_revision(self) -> str:
         """What OPA reported, as one string (state lock held)."""
@@ -711,9 +508,9 @@ class RemoteOpaEngine:
     def _fresh(self) -> bool:
         return self._refresh > 0 and abs(self._clock.now() - self._refreshed_at) < self._refresh
 
-    async def _ask_revision(self, session: aiohttp.ClientSession, call: _Call) -> None:
+    async def _ask_revision(self, pool: Http1Pool, call: _Call) -> None:
         """Read what OPA reports about its policy now: its modules, and its bundles' revisions when it runs any."""
-        answer = await self._exchange(session, call, "GET", POLICIES_TARGET, b"", "application/json")
+        answer = await self._exchange(pool, call, "GET", POLICIES_TARGET, b"", "application/json")
         policies: str | None = None
         if answer.status == 200:
             listed = _json_object(answer, f"GET {POLICIES_TARGET}", self._origin).get("result")
@@ -730,7 +527,7 @@ class RemoteOpaEngine:
             # Bundles carry data as well as modules: their revisions say when either changed.
             target = self._batch_target("node")
             call.what = f"GET {target.split('?', 1)[0]}"
-            provenance = await self._exchange(session, call, "GET", target, b"", "application/json")
+            provenance = await self._exchange(pool, call, "GET", target, b"", "application/json")
             if not 200 <= provenance.status < 300:
                 raise _http_error(self._origin, call.what, provenance)
             reported = _json_object(provenance, call.what, self._origin).get("provenance")
@@ -766,66 +563,44 @@ class RemoteOpaEngine:
         return target
 
     async def _exchange(
-        self, session: aiohttp.ClientSession, call: _Call, method: str, target: str, body: bytes, content_type: str
-    ) -> _Answer:
+        self, pool: Http1Pool, call: _Call, method: str, target: str, body: bytes, content_type: str
+    ) -> Answer:
         """Send one request and read its whole answer; the only retry is a stale reused connection."""
         call.what = f"{method} {target.split('?', 1)[0]}"
         headers = {"Content-Type": content_type}
         if self._token is not None:
             call.phase = "reading the token file"
-            headers["Authorization"] = f"Bearer {await self._token.current()}"
-        url = self._origin + target
-        pool = self._pool
-        assert pool is not None
+            try:
+                headers["Authorization"] = f"Bearer {await self._token.current()}"
+            except TokenFileError as error:
+                raise PolicyError(str(error)) from error
+        request = encode_request(method, target, self._host_header, headers, body, FIXED_HEADERS)
         retried = False
         while True:
-            attempt = _Attempt(call)
-            reset = _ATTEMPT.set(attempt)
+            call.reused = call.received = False
             try:
-                async with session.request(method, url, data=body, headers=headers) as response:
-                    attempt.answered = True
-                    call.phase = "reading the answer"
-                    body = await self._read_bounded(response, call)
-                    answer = _Answer(response.status, response.reason or "", body)
-            except (aiohttp.ClientError, OSError, ValueError) as error:
-                if not retried and _is_stale(error, attempt):
+                answer = await pool.exchange(request, call, self._max_answer_bytes)
+            except AnswerTooLarge as error:
+                raise PolicyError(
+                    f"OPA at {self._origin}: {call.what}: the answer is larger than {error.limit} bytes "
+                    "(max_answer_bytes); is the decision path a whole data tree?"
+                ) from error
+            except (ProtocolError, OSError) as error:  # ConnectionClosed and ssl.SSLError are OSErrors
+                if not retried and _is_stale(error, call):
                     retried = True
                     self._stale_retries += 1
                     # The server closed one of them behind our back (OPA restarted, or its idle timeout): the
                     # others are as old, so the retry goes out on a new connection.
-                    pool.drop_idle()
+                    pool.trim(0)
                     continue
-                raise _translate(error, self._origin, call, attempt) from error
-            finally:
-                _ATTEMPT.reset(reset)
+                raise _translate(error, self._origin, call) from error
             if answer.status == 401 and self._token is not None:
                 self._token.invalidate()
             return answer
 
-    async def _read_bounded(self, response: aiohttp.ClientResponse, call: _Call) -> bytes:
-        """The whole answer, refused (and its connection dropped) once it exceeds ``max_answer_bytes``."""
-        limit = self._max_answer_bytes
-        declared = response.content_length
-        if declared is not None and declared <= limit:
-            return await response.read()
-        if declared is None:
-            body = bytearray()
-            async for chunk in response.content.iter_chunked(1 << 16):
-                body += chunk
-                if len(body) > limit:
-                    break
-            else:
-                return bytes(body)
-        raise PolicyError(
-            f"OPA at {self._origin}: {call.what}: the answer is larger than {limit} bytes (max_answer_bytes); "
-            "is the decision path a whole data tree?"
-        )
-
-    async def _post_data(
-        self, session: aiohttp.ClientSession, call: _Call, target: str, body: bytes
-    ) -> tuple[dict[str, Any], str]:
+    async def _post_data(self, pool: Http1Pool, call: _Call, target: str, body: bytes) -> tuple[dict[str, Any], str]:
         """The Data API's answer document, and the revision that answered."""
-        answer = await self._exchange(session, call, "POST", target, body, "application/json")
+        answer = await self._exchange(pool, call, "POST", target, body, "application/json")
         what = f"POST {target.split('?', 1)[0]}"
         if not 200 <= answer.status < 300:
             raise _http_error(self._origin, what, answer)
@@ -843,7 +618,7 @@ class RemoteOpaEngine:
                 self._bundles = _bundle_revisions(provenance)
             return self._reported_revision()
 
-    async def _ensure_batch_module(self, session: aiohttp.ClientSession, call: _Call, target_kind: str) -> None:
+    async def _ensure_batch_module(self, pool: Http1Pool, call: _Call, target_kind: str) -> None:
         """Make sure the module at ``/v1/policies/kubesched-batch`` is ours, byte for byte, before trusting its
         answers: checked with a GET (read access is enough when a bundle already ships it) at first use and
         again once ``refresh_seconds`` (at least 1 s) have passed; written with a PUT when it is missing
@@ -861,12 +636,12 @@ class RemoteOpaEngine:
             if refused is not None and abs(self._clock.now() - refused[0]) < max(self._refresh, 1.0):
                 raise refused[1]
             source = batch_module(self._decision_path, target_kind)
-            found = await self._installed_source(session, call, target)
+            found = await self._installed_source(pool, call, target)
             if found == source:
                 self._refused.pop(module_id, None)
                 self._installed[module_id] = self._clock.now()
                 return
-            answer = await self._exchange(session, call, "PUT", target, source.encode(), "text/plain")
+            answer = await self._exchange(pool, call, "PUT", target, source.encode(), "text/plain")
             if not 200 <= answer.status < 300:
                 error = _http_error(self._origin, f"PUT {target}", answer)
                 if 400 <= answer.status < 500:
@@ -896,9 +671,9 @@ class RemoteOpaEngine:
         verified_at = self._installed.get(module_id)
         return verified_at is not None and abs(self._clock.now() - verified_at) < max(self._refresh, 1.0)
 
-    async def _installed_source(self, session: aiohttp.ClientSession, call: _Call, target: str) -> str | None:
+    async def _installed_source(self, pool: Http1Pool, call: _Call, target: str) -> str | None:
         """The source OPA holds at ``target``; None when there is none or we may not read it (then a PUT decides)."""
-        answer = await self._exchange(session, call, "GET", target, b"", "application/json")
+        answer = await self._exchange(pool, call, "GET", target, b"", "application/json")
         if answer.status != 200:
             return None
         result = _json_object(answer, f"GET {target}", self._origin).get("result")
@@ -940,7 +715,7 @@ def _decision_id(document: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _json_object(answer: _Answer, what: str, origin: str) -> dict[str, Any]:
+def _json_object(answer: Answer, what: str, origin: str) -> dict[str, Any]:
     try:
         document = json.loads(answer.body)
     except ValueError as error:
@@ -950,7 +725,7 @@ def _json_object(answer: _Answer, what: str, origin: str) -> dict[str, Any]:
     return document
 
 
-def _http_error(origin: str, what: str, answer: _Answer) -> OpaHttpError:
+def _http_error(origin: str, what: str, answer: Answer) -> OpaHttpError:
     code: str | None = None
     message: str | None = None
     details: list[str] = []

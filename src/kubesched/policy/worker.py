@@ -1,7 +1,7 @@
 """The embedded Rego engine as an asynchronous PolicyClient: regorus in a child process, with a real time limit.
 
 Who calls it: the scheduler builds one :class:`EmbeddedPolicyClient` per distinct embedded
-:class:`~kubesched.framework.policy.PolicyEngineSpec` and hands it to the SecurityAudit plugins through the Handle;
+:class:`~kubesched.policyapi.contract.PolicyEngineSpec` and hands it to the SecurityAudit plugins through the Handle;
 the scheduling cycle awaits its decisions between Filter batches. ``kubesched policy test``
 (:mod:`kubesched.policy.rego_tests`) starts its child processes with this module's start method and pipe handling.
 Why a process, how workers start, the time limit and reloads: docs/explanation/policy-decisions.md#the-embedded-engine.
@@ -39,9 +39,9 @@ from multiprocessing.process import BaseProcess
 from typing import Any, cast
 
 from kubesched.clock import Clock
-from kubesched.framework.policy import ENGINE_EMBEDDED, Decision, InputPaths, PolicyError, undefined_decision
 from kubesched.policy.contract import batch_input
 from kubesched.policy.embedded import EmbeddedRegoEngine, PolicySources, Stamp, watched_paths
+from kubesched.policyapi.contract import ENGINE_EMBEDDED, Decision, InputPaths, PolicyError, undefined_decision
 
 __all__ = ["DEFAULT_STARTUP_TIMEOUT_SECONDS", "START_METHOD", "EmbeddedPolicyClient"]
 
@@ -288,7 +288,7 @@ def _decision(wire: Sequence[Any], revision: str) -> Decision:
 
 
 class EmbeddedPolicyClient:
-    """A :class:`~kubesched.framework.policy.PolicyClient` evaluating Rego v1 in a worker process.
+    """A :class:`~kubesched.policyapi.contract.PolicyClient` evaluating Rego v1 in a worker process.
 
     Construction is synchronous and fails with the engine's :class:`PolicyError` when the policy does not
     compile or a file is missing. Close it with :meth:`aclose` (or :meth:`close` on synchronous shutdown

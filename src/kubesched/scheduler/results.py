@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kubesched.framework.clusters import ClusterSnapshot
+from kubesched.clusterapi.contract import ClusterSnapshot
 from kubesched.framework.node_table import IntArray
 from kubesched.framework.preemption_report import PreemptionReport
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
-from kubesched.framework.verdict import PolicyVerdict
+from kubesched.policyapi.verdicts import PolicyVerdict
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"

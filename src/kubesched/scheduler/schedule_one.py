@@ -7,7 +7,7 @@ assumes the pod on the chosen node, runs Reserve and Permit, and starts the bind
 asyncio task, so binding never holds up the next pod. Failures go through one handler that writes the
 FailedScheduling event and condition, records a nomination and requeues the pod. At the end of every
 attempt the observer gets an :class:`~kubesched.scheduler.results.AttemptRecord` of plain values: the
-policy verdicts are sealed when the scheduling cycle ends (:func:`~kubesched.framework.verdict.seal_verdicts`).
+policy verdicts are sealed when the scheduling cycle ends (:func:`~kubesched.policyapi.verdicts.seal_verdicts`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from kubesched.api.objects import Pod
 from kubesched.backends.base import Backend
 from kubesched.clock import Clock
-from kubesched.framework.clusters import cycle_snapshot
+from kubesched.clusterapi.contract import cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import ASSIGNED_POD_DELETE
 from kubesched.framework.interface import QueuedPodInfo, truncate_event_message
@@ -31,7 +31,7 @@ from kubesched.framework.runtime.waiting_pods import WaitingPods
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
-from kubesched.framework.verdict import seal_verdicts, verdicts_of
+from kubesched.policyapi.verdicts import seal_verdicts, verdicts_of
 from kubesched.scheduler.admission import BindingAdmission
 from kubesched.scheduler.algorithm import FitError, ScheduleAlgorithm, ScheduleResult, SchedulingError
 from kubesched.scheduler.cache.cache import Cache

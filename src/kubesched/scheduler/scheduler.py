@@ -35,7 +35,6 @@ from kubesched.clock import Clock, VirtualClock
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.framework.events import POLICY_REVISION_CHANGE, PolicyRevision
 from kubesched.framework.interface import QueuedPodInfo
-from kubesched.framework.policy import POLICY_ENGINE_SERVICE, PolicyClient, PolicyEngineSpec, PolicyError
 from kubesched.framework.runtime.framework import Framework, FrameworkBuildError
 from kubesched.framework.runtime.handle import FrameworkContext
 from kubesched.framework.runtime.registry import Registry
@@ -45,6 +44,7 @@ from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo
 from kubesched.policy.clients import policy_services
+from kubesched.policyapi.contract import POLICY_ENGINE_SERVICE, PolicyClient, PolicyEngineSpec, PolicyError
 from kubesched.scheduler.admission import BindingAdmission
 from kubesched.scheduler.algorithm import ScheduleAlgorithm, TieBreaker
 from kubesched.scheduler.cache.cache import Cache

@@ -18,10 +18,10 @@ from kubesched.api.manifests import LoadedManifests
 from kubesched.audit.builder import FanOut
 from kubesched.backends.simulated.cluster import RecordedEvent, SimulatedCluster
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import CLUSTER_STATE_SERVICE
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.federation.plane import split_planes
 from kubesched.federation.profiles import cluster_profiles
-from kubesched.framework.clusters import CLUSTER_STATE_SERVICE
 from kubesched.framework.listers import Listers
 from kubesched.framework.runtime.registry import Registry
 from kubesched.framework.runtime.services import Services

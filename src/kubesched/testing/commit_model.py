@@ -47,6 +47,7 @@ from kubesched.api.resources import pod_requests
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock, sleep
+from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, ClusterState
 from kubesched.config.loader import load_config_dict
 from kubesched.config.types import SchedulerConfiguration
 from kubesched.errors import KubeschedError
@@ -62,7 +63,6 @@ from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
 from kubesched.federation.state import TERMINAL_PHASES
 from kubesched.federation.wire import HUB_POD_UID_ANNOTATION, ReservationRequest
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, ClusterState
 from kubesched.framework.events import ActionType, EventResource
 from kubesched.framework.runtime.services import Services
 from kubesched.live.hub_backend import SuperNodes

@@ -19,17 +19,17 @@ from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.kubeconfig import load_connection
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
 from kubesched.config.loader import load_config_dict
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.agent_client import AgentClient, MemberEndpoint
 from kubesched.federation.cache import ClusterStateCache, MemberRefresh
 from kubesched.federation.commit import AgentCommitter
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE
 from kubesched.framework.runtime.services import Services
-from kubesched.framework.verdict import PolicyVerdict
 from kubesched.harness.envtest import ControlPlane
 from kubesched.plugins.multicluster.reservation import APPROVAL_ANNOTATION_KEY
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.policyapi.verdicts import PolicyVerdict
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler

@@ -18,9 +18,9 @@ from typing import Any, Self
 from kubesched.api.multicluster import GROUP, KIND, PROVIDER_LABEL, VERSION, MemberCluster
 from kubesched.api.objects import Node, Pod
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import CLUSTER_STATE_SERVICE, ClusterState
 from kubesched.federation.adapter import allocated_pod, super_node
 from kubesched.federation.state import StaticClusterStateSource, cluster_state
-from kubesched.framework.clusters import CLUSTER_STATE_SERVICE, ClusterState
 from kubesched.framework.runtime.services import Services
 from kubesched.framework.snapshot import Snapshot
 from kubesched.policy.clients import policy_services

@@ -29,8 +29,8 @@ from kubesched.framework.interface import Handle
 from kubesched.framework.runtime.registry import PluginRegistration, Registry, merge
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo
-from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins.registry import in_tree_registry
+from kubesched.policyapi.verdicts import PolicyVerdict, add_verdict
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 

@@ -1,4 +1,5 @@
-"""The audit package's imports: what it may depend on, and only the webhook sink speaks HTTP (DESIGN rule 8)."""
+"""The audit package's imports: what it may depend on, and only the webhook sink speaks HTTP
+(docs/explanation/design.md#own-the-client-and-its-errors)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ AUDIT = Path(__file__).resolve().parents[3] / "src" / "kubesched" / "audit"
 ALLOWED = (
     "kubesched.audit",
     "kubesched.framework",
+    "kubesched.policyapi",
     "kubesched.api",
     "kubesched.errors",
-    "kubesched.config.durations",
+    "kubesched.durations",
+    "kubesched.clock",
+    "kubesched.net",
     "kubesched.scheduler.results",
     "kubesched.scheduler.diagnosis",
 )

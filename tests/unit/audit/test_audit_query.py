@@ -21,7 +21,7 @@ from kubesched.audit.query import (
 )
 from kubesched.audit.records import AuditRecord, PodRef, Target, parse_rfc3339
 from kubesched.audit.sinks.jsonl import JsonlSink
-from kubesched.framework.verdict import PolicyVerdict
+from kubesched.policyapi.verdicts import PolicyVerdict
 
 UTC = datetime.UTC
 

@@ -10,7 +10,7 @@ import pytest
 from audittest_helpers import make_record
 
 from kubesched.audit.records import SCHEMA, AuditRecord, AuditRecordError, parse_rfc3339, rfc3339
-from kubesched.framework.verdict import PolicyVerdict
+from kubesched.policyapi.verdicts import PolicyVerdict
 
 
 def deny(enforcement: str = "deny") -> PolicyVerdict:

@@ -15,15 +15,17 @@ from audittest_helpers import fresh_metrics, make_record
 from kubesched.audit.builder import AuditObserver
 from kubesched.audit.metrics import AuditMetrics
 from kubesched.audit.sinks.webhook import WebhookSink
+from kubesched.clock import VirtualClock
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 SLOW = "slow"
 
 
 class Receiver:
-    """An HTTP endpoint that answers each POST per its script (a status, or SLOW), then 200."""
+    """An HTTP endpoint that answers each POST per its script (a status, a status and its Retry-After, or SLOW),
+    then 200."""
 
-    def __init__(self, *script: int | str) -> None:
+    def __init__(self, *script: int | str | tuple[int, str]) -> None:
         self.script = list(script)
         self.batches: list[list[dict[str, Any]]] = []
         self.requests = 0
@@ -41,6 +43,8 @@ class Receiver:
             # Longer than the client's timeout; released when the test ends so no handler is left behind.
             await self._release.wait()
             return web.Response(status=200)
+        if isinstance(action, tuple):
+            return web.Response(status=action[0], headers={"Retry-After": action[1]})
         assert isinstance(action, int)
         if action == 200:
             self.batches.append(body)
@@ -180,6 +184,25 @@ def test_retries_and_drops(
     assert sleeps.delays == delays
     for reason in ("undeliverable", "rejected", "queue_full", "closed"):
         assert metrics.dropped_total("webhook", reason) == dropped.get(reason, 0), reason
+
+
+def test_the_receivers_retry_after_is_waited_for_up_to_max_backoff(run_async: Runner) -> None:
+    clock = VirtualClock(start=1_445_412_480.0)  # Wed, 21 Oct 2015 07:28:00 GMT
+
+    async def scenario() -> tuple[Receiver, WebhookSink, Sleeps]:
+        sleeps = Sleeps()
+        script = ((429, "7"), (503, "Wed, 21 Oct 2015 07:28:03 GMT"), (503, "3600"), (503, "soon"), 200)
+        async with Receiver(*script) as receiver:
+            sink = sink_for(
+                receiver, fresh_metrics(), batch_size=1, retries=5, max_backoff=20.0, sleep=sleeps, clock=clock
+            )
+            sink.write(make_record(0))
+            await sink.close()
+        return receiver, sink, sleeps
+
+    receiver, sink, sleeps = run_async(scenario())
+    assert sleeps.delays == [7.0, 3.0, 20.0, 4.0]  # seconds, a date, capped, and the backoff (0.5 doubled thrice)
+    assert (receiver.requests, sink.delivered) == (5, 1)
 
 
 def test_slow_endpoint_times_out_and_the_retry_succeeds(run_async: Runner) -> None:

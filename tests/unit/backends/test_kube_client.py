@@ -1,9 +1,9 @@
 """KubeClient against a scripted API server (real HTTP on 127.0.0.1, in the test's loop).
 
 What is checked, with exact request sequences and the delays the client asked its injected ``sleep`` for:
-retries on 429 (after ``Retry-After``, capped) and 5xx (jittered exponential backoff), the error raised when
-they run out, statuses that are never retried, dropped connections, deadlines, ``retry=False``; the token
-bucket (paced by an injected clock, and measured); credentials: bearer token, basic auth, a token file that is
+retries on 429 (after ``Retry-After`` in seconds or as a date, capped) and 5xx (jittered exponential backoff), the
+error raised when they run out, statuses that are never retried, dropped connections, deadlines, ``retry=False``; the
+token bucket (paced by an injected clock, and measured); credentials: bearer token, basic auth, a token file that is
 re-read when it changes and after a 401, an exec plugin whose credential is cached until it expires; TLS
 material; and watch streams (``stream_lines``): lines, a silent stream, a cut stream, a 410 on the request,
 a line bigger than aiohttp's default buffer.
@@ -30,6 +30,7 @@ from kubesched.backends.kube import client as client_module
 from kubesched.backends.kube.client import KubeClient, TokenBucket
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
 from kubesched.backends.kube.kubeconfig import ClusterConnection, ExecCredentialPlugin
+from kubesched.clock import VirtualClock
 
 T = TypeVar("T")
 RunAsync = Callable[[Coroutine[Any, Any, T]], T]
@@ -90,8 +91,9 @@ async def answer_drop(request: web.Request, seen: Seen) -> web.StreamResponse:
         pytest.param([answer_status(500, Retry_After="0")], [0.0], id="500-retry-after-zero"),
         pytest.param([answer_status(429, Retry_After="120")], [30.0], id="retry-after-capped-at-30"),
         pytest.param(
-            [answer_status(503, Retry_After="Wed, 21 Oct 2015 07:28:00 GMT")], [0.2], id="retry-after-date-backs-off"
+            [answer_status(503, Retry_After="Wed, 21 Oct 2015 07:28:00 GMT")], [0.0], id="retry-after-date-past"
         ),
+        pytest.param([answer_status(503, Retry_After="soon")], [0.2], id="retry-after-unreadable-backs-off"),
         pytest.param([answer_status(504), answer_status(502), answer_status(500)], [0.2, 0.4, 0.8], id="5xx-mix"),
     ],
 )
@@ -112,6 +114,21 @@ def test_throttling_and_server_errors_are_retried(
     assert [(s.method, s.path, s.query) for s in seen] == [("GET", PODS, {"limit": "5"})] * (len(failures) + 1)
     assert fake.sleeps == pytest.approx(sleeps)
     assert retries == len(failures)
+
+
+def test_a_retry_after_date_is_waited_for_as_the_clock_reads_it(run_async: RunAsync[Any]) -> None:
+    async def scenario() -> list[float]:
+        fake = FakeTime()
+        clock = VirtualClock(start=1_445_412_480.0)  # Wed, 21 Oct 2015 07:28:00 GMT
+        answers = scripted(answer_status(429, Retry_After="Wed, 21 Oct 2015 07:28:07 GMT"), answer_ok())
+        async with (
+            ApiServer(answers) as server,
+            kube_client(server.connection(), sleep=fake.sleep, rng=FixedJitter(), clock=clock) as client,
+        ):
+            await client.request("GET", PODS)
+        return fake.sleeps
+
+    assert run_async(scenario()) == pytest.approx([7.0])
 
 
 def test_server_errors_beyond_max_retries_raise_the_status(run_async: RunAsync[Any]) -> None:
@@ -383,27 +400,47 @@ def write_token(path: Path, token: str, mtime: float) -> None:
 
 
 def test_a_token_file_is_reread_when_it_changes_after_the_recheck_interval(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_async: RunAsync[Any]
+    tmp_path: Path, run_async: RunAsync[Any]
 ) -> None:
-    monkeypatch.setattr(client_module, "TOKEN_FILE_RECHECK_SECONDS", 0.3)
     token_file = tmp_path / "token"
     write_token(token_file, "first", 1_000_000)
+    clock = VirtualClock()
 
     async def scenario() -> list[str | None]:
         async with (
             ApiServer(answer_ok({})) as server,
-            kube_client(server.connection(token_file=str(token_file))) as client,
+            kube_client(server.connection(token_file=str(token_file)), clock=clock) as client,
         ):
             await client.request("GET", PODS)
             write_token(token_file, "second", 1_000_100)
+            clock.advance(client_module.TOKEN_FILE_RECHECK_SECONDS - 1)
             await client.request("GET", PODS)  # within the interval: the file is not looked at
-            await asyncio.sleep(0.35)
+            clock.advance(1)
             await client.request("GET", PODS)
-            await asyncio.sleep(0.35)
+            clock.advance(client_module.TOKEN_FILE_RECHECK_SECONDS)
             await client.request("GET", PODS)  # rechecked, unchanged
             return [s.authorization for s in server.seen]
 
     assert run_async(scenario()) == ["Bearer first", "Bearer first", "Bearer second", "Bearer second"]
+
+
+def test_a_token_file_that_cannot_be_read_fails_the_request_naming_the_file(
+    tmp_path: Path, run_async: RunAsync[Any]
+) -> None:
+    token_file = tmp_path / "token"
+
+    async def scenario() -> tuple[str, int]:
+        async with (
+            ApiServer(answer_ok({})) as server,
+            kube_client(server.connection(token_file=str(token_file))) as client,
+        ):
+            with pytest.raises(KubeTransportError) as caught:
+                await client.request("GET", PODS, retry=False)
+            return str(caught.value), len(server.seen)
+
+    message, requests = run_async(scenario())
+    assert message == f"GET {PODS}: cannot read the token file {token_file}: No such file or directory"
+    assert requests == 0  # never sent without the credential the kubeconfig names
 
 
 def test_a_401_makes_the_next_request_reread_the_token_file(tmp_path: Path, run_async: RunAsync[Any]) -> None:
@@ -571,7 +608,7 @@ def test_tls_with_the_kubeconfig_ca(tmp_path: Path, run_async: RunAsync[Any]) ->
         ),
         pytest.param(
             {"client_certificate_data": b"x", "client_key_data": b"y"},
-            "mock: client-certificate/client-key: ",
+            "mock: client-certificate / client-key: not a PEM certificate and its private key (",
             id="unreadable-pair",
         ),
     ],

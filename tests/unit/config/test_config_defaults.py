@@ -28,7 +28,7 @@ from kubesched.config import (
     load_config_dict,
     load_config_file,
 )
-from kubesched.config.durations import DurationError, format_go_duration, parse_go_duration
+from kubesched.durations import DurationError, format_go_duration, parse_go_duration
 
 # kube-scheduler v1.35's default plugins per point (all enabled through multiPoint), upstream order.
 DEFAULT_LISTS: dict[str, list[str]] = {

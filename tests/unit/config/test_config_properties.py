@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.config import EXTENSION_POINTS, MULTI_POINT, dump_config, load_config_dict
-from kubesched.config.durations import format_go_duration, parse_go_duration
+from kubesched.durations import format_go_duration, parse_go_duration
 from kubesched.errors import ValidationFailed
 
 

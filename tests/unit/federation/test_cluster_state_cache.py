@@ -7,9 +7,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.errors import KubeschedError
 from kubesched.federation.cache import NOT_YET_OBSERVED, ClusterStateCache, MemberRefresh
-from kubesched.framework.clusters import ClusterState
 
 T = TypeVar("T")
 RunAsync = Callable[[Coroutine[Any, Any, T]], T]

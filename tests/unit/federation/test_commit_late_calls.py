@@ -20,6 +20,7 @@ from kubesched.agent.push import PushEndpoint
 from kubesched.agent.server import AgentServer, server_ssl_context
 from kubesched.api.objects import Pod
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import CommitError, ReleaseOutcome
 from kubesched.federation.agent_client import (
     AgentClient,
     AgentError,
@@ -30,7 +31,6 @@ from kubesched.federation.agent_client import (
 )
 from kubesched.federation.commit import AgentCommitter
 from kubesched.federation.wire import ReservationRequest
-from kubesched.framework.clusters import CommitError, ReleaseOutcome
 from kubesched.harness.certificates import write_server_certificates
 
 NS = "kubesched-system"

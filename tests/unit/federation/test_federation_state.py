@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 
+from kubesched.clusterapi.contract import NodeBucket, PriceList
 from kubesched.federation.adapter import PLACEHOLDER_PRIORITY, allocated_pod, super_node
 from kubesched.federation.state import (
     StaticClusterStateSource,
@@ -15,7 +16,6 @@ from kubesched.federation.state import (
     placeholder_uid,
     takes_new_pods,
 )
-from kubesched.framework.clusters import NodeBucket, PriceList
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo

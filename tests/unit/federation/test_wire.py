@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kubesched.api.objects import Taint, Toleration
+from kubesched.clusterapi.contract import ClusterState, NodeBucket
 from kubesched.federation.wire import (
     ReservationRequest,
     WireError,
@@ -15,7 +16,6 @@ from kubesched.federation.wire import (
     state_from_json,
     state_to_json,
 )
-from kubesched.framework.clusters import ClusterState, NodeBucket
 
 FULL = ClusterState(
     name="eu-1",

@@ -3,29 +3,13 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import pytest
-
 from kubesched.clock import VirtualClock
-from kubesched.framework.runtime.waiting_pods import WaitingPodEntry, WaitingPods, _format_duration
+from kubesched.framework.runtime.waiting_pods import WaitingPodEntry, WaitingPods
 from kubesched.framework.status import Code
 from kubesched.framework.types import PodInfo
 from kubesched.testing.builders import make_pod
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        pytest.param(10, "10s", id="seconds"),
-        pytest.param(90, "1m30s", id="minutes-and-seconds"),
-        pytest.param(900, "15m0s", id="fifteen-minutes"),
-        pytest.param(0.5, "500ms", id="milliseconds"),
-        pytest.param(3600, "1h0m0s", id="hour"),
-    ],
-)
-def test_go_duration_format(seconds: float, text: str) -> None:
-    assert _format_duration(seconds) == text
 
 
 def test_allowed_by_every_plugin_succeeds(run_async: Runner) -> None:

@@ -12,8 +12,8 @@ from kubesched.api.objects import Node, Pod, Taint
 from kubesched.backends.kube.client import KubeClient
 from kubesched.backends.kube.kubeconfig import ClusterConnection
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import ClusterState, NodeBucket
 from kubesched.federation.cache import ClusterStateCache, MemberHealth, MemberRefresh
-from kubesched.framework.clusters import ClusterState, NodeBucket
 from kubesched.framework.events import EventResource
 from kubesched.live.hub_backend import SuperNodes
 from kubesched.live.member_status import member_status

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubesched.api.objects import Pod
 from kubesched.backends.kube.errors import KubeApiError
-from kubesched.framework.clusters import ClusterState
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.live.pod_phases import PhaseMirror
 from kubesched.testing.builders import make_pod
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kubesched.framework.policy import NO_REASON, Decision, denial_reason
 from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, denial_status
 from kubesched.policy.contract import interpret_result
 from kubesched.policy.embedded import EmbeddedRegoEngine
+from kubesched.policyapi.contract import NO_REASON, Decision, denial_reason
 
 
 @pytest.mark.parametrize(

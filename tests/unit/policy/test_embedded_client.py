@@ -20,16 +20,16 @@ import pytest
 from kubesched.api.manifests import load_manifests
 from kubesched.api.objects import Node
 from kubesched.clock import VirtualClock
-from kubesched.framework.policy import (
+from kubesched.policy import worker as worker_module
+from kubesched.policy.embedded import EmbeddedRegoEngine
+from kubesched.policy.worker import EmbeddedPolicyClient
+from kubesched.policyapi.contract import (
     Decision,
     PolicyError,
     decision_input,
     node_document,
     pod_document,
 )
-from kubesched.policy import worker as worker_module
-from kubesched.policy.embedded import EmbeddedRegoEngine
-from kubesched.policy.worker import EmbeddedPolicyClient
 
 T = TypeVar("T")
 RunAsync = Callable[[Coroutine[Any, Any, T]], T]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import regorus
 
-from kubesched.framework.policy import InputPath, InputPaths, Step, projection
 from kubesched.policy.input_paths import input_paths
+from kubesched.policyapi.contract import InputPath, InputPaths, Step, projection
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH_POLICY = ROOT / "src" / "kubesched" / "bench" / "workloads" / "security" / "placement.rego"

@@ -16,16 +16,16 @@ from hypothesis import strategies as st
 
 from kubesched.api.objects import Node
 from kubesched.framework.node_table import NodeTable
-from kubesched.framework.policy import (
+from kubesched.framework.types import NodeInfo
+from kubesched.plugins.security.policy_keys import Keying
+from kubesched.policy.embedded import EmbeddedRegoEngine
+from kubesched.policyapi.contract import (
     Decision,
     decision_input,
     digest,
     pod_document,
     target_document,
 )
-from kubesched.framework.types import NodeInfo
-from kubesched.plugins.security.policy_keys import Keying
-from kubesched.policy.embedded import EmbeddedRegoEngine
 from kubesched.testing.builders import make_node, make_pod
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,8 +15,8 @@ import yaml
 
 from kubesched.cli.main import main
 from kubesched.clock import VirtualClock
-from kubesched.framework.policy import Decision, InputPaths, PolicyError
 from kubesched.policy.outage import OUTAGE_REPORT_INTERVAL, OutageLog
+from kubesched.policyapi.contract import Decision, InputPaths, PolicyError
 from kubesched.testing.builders import make_node, make_pod
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.api.objects import Pod
-from kubesched.framework.policy import InputPath, pod_document, pod_projection, projection
+from kubesched.policyapi.contract import InputPath, pod_document, pod_projection, projection
 
 KEYS = ["name", "uid", "namespace", "labels", "generateName", "nodeName", "containers", "image", "status", "x"]
 LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.sampled_from(["", "a", "nginx", "evil"]))

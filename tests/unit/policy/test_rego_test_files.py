@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kubesched.framework.policy import PolicyError
 from kubesched.policy.rego_test_files import load_test_sources
+from kubesched.policyapi.contract import PolicyError
 
 
 def write(path: Path, text: str) -> Path:

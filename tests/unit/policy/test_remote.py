@@ -23,17 +23,14 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiohttp
-import aiohttp.http_parser
-import aiohttp.tcp_helpers
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kubesched.clock import VirtualClock
-from kubesched.framework.policy import Decision, PolicyClient, PolicyError, undefined_decision
 from kubesched.harness.certificates import write_server_certificates
 from kubesched.harness.opa_server import OpaTestServer
+from kubesched.net.http1 import ConnectionClosed
 from kubesched.policy import remote
 from kubesched.policy.contract import batch_module, interpret_result
 from kubesched.policy.remote import (
@@ -42,6 +39,7 @@ from kubesched.policy.remote import (
     RemoteOpaEngine,
     batch_module_id,
 )
+from kubesched.policyapi.contract import Decision, PolicyClient, PolicyError, undefined_decision
 
 T = TypeVar("T")
 RunAsync = Callable[[Coroutine[Any, Any, T]], T]
@@ -123,7 +121,7 @@ def server() -> Iterator[OpaTestServer]:
 
 @pytest.fixture
 def engine(server: OpaTestServer) -> RemoteOpaEngine:
-    # Built outside any event loop, as a plugin may be: the aiohttp session is created at first use.
+    # Built outside any event loop, as a plugin may be: the connection pool is made at first use.
     return RemoteOpaEngine(server.url + DECISION, timeout_seconds=2.0)
 
 
@@ -303,7 +301,7 @@ def test_library_exceptions_are_chained_not_leaked(
         return caught.value
 
     error = closing(run_async, scenario(), engine)
-    assert isinstance(error.__cause__, aiohttp.ClientOSError)  # the library's exception, chained
+    assert isinstance(error.__cause__, ConnectionClosed)  # the transport's exception, chained
     assert any(isinstance(cause, ConnectionResetError) for cause in causes(error))  # and what it was made of
     assert not error.timed_out
     assert f"OPA at {server.url} reset the connection while waiting for the answer (POST {DECISION})" == str(error)
@@ -613,7 +611,7 @@ def test_a_host_name_that_does_not_resolve_is_a_policy_error(run_async: RunAsync
     async def scenario() -> None:
         with pytest.raises(OpaTransportError, match=r"opa\.invalid:8181: cannot resolve the host name") as caught:
             await engine.decide({})
-        assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+        assert isinstance(caught.value.__cause__, socket.gaierror)
         assert str(caught.value).endswith(f"(POST {DECISION})")
 
     closing(run_async, scenario(), engine)
@@ -651,12 +649,12 @@ def test_tcp_nodelay_is_set_on_the_socket_of_the_connection_to_the_server(
 
 
 def nodelay_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make aiohttp turn TCP_NODELAY off where it would turn it on (asyncio's own setting comes before)."""
+    """Make asyncio leave TCP_NODELAY off where its transports would turn it on."""
 
-    def off(transport: asyncio.Transport, value: bool) -> None:
-        aiohttp.tcp_helpers.tcp_nodelay(transport, False)
+    def off(sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
 
-    monkeypatch.setattr("aiohttp.base_protocol.tcp_nodelay", off)
+    monkeypatch.setattr("asyncio.base_events._set_nodelay", off)
 
 
 def test_a_request_goes_out_in_one_write_so_no_delayed_ack_stalls_it(
@@ -743,21 +741,13 @@ def test_the_retry_goes_out_on_a_new_connection_not_another_idle_one(
     assert log[-1].connection == 3  # neither of the old connections
 
 
-C_PARSER = aiohttp.http_parser.HttpResponseParser.__module__ == "aiohttp._http_parser"
-ONLY_WITH_C_PARSER = pytest.mark.skipif(
-    not C_PARSER, reason="aiohttp's pure-Python parser cannot tell a head cut inside a line from nothing"
-)
-
-
 @pytest.mark.parametrize(
     ("partial", "error"),
     [
         pytest.param(b'HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n{"res', "middle of the answer", id="in-the-body"),
-        pytest.param(
-            b"HTTP/1.1 200 OK\r\nContent-Len", "middle of the answer", id="in-the-head", marks=ONLY_WITH_C_PARSER
-        ),
-        pytest.param(b"H", "middle of the answer", id="one-byte", marks=ONLY_WITH_C_PARSER),
-        pytest.param(b"HTTP/1.1 2", "middle of the answer", id="in-the-status-line", marks=ONLY_WITH_C_PARSER),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Len", "middle of the answer", id="in-the-head"),
+        pytest.param(b"H", "middle of the answer", id="one-byte"),
+        pytest.param(b"HTTP/1.1 2", "middle of the answer", id="in-the-status-line"),
     ],
 )
 def test_an_answer_partly_received_is_not_sent_again(partial: bytes, error: str, run_async: RunAsync[None]) -> None:
@@ -791,7 +781,7 @@ def test_an_answer_partly_received_is_not_sent_again(partial: bytes, error: str,
     "kind",
     [
         pytest.param("decide", id="post"),
-        # aiohttp would resend an idempotent GET or PUT after any connection error; the engine turns that off.
+        # A GET or PUT is idempotent, yet not sent again on a fresh connection either.
         pytest.param("batch", id="batch-module-check"),
     ],
 )
@@ -835,7 +825,7 @@ def test_a_batch_module_check_on_a_stale_connection_is_retried_once(
 @pytest.mark.parametrize(
     "loop_ran",
     [
-        # The usual case: the loop reads the server's close of the idle connection, aiohttp drops it.
+        # The usual case: the loop reads the server's close of the idle connection, the pool drops it.
         pytest.param(True, id="seen-by-the-event-loop"),
         # The loop has not run since the close arrived: the pool's readability check catches it.
         pytest.param(False, id="seen-by-the-pool-before-reuse"),

@@ -14,8 +14,8 @@ import pytest
 from kubesched.api.objects import Pod
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger, ReleaseOutcome
 from kubesched.config.loader import load_config_dict
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger, ReleaseOutcome
 from kubesched.framework.runtime.services import Services
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.admission import BindingAdmission

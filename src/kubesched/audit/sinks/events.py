@@ -12,7 +12,7 @@ from __future__ import annotations
 from kubesched.api.objects import ObjectMeta, Pod, PodSpec, PodStatus
 from kubesched.audit.records import AuditRecord
 from kubesched.framework.interface import EventRecorder, truncate_event_message
-from kubesched.framework.verdict import VERDICT_ALLOW
+from kubesched.policyapi.verdicts import VERDICT_ALLOW
 
 REASON = "PolicyAudit"
 ACTION = "Audit"

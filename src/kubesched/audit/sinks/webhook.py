@@ -2,11 +2,13 @@
 
 Configured by whoever builds the audit observer (the live scheduler's wiring; tests). Modelled on OPA's decision-log
 uploader: ``write`` only appends to a bounded queue, and a background task sends one JSON array per POST when
-``batch_size`` records wait or ``flush_interval`` after the first. A batch is retried with backoff on connection
-errors, timeouts, 408, 429 and 5xx, dropped after ``retries`` or at once on another 4xx; ``close`` sends what is
-queued within ``drain_timeout``. Every drop is counted by reason (docs/reference/metrics.md#audit-trail). A sender
-task that dies of a bug is replaced (its batch may arrive twice). aiohttp's errors never leave this module; the
-environment's proxies and ``.netrc`` are ignored, so they cannot reroute audit records.
+``batch_size`` records wait or ``flush_interval`` after the first. A batch is retried on connection errors,
+timeouts, 408, 429 and 5xx by :mod:`kubesched.net.retry`'s policy (after the receiver's ``Retry-After``, at most
+``max_backoff``, else ``backoff`` doubling up to ``max_backoff``), dropped after ``retries`` or at once on another
+4xx; ``close`` sends what is queued within ``drain_timeout``. Every drop is counted by reason
+(docs/reference/metrics.md#audit-trail). A sender task that dies of a bug is replaced (its batch may arrive twice).
+aiohttp's errors never leave this module; the environment's proxies and ``.netrc`` are ignored, so they cannot
+reroute audit records.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import collections
 import contextlib
 import json
 import logging
+import random
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -31,6 +34,8 @@ from kubesched.audit.metrics import (
     default_metrics,
 )
 from kubesched.audit.records import AuditRecord
+from kubesched.clock import Clock, RealClock
+from kubesched.net.retry import Backoff, RetryPolicy, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,7 @@ class WebhookSink:
         headers: Mapping[str, str] | None = None,
         metrics: AuditMetrics | None = None,
         sleep: Sleep = asyncio.sleep,
+        clock: Clock | None = None,
     ) -> None:
         problems = [
             f"{label} must be {rule}, not {value}"
@@ -86,6 +92,9 @@ class WebhookSink:
         self.retries = retries
         self.backoff = backoff
         self.max_backoff = max(max_backoff, backoff)
+        self._retry = RetryPolicy(Backoff(backoff, self.max_backoff, jitter=False), retries, self.max_backoff)
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._rng = random.Random()
         self.drain_timeout = drain_timeout
         self.headers = {"Content-Type": "application/json", **(headers or {})}
         self.metrics = metrics if metrics is not None else default_metrics()
@@ -260,13 +269,11 @@ class WebhookSink:
 
     async def _deliver(self, session: aiohttp.ClientSession, batch: list[dict[str, Any]]) -> None:
         body = json.dumps(batch, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        delay = self.backoff
-        problem = ""
+        problem, retry_after = "", None
         for attempt in range(self.retries + 1):
             if attempt:
-                await self._sleep(delay)
-                delay = min(delay * 2, self.max_backoff)
-            outcome, problem = await self._post(session, body)
+                await self._sleep(self._retry.delay(attempt - 1, retry_after, self._rng))
+            outcome, problem, retry_after = await self._post(session, body)
             if outcome == _OK:
                 self.delivered += len(batch)
                 return
@@ -280,7 +287,8 @@ class WebhookSink:
         )
         self.metrics.drop(self.name, REASON_UNDELIVERABLE, len(batch))
 
-    async def _post(self, session: aiohttp.ClientSession, body: bytes) -> tuple[str, str]:
+    async def _post(self, session: aiohttp.ClientSession, body: bytes) -> tuple[str, str, float | None]:
+        """The outcome, what went wrong, and the receiver's ``Retry-After`` in seconds when it sent one."""
         try:
             # The whole POST, redirects and the answer's body included, as ``timeout`` promises.
             async with asyncio.timeout(self.timeout):
@@ -288,13 +296,14 @@ class WebhookSink:
                     # Read, so that the connection can carry the next batch.
                     await response.read()
                     status = response.status
+                    retry_after = parse_retry_after(response.headers.get("Retry-After"), self._clock.now())
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return _RETRY, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return _RETRY, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, None
         if 200 <= status < 300:
-            return _OK, ""
+            return _OK, "", None
         if status in (408, 429) or status >= 500:
-            return _RETRY, f"HTTP {status}"
-        return _REJECT, f"HTTP {status}"
+            return _RETRY, f"HTTP {status}", retry_after
+        return _REJECT, f"HTTP {status}", None
 
 
 def _url_problems(url: str) -> list[str]:

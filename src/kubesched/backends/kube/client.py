@@ -4,20 +4,22 @@ Built by ``kubesched run`` from a :class:`~kubesched.backends.kube.kubeconfig.Cl
 configuration's ``clientConnection`` (QPS and burst); used by the reflectors, the writers and the leader elector of
 this package and by nothing else. Watches are aiohttp streams, as for remote OPA
 (docs/explanation/design.md#own-the-client-and-its-errors); every other request goes through
-:mod:`kubesched.backends.kube.http1`, a keep-alive HTTP/1.1 exchange a quarter of aiohttp's CPU per request (two per
-scheduled pod). Not lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`)
+the keep-alive HTTP/1.1 pool of :mod:`kubesched.net`, a quarter of aiohttp's CPU per request (two per scheduled
+pod). Not lightkube: the scheduler decodes API objects into its own types (:mod:`kubesched.api.objects`)
 straight from JSON, so lightkube's typed models would be a second decode of every object.
 
 * Every request (not a watch: a watch is one long request that must not hold a token) first takes a token
   from a bucket refilled at ``qps`` and holding at most ``burst`` (client-go's flowcontrol limiter).
-* A 429 or 5xx answer, or no answer, is retried up to ``max_retries`` times, after the server's
-  ``Retry-After`` when it sent one (capped at :data:`MAX_RETRY_AFTER`), else a jittered exponential backoff;
-  what is left is raised as :class:`~kubesched.backends.kube.errors.KubeApiError` or
-  :class:`~kubesched.backends.kube.errors.KubeTransportError`.
+* A 429 or 5xx answer, or no answer, is retried up to ``max_retries`` times by :mod:`kubesched.net.retry`'s
+  policy: after the server's ``Retry-After`` when it sent one (capped at :data:`MAX_RETRY_AFTER`), else a
+  jittered exponential backoff; what is left is raised as :class:`~kubesched.backends.kube.errors.KubeApiError`
+  or :class:`~kubesched.backends.kube.errors.KubeTransportError`.
 * Each request has a deadline (``timeout``); a watch has a read timeout per line instead, so a stream that
   went silent (no event and no bookmark) is noticed.
-* Credentials: a bearer token (fixed, from a file re-read when it changes at most once a minute, or from an
-  exec plugin, re-run when its credential expires or after a 401), client certificates, or basic auth.
+* Credentials: a bearer token (fixed, from a file looked at again at most once a minute on the injected clock by
+  :mod:`kubesched.net.token_file`, or from an exec plugin, re-run when its credential expires or after a 401),
+  client certificates (:mod:`kubesched.net.tls`), or basic auth. A token file that cannot give a token fails the
+  request with a :class:`~kubesched.backends.kube.errors.KubeTransportError` naming the file.
 """
 
 from __future__ import annotations
@@ -28,10 +30,8 @@ import datetime
 import json
 import os
 import random
-import shutil
 import socket
 import ssl
-import tempfile
 import time
 import urllib.parse
 import weakref
@@ -40,13 +40,18 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import aiohttp
-import aiohttp.http_exceptions
 
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
-from kubesched.backends.kube.http1 import Http1Pool, ProtocolError, encode_request
 from kubesched.backends.kube.kubeconfig import ClusterConnection, ExecCredentialPlugin
+from kubesched.clock import Clock, RealClock
+from kubesched.net.http1 import ProtocolError, encode_request
+from kubesched.net.pool import Http1Pool
+from kubesched.net.retry import Backoff, RetryPolicy, parse_retry_after
+from kubesched.net.tls import Pem, TlsError, client_context
+from kubesched.net.token_file import TokenFile, TokenFileError
 
 MAX_RETRY_AFTER = 30.0
+BACKOFF = Backoff(initial=0.2, maximum=5.0)
 DEFAULT_TIMEOUT = 30.0
 TOKEN_FILE_RECHECK_SECONDS = 60.0
 # A watch line holds one whole object; aiohttp refuses lines longer than twice the read buffer (256 KiB by
@@ -88,59 +93,52 @@ class TokenBucket:
             self._tokens -= 1.0
 
 
-def _ssl_context(connection: ClusterConnection) -> ssl.SSLContext | bool:
+def _ssl_context(connection: ClusterConnection) -> ssl.SSLContext | None:
     if not connection.server.startswith("https://"):
-        return True
-    context = ssl.create_default_context()
-    if connection.insecure_skip_tls_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    elif connection.ca_data:
-        try:
-            context.load_verify_locations(cadata=connection.ca_data.decode())
-        except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
-            raise KubeConfigError(f"{connection.source}: certificate-authority: not a PEM certificate") from error
-    if connection.client_certificate_data or connection.client_key_data:
-        if not (connection.client_certificate_data and connection.client_key_data):
-            raise KubeConfigError(f"{connection.source}: client-certificate and client-key must be given together")
-        # ssl loads a certificate chain only from files: write them to a private directory for the call.
-        directory = tempfile.mkdtemp(prefix="kubesched-tls-")
-        try:
-            cert, key = os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key")
-            for path, data in ((cert, connection.client_certificate_data), (key, connection.client_key_data)):
-                with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as handle:
-                    handle.write(data)
-            context.load_cert_chain(cert, key)
-        except ssl.SSLError as error:
-            raise KubeConfigError(f"{connection.source}: client-certificate/client-key: {error}") from error
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
-    return context
+        return None
+    certificate, key = connection.client_certificate_data, connection.client_key_data
+    if (certificate is None) != (key is None):
+        raise KubeConfigError(f"{connection.source}: client-certificate and client-key must be given together")
+    try:
+        return client_context(
+            ca=Pem("certificate-authority", data=connection.ca_data) if connection.ca_data else None,
+            client=(Pem("client-certificate", data=certificate), Pem("client-key", data=key))
+            if certificate is not None and key is not None
+            else None,
+            verify=not connection.insecure_skip_tls_verify,
+            where=connection.source,
+        )
+    except TlsError as error:
+        raise KubeConfigError(str(error)) from error
 
 
 class _Credentials:
     """The Authorization header for the next request."""
 
-    def __init__(self, connection: ClusterConnection) -> None:
+    def __init__(self, connection: ClusterConnection, clock: Clock) -> None:
         self._connection = connection
+        self._clock = clock
         self._token = connection.token
-        self._token_checked = -1e18
-        self._token_mtime: float | None = None
+        self._token_file = (
+            TokenFile(connection.token_file, clock=clock, recheck_seconds=TOKEN_FILE_RECHECK_SECONDS)
+            if connection.token_file and connection.exec_plugin is None
+            else None
+        )
         self._exec_expires: float | None = None
         self._exec_lock = asyncio.Lock()
 
     async def header(self) -> str | None:
+        """Raises TokenFileError when the token file cannot give a token."""
         connection = self._connection
         if connection.exec_plugin is not None:
-            if self._exec_expires is not None and time.time() >= self._exec_expires - 10:
+            if self._exec_expires is not None and self._clock.now() >= self._exec_expires - 10:
                 self._token = ""
             if not self._token:
                 async with self._exec_lock:
                     if not self._token:
                         self._token, self._exec_expires = await _run_exec_plugin(connection.exec_plugin)
-        elif connection.token_file and time.monotonic() - self._token_checked >= TOKEN_FILE_RECHECK_SECONDS:
-            self._token_checked = time.monotonic()
-            await asyncio.to_thread(self._reread_token_file)
+        elif self._token_file is not None:
+            self._token = await self._token_file.current()
         if self._token:
             return f"Bearer {self._token}"
         if connection.username:
@@ -148,21 +146,10 @@ class _Credentials:
             return "Basic " + base64.b64encode(pair).decode()
         return None
 
-    def _reread_token_file(self) -> None:
-        path = self._connection.token_file
-        try:
-            mtime = os.stat(path).st_mtime
-            if mtime != self._token_mtime:
-                with open(path) as handle:
-                    self._token = handle.read().strip()
-                self._token_mtime = mtime
-        except OSError:
-            pass  # keep the token we have; the server's 401 will say if it no longer works
-
     def rejected(self) -> None:
         """The server answered 401: fetch the credential again before the next request."""
-        self._token_checked = -1e18
-        self._token_mtime = None
+        if self._token_file is not None:
+            self._token_file.invalidate()
         if self._connection.exec_plugin is not None:
             self._token = ""
 
@@ -204,17 +191,6 @@ async def _run_exec_plugin(plugin: ExecCredentialPlugin) -> tuple[str, float | N
         except ValueError:
             expires = None
     return token, expires
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` of an answer (our parser's lower-cased headers, or aiohttp's case-insensitive ones)."""
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
-    except ValueError:
-        return None
 
 
 def _decode(body: bytes) -> Any:
@@ -277,15 +253,17 @@ class KubeClient:
         user_agent: str = "kubesched",
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.connection = connection
         self.server = connection.server
         self.limiter = TokenBucket(qps, burst)
-        self.max_retries = max_retries
         self.timeout = timeout
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._credentials = _Credentials(connection)
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._retry = RetryPolicy(BACKOFF, max_retries, MAX_RETRY_AFTER)
+        self._credentials = _Credentials(connection, self._clock)
         self._server_hostname = connection.tls_server_name or None
         self._sockets = _OpenedSockets()
         context = _ssl_context(connection)
@@ -297,7 +275,7 @@ class KubeClient:
         self._pool = Http1Pool(
             url.hostname or "",
             url.port or (443 if url.scheme == "https" else 80),
-            ssl_context=context if isinstance(context, ssl.SSLContext) else None,
+            ssl_context=context,
             server_hostname=self._server_hostname or url.hostname,
         )
         self._fixed_headers = f"User-Agent: {user_agent}\r\nAccept: {JSON}\r\n".encode("latin-1")
@@ -306,6 +284,10 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self.requests_sent = 0
         self.retries = 0
+
+    @property
+    def max_retries(self) -> int:
+        return self._retry.max_retries
 
     @property
     def connections_opened(self) -> int:
@@ -320,7 +302,9 @@ class KubeClient:
     def _watch_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl, limit=0, socket_factory=self._sockets),
+                connector=aiohttp.TCPConnector(
+                    ssl=self._ssl if self._ssl is not None else True, limit=0, socket_factory=self._sockets
+                ),
                 timeout=aiohttp.ClientTimeout(),
                 headers={"User-Agent": self._user_agent, "Accept": JSON},
                 trust_env=False,
@@ -328,8 +312,11 @@ class KubeClient:
             )
         return self._session
 
-    def _backoff(self, attempt: int) -> float:
-        return min(0.2 * 2.0**attempt, 5.0) * (0.5 + self._rng.random())
+    def _retry_after(self, headers: Mapping[str, str]) -> float | None:
+        """``Retry-After`` of an answer (our parser's lower-cased headers, or aiohttp's case-insensitive ones),
+        capped as the retry policy caps it."""
+        seconds = parse_retry_after(headers.get("retry-after"), self._clock.now())
+        return None if seconds is None else min(seconds, MAX_RETRY_AFTER)
 
     async def request(
         self,
@@ -350,18 +337,18 @@ class KubeClient:
             try:
                 status, answer, retry_after = await self._once(method, path, query, data, content_type, timeout)
             except KubeTransportError:
-                if not retry or attempt >= self.max_retries:
+                if not retry or not self._retry.allows(attempt):
                     raise
-                await self._sleep(self._backoff(attempt))
+                await self._sleep(self._retry.delay(attempt, None, self._rng))
             else:
                 if status < 400:
                     return answer
                 error = KubeApiError.from_response(status, answer, retry_after)
                 if status == 401:
                     self._credentials.rejected()
-                if not retry or not error.retryable or attempt >= self.max_retries:
+                if not retry or not error.retryable or not self._retry.allows(attempt):
                     raise error
-                await self._sleep(retry_after if retry_after is not None else self._backoff(attempt))
+                await self._sleep(self._retry.delay(attempt, retry_after, self._rng))
             attempt += 1
             self.retries += 1
 
@@ -375,7 +362,7 @@ class KubeClient:
         timeout: float | None,
     ) -> tuple[int, Any, float | None]:
         headers = {"Content-Type": content_type} if data is not None else {}
-        authorization = await self._credentials.header()
+        authorization = await self._authorization(method, path)
         if authorization:
             headers["Authorization"] = authorization
         target = self._prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
@@ -389,7 +376,13 @@ class KubeClient:
             raise KubeTransportError(f"{method} {path}: no answer within the deadline ({deadline:g} s)") from error
         except (ProtocolError, OSError) as error:  # ConnectionClosed and ssl.SSLError are OSErrors
             raise KubeTransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
-        return answer.status, _decode(answer.body), _retry_after(answer.headers)
+        return answer.status, _decode(answer.body), self._retry_after(answer.headers)
+
+    async def _authorization(self, method: str, path: str) -> str | None:
+        try:
+            return await self._credentials.header()
+        except TokenFileError as error:
+            raise KubeTransportError(f"{method} {path}: {error}") from error
 
     @asynccontextmanager
     async def stream_lines(
@@ -401,7 +394,7 @@ class KubeClient:
         KubeTransportError when the stream breaks or goes silent.
         """
         headers: dict[str, str] = {}
-        authorization = await self._credentials.header()
+        authorization = await self._authorization("GET", f"{path} (watch)")
         if authorization:
             headers["Authorization"] = authorization
         self.requests_sent += 1
@@ -423,7 +416,7 @@ class KubeClient:
                 payload = await response.read()
                 if response.status == 401:
                     self._credentials.rejected()
-                raise KubeApiError.from_response(response.status, _decode(payload), _retry_after(response.headers))
+                raise KubeApiError.from_response(response.status, _decode(payload), self._retry_after(response.headers))
 
             async def lines() -> AsyncIterator[bytes]:
                 while True:
@@ -432,8 +425,10 @@ class KubeClient:
                             line = await response.content.readline()
                     except TimeoutError as error:
                         raise KubeTransportError(f"GET {path} (watch): silent for {read_timeout:g} s") from error
-                    except (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, OSError) as error:
-                        # HttpProcessingError: LineTooLong, an event beyond WATCH_READ_BUFSIZE
+                    except Exception as error:
+                        # aiohttp's ClientErrors, OSErrors, and its parser's LineTooLong (an event beyond
+                        # WATCH_READ_BUFSIZE), which it raises from a module it does not export: reading a stream
+                        # fails only in ways of the connection, so every one is a transport error.
                         raise KubeTransportError(f"GET {path} (watch): {type(error).__name__}: {error}") from error
                     if not line:
                         return

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from kubesched.backends.kube.errors import KubeApiError, KubeConfigError, KubeTransportError
+from kubesched.durations import format_seconds
 from kubesched.errors import FieldError, KubeschedError
 from kubesched.framework.interface import ApiError
 
@@ -99,13 +100,6 @@ def default_identity(hostname: str | None = None) -> str:
     return f"{hostname or socket.gethostname()}_{uuid.uuid4()}"
 
 
-def _duration(seconds: float) -> str:
-    """Seconds as a Go duration, the way the configuration file spells them (``15s``, ``1.5s``, ``300ms``)."""
-    if seconds != 0 and abs(seconds) < 1:
-        return f"{seconds * 1000:g}ms"
-    return f"{seconds:g}s"
-
-
 def validate_settings(settings: LeaseSettings, identity: str) -> None:
     """client-go's ``NewLeaderElector`` checks; raises one :class:`KubeConfigError` listing every problem."""
     lease, renew, retry = settings.lease_duration, settings.renew_deadline, settings.retry_period
@@ -113,19 +107,21 @@ def validate_settings(settings: LeaseSettings, identity: str) -> None:
     errors: list[FieldError] = []
     for key, value in (("leaseDuration", lease), ("renewDeadline", renew), ("retryPeriod", retry)):
         if not value > 0:  # also NaN
-            errors.append(FieldError.invalid(f"{p}.{key}", _duration(value), "must be greater than zero"))
+            errors.append(FieldError.invalid(f"{p}.{key}", format_seconds(value), "must be greater than zero"))
     if not lease > renew:
         errors.append(
             FieldError.invalid(
-                f"{p}.leaseDuration", _duration(lease), f"must be greater than {p}.renewDeadline ({_duration(renew)})"
+                f"{p}.leaseDuration",
+                format_seconds(lease),
+                f"must be greater than {p}.renewDeadline ({format_seconds(renew)})",
             )
         )
     if not renew > JITTER_FACTOR * retry:
         errors.append(
             FieldError.invalid(
                 f"{p}.renewDeadline",
-                _duration(renew),
-                f"must be greater than {JITTER_FACTOR} × {p}.retryPeriod ({_duration(JITTER_FACTOR * retry)})",
+                format_seconds(renew),
+                f"must be greater than {JITTER_FACTOR} × {p}.retryPeriod ({format_seconds(JITTER_FACTOR * retry)})",
             )
         )
     if settings.resource_lock != "leases":
@@ -362,7 +358,7 @@ class LeaderElector:
                 raise LeadershipLost(
                     self.description,
                     self.identity,
-                    f"not renewed within leaderElection.renewDeadline ({_duration(self.renew_deadline)}): {last}",
+                    f"not renewed within leaderElection.renewDeadline ({format_seconds(self.renew_deadline)}): {last}",
                 )
             attempt = await self._bounded_attempt(leading=True, budget=remaining)
             if attempt.result is _Result.OK:
@@ -517,7 +513,7 @@ class LeaderElector:
             async with asyncio.timeout(self.renew_deadline):
                 return await self._release_once(self._lease)
         except (TimeoutError, ApiError) as error:
-            detail = str(error) or f"no answer within {_duration(self.renew_deadline)}"
+            detail = str(error) or f"no answer within {format_seconds(self.renew_deadline)}"
             logger.warning("could not release lease %s: %s", self.description, detail)
             return False
 

@@ -12,7 +12,8 @@ The informers (:mod:`.informers`) run one :class:`Reflector` per resource and se
    against the cache (deletes for objects that vanished, updates for the ones that changed, adds for new
    ones), then watch from the new list's version. Never the same version again, never "from now".
 4. Any other failure (connection lost, 5xx, an ``ERROR`` event, a silent stream) reconnects from the last
-   version after a jittered exponential backoff (0.8 s doubling to 30 s; reset by a watch that delivered).
+   version after a jittered exponential backoff (:mod:`kubesched.net.retry`: 0.8 s doubling to 30 s; reset by a
+   watch that delivered).
 5. :attr:`Reflector.synced` is set once the first list has been handed over, which is when the scheduler
    may start.
 
@@ -34,6 +35,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from kubesched.api import jsonwire
 from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.errors import KubeschedError
+from kubesched.net.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +196,8 @@ class Reflector(Generic[T]):
 
     async def run(self) -> None:
         """List and watch until cancelled."""
-        backoff = INITIAL_BACKOFF
+        backoff = Backoff(INITIAL_BACKOFF, MAX_BACKOFF)
+        failures = 0  # in a row: the attempt number of the next retry
         need_list = True
         while True:
             self._streamed = False
@@ -202,10 +205,10 @@ class Reflector(Generic[T]):
                 if need_list:
                     await self._list()
                     need_list = False
-                    backoff = INITIAL_BACKOFF
+                    failures = 0
                 await self._watch()
                 if self._streamed:  # an event or a bookmark: the stream worked
-                    backoff = INITIAL_BACKOFF
+                    failures = 0
                 continue  # a normal close (timeoutSeconds): watch again from the last version at once
             except _Gone:
                 log.info("%s: resourceVersion %s is gone; listing again", self.kind.name, self.resource_version)
@@ -217,17 +220,16 @@ class Reflector(Generic[T]):
                     need_list = True
                     continue
                 if self._streamed:  # the watch worked before it broke: this is a new failure, not a repeat
-                    backoff = INITIAL_BACKOFF
-                log.warning("%s: %s; retrying in %.1f s", self.kind.name, error, backoff)
+                    failures = 0
+                log.warning("%s: %s; retrying in %.1f s", self.kind.name, error, backoff.step(failures))
             except Exception as error:  # a bug (ours or a handler's) must not end the informer for good
                 self.last_error = f"{type(error).__name__}: {error}"
-                log.exception("%s: unexpected failure; listing again in %.1f s", self.kind.name, backoff)
+                log.exception("%s: unexpected failure; listing again in %.1f s", self.kind.name, backoff.step(failures))
                 need_list = True
             if not self.synced.is_set():
                 self._list_failed.set()
-            delay = backoff * (0.5 + self._rng.random())
-            await self._sleep(delay)
-            backoff = min(backoff * 2, MAX_BACKOFF)
+            await self._sleep(backoff.delay(failures, self._rng))
+            failures += 1
 
     async def _list(self) -> None:
         objects: list[Mapping[str, Any]] = []

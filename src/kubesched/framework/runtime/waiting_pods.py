@@ -12,23 +12,9 @@ import functools
 from collections.abc import Iterator, Mapping
 
 from kubesched.clock import Clock, TimerHandle
+from kubesched.durations import format_seconds
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo
-
-
-def _format_duration(seconds: float) -> str:
-    """Go's time.Duration String() for the values Permit timeouts take (e.g. 10s, 1m30s, 500ms)."""
-    if seconds < 1:
-        ms = seconds * 1000
-        return f"{ms:g}ms"
-    whole_minutes, rest = divmod(seconds, 60)
-    hours, minutes = divmod(int(whole_minutes), 60)
-    text = f"{rest:g}s"
-    if hours:
-        return f"{hours}h{minutes}m{text}"
-    if minutes:
-        return f"{minutes}m{text}"
-    return text
 
 
 class WaitingPodEntry:
@@ -66,7 +52,7 @@ class WaitingPodEntry:
 
     def _timed_out(self, plugin: str, timeout: float) -> None:
         # The message is made here, not with the timer: most waits end before their timeout.
-        self.reject(plugin, f"rejected due to timeout after waiting {_format_duration(timeout)} at plugin {plugin}")
+        self.reject(plugin, f"rejected due to timeout after waiting {format_seconds(timeout)} at plugin {plugin}")
 
     def reject(self, plugin: str, message: str) -> None:
         for timer in self._timers.values():

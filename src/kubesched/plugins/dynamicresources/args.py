@@ -8,17 +8,13 @@ kube-scheduler configuration carries over.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from kubesched.durations import DurationError, parse_go_duration
 from kubesched.errors import FieldError
 
 DEFAULT_FILTER_TIMEOUT = "10s"
 """v1.35's default (feature gate DRASchedulerFilterTimeout, beta and on)."""
-
-# A Go time.Duration as time.ParseDuration reads it: an optional sign, then number-unit pairs, or "0".
-_GO_DURATION = re.compile(r"[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)")
-_NON_ZERO_DIGIT = re.compile(r"[1-9]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,10 +30,13 @@ class DynamicResourcesArgs:
         base = f"{path}." if path else ""
         errors: list[FieldError] = []
         timeout = self.filter_timeout
-        if not _GO_DURATION.fullmatch(timeout):
+        try:
+            negative = parse_go_duration(timeout) < 0
+        except DurationError:
             errors.append(FieldError.invalid(f"{base}filterTimeout", timeout, "must be a duration, e.g. 10s"))
-        elif timeout.startswith("-") and _NON_ZERO_DIGIT.search(timeout):
-            errors.append(FieldError.invalid(f"{base}filterTimeout", timeout, "must be zero or positive"))
+        else:
+            if negative:
+                errors.append(FieldError.invalid(f"{base}filterTimeout", timeout, "must be zero or positive"))
         if self.binding_timeout is not None:
             errors.append(
                 FieldError.forbidden(

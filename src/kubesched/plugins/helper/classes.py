@@ -21,9 +21,9 @@ import numpy as np
 
 from kubesched.api.objects import Taint
 from kubesched.framework.node_table import BatchFilterResult, ClassColumn, IntArray, NodeBatch
-from kubesched.framework.policy import node_facts
 from kubesched.framework.status import Status
 from kubesched.framework.types import NodeInfo
+from kubesched.policyapi.contract import node_facts
 
 T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
@@ -64,7 +64,7 @@ NODE_TAINTS: ClassSpec[tuple[Taint, ...]] = ClassSpec("node-taints", _taints)
 """The node's taints in node order."""
 NODE_UNSCHEDULABLE: ClassSpec[bool] = ClassSpec("node-unschedulable", _unschedulable)
 NODE_POLICY_FACTS: ClassSpec[tuple[object, ...]] = ClassSpec("node-policy-facts", _policy_facts)
-"""What a policy sees of the node (:func:`kubesched.framework.policy.node_facts`): name, labels, annotations,
+"""What a policy sees of the node (:func:`kubesched.policyapi.contract.node_facts`): name, labels, annotations,
 taints, unschedulable. Equal facts, equal decisions; status-only updates keep the class."""
 
 

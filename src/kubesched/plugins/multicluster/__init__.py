@@ -4,7 +4,7 @@ Filters: :class:`ClusterReadiness` (ready and fresh), :class:`ClusterAPIEnableme
 served), :class:`ClusterCapacity` (the pod fits on one node of the cluster). Scores (0..100 after
 NormalizeScore): :class:`ClusterBalance` (least allocated), :class:`ClusterCost` (cheapest),
 :class:`ClusterLocality` (where the workload already runs). They read member state only from the cycle's
-cluster snapshot (:mod:`kubesched.framework.clusters`), never from the network. The two-phase commit:
+cluster snapshot (:mod:`kubesched.clusterapi.contract`), never from the network. The two-phase commit:
 :class:`ClusterReservation` (Permit: reserve in the member and approve, in the background; Filter: suspect
 clusters) and :class:`ClusterBind` (Bind: the member creates the pod), through the Handle's cluster committer.
 """

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kubesched.api.multicluster import GROUP
-from kubesched.framework.clusters import CORE_POD_API, take_cycle_snapshot
+from kubesched.clusterapi.contract import CORE_POD_API, take_cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult

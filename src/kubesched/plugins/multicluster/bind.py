@@ -7,7 +7,7 @@ The framework calls it once ClusterReservation allowed the pod at Permit. In ord
    record it last saw): a hub that restarts, or another that takes over, finds where to ask before it places the
    pod anywhere. A record that changed under it (another hub commits the pod), or an open one it has not seen
    settled, stops the bind: the pod is requeued and ClusterReservation settles the record first;
-2. asks the scheduler's :class:`~kubesched.framework.clusters.ClusterCommitter` to bind under this attempt's
+2. asks the scheduler's :class:`~kubesched.clusterapi.contract.ClusterCommitter` to bind under this attempt's
    reservation id: the member creates the pod with our labels and the reservation id -- or answers with the pod it
    already runs for this hub pod (an adopted pod, or an earlier bind whose answer was lost);
 3. binds the hub pod to the cluster's super node through the Handle's client, so the hub shows where it went.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kubesched.framework.clusters import ClusterCommitter, CommitError, NoClusterCommitter, cluster_committer
+from kubesched.clusterapi.contract import ClusterCommitter, CommitError, NoClusterCommitter, cluster_committer
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Status
 from kubesched.framework.types import PodInfo

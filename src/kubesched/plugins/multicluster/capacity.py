@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kubesched.api.objects import Taint, Toleration
-from kubesched.framework.clusters import (
+from kubesched.clusterapi.contract import (
     SCHEDULING_TAINT_EFFECTS,
     ClusterState,
     NodeBucket,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kubesched.api.objects import Taint
-from kubesched.framework.clusters import ClusterState
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.framework.node_table import BoolArray, IntArray, NodeTable
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, NodeInfo
 from kubesched.plugins.multicluster.slots import SlotTracker

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from kubesched.framework.clusters import ClusterSnapshot, ClusterState, cycle_snapshot
+from kubesched.clusterapi.contract import ClusterSnapshot, ClusterState, cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, NodeInfo, PodInfo, Resource

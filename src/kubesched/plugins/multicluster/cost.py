@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
-from kubesched.framework.clusters import PriceList, take_cycle_snapshot
+from kubesched.clusterapi.contract import PriceList, take_cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import IntArray

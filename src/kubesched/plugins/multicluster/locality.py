@@ -1,7 +1,7 @@
 """ClusterLocality (PreScore, Score, NormalizeScore): stay where the workload already runs.
 
 A pod's workload is its controller (kind and name) and its application label (``app.kubernetes.io/name``,
-else ``app``), in its namespace (``matchBy`` picks which count; :func:`kubesched.framework.clusters.workload_keys`).
+else ``app``), in its namespace (``matchBy`` picks which count; :func:`kubesched.clusterapi.contract.workload_keys`).
 The raw score of a cluster is how many pods of the workload run there: those the member reports (its
 ``workloads``: in simulation, the pods bound to its own Nodes) plus the hub pods bound to it and not yet
 reported; a pod matching by both owner and app counts once per source, by the larger count. NormalizeScore
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kubesched.framework.clusters import WorkloadKey, take_cycle_snapshot, workload_keys
+from kubesched.clusterapi.contract import WorkloadKey, take_cycle_snapshot, workload_keys
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import IntArray

@@ -1,6 +1,6 @@
 """ClusterReadiness (PreFilter, Filter, PreScore, Score): only clusters that are ready and recently heard from.
 
-PreFilter takes the cycle's :class:`~kubesched.framework.clusters.ClusterSnapshot` (the first cluster plugin
+PreFilter takes the cycle's :class:`~kubesched.clusterapi.contract.ClusterSnapshot` (the first cluster plugin
 of a cycle does; the rest read the same one). Filter rejects, as UnschedulableAndUnresolvable (evicting hub pods
 would not make a cluster ready):
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from kubesched.framework.clusters import ClusterSnapshot, take_cycle_snapshot
+from kubesched.clusterapi.contract import ClusterSnapshot, take_cycle_snapshot
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import MAX_NODE_SCORE, MIN_NODE_SCORE
 from kubesched.framework.node_table import BatchFilterResult, BoolArray, IntArray, NodeBatch

@@ -10,12 +10,12 @@ restricted to that cluster, ClusterCapacity and the suspect check stand aside, P
 ClusterBind has the member answer with its pod. Attempt numbers continue from the record's.
 
 Built by the framework in cluster profiles; the scheduler's committer
-(:class:`~kubesched.framework.clusters.ClusterCommitter`) is reached through the Handle. Permit returns Wait and,
+(:class:`~kubesched.clusterapi.contract.ClusterCommitter`) is reached through the Handle. Permit returns Wait and,
 in the background, reserves the pod's requests in the chosen cluster under an id derived from the pod's uid and
 the attempt (:func:`reservation_id`), awaits approval (``Automatic`` or the pod's annotation), then allows or
 rejects; the decision is a policy verdict in the attempt's audit record. Unreserve releases the reservation.
 Filter avoids suspect clusters (repeated commit failures in the committer's
-:class:`~kubesched.framework.clusters.CommitLedger`); ``filter_batch`` asks the ledger first and is done when no
+:class:`~kubesched.clusterapi.contract.CommitLedger`); ``filter_batch`` asks the ledger first and is done when no
 cluster is suspect. The protocol and why: docs/explanation/two-phase-commit.md.
 """
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kubesched.api.objects import Pod
-from kubesched.framework.clusters import (
+from kubesched.clusterapi.contract import (
     ClusterCommitter,
     CommitError,
     NoClusterCommitter,
@@ -45,12 +45,12 @@ from kubesched.framework.interface import MAX_PERMIT_TIMEOUT_SECONDS
 from kubesched.framework.node_table import BatchFilterResult, NodeBatch
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
-from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.multicluster.args import APPROVAL_ANNOTATION, ClusterReservationArgs
 from kubesched.plugins.multicluster.common import request_items, running_in
 from kubesched.plugins.multicluster.intent import CommitIntent, read_intent
+from kubesched.policyapi.verdicts import PolicyVerdict, add_verdict
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

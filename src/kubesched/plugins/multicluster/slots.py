@@ -4,7 +4,7 @@ Who calls it: the cluster plugins' batch paths (:mod:`kubesched.plugins.multiclu
 :mod:`kubesched.plugins.multicluster.readiness`; :class:`KeptPerRequest` for ClusterCapacity and ClusterBalance).
 A cluster plugin's answer for one super node depends on two things: the node's row in the snapshot's
 :class:`~kubesched.framework.node_table.NodeTable` (its pods, for the in-flight overlay) and the cluster's
-:class:`~kubesched.framework.clusters.ClusterState`. The table stamps every
+:class:`~kubesched.clusterapi.contract.ClusterState`. The table stamps every
 slot it rewrites (``versions``), and the state sources hand out a new ``clusters`` mapping whenever any state
 changed (copy on write), so both are checked per slot with integer comparisons over the whole batch; only the
 slots that fail the check go back to Python. A slot the tracker flags for the mapping alone may still hold the
@@ -19,7 +19,7 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
-from kubesched.framework.clusters import ClusterState
+from kubesched.clusterapi.contract import ClusterState
 from kubesched.framework.node_table import IntArray, NodeTable
 
 __all__ = ["KeptPerRequest", "SlotTracker"]

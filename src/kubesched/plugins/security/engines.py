@@ -1,7 +1,7 @@
 """Which policy engine a SecurityAudit plugin's args describe, and who is exempt from policy.
 
 The plugins never build an engine: :func:`engine_spec` turns their args into a
-:class:`~kubesched.framework.policy.PolicyEngineSpec`, and the Handle hands back the scheduler's client for
+:class:`~kubesched.policyapi.contract.PolicyEngineSpec`, and the Handle hands back the scheduler's client for
 it, shared with every plugin configured alike (SecurityAuditFilter and SecurityAuditPermit with the same
 engine settings use one connection pool or worker).
 
@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 from kubesched.api.objects import Pod
 from kubesched.framework.interface import Handle
-from kubesched.framework.policy import ENGINE_REMOTE, PolicyClient, PolicyEngineSpec, policy_client
 from kubesched.plugins.security.args import BREAK_GLASS_NAMESPACE_LABEL, PolicyEngineArgs
+from kubesched.policyapi.contract import ENGINE_REMOTE, PolicyClient, PolicyEngineSpec, policy_client
 
 BREAK_GLASS_EVENT_REASON = "BreakGlass"
 BREAK_GLASS_REFUSED_EVENT_REASON = "BreakGlassRefused"

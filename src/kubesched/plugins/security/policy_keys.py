@@ -18,7 +18,9 @@ import numpy as np
 
 from kubesched.api.objects import Node, Pod
 from kubesched.framework.node_table import ClassColumn, IntArray, NodeTable
-from kubesched.framework.policy import (
+from kubesched.framework.types import NodeInfo
+from kubesched.plugins.helper.classes import NODE_POLICY_FACTS
+from kubesched.policyapi.contract import (
     DataLookup,
     InputPath,
     InputPaths,
@@ -27,8 +29,6 @@ from kubesched.framework.policy import (
     pod_projection,
     projection,
 )
-from kubesched.framework.types import NodeInfo
-from kubesched.plugins.helper.classes import NODE_POLICY_FACTS
 
 # One key function per (target kind, paths, looked-up paths), kept: a NodeTable refuses a second key function for a
 # column name. Bounded by the policy revisions a process sees.
@@ -41,7 +41,7 @@ class NodeClasses(NamedTuple):
     """The classes of nodes one revision's policy cannot tell apart, over one table.
 
     ``column`` holds classes of the values at the paths read; where the policy reads a path only to look a record
-    up in its data (:class:`~kubesched.framework.policy.DataLookup`: a node's name), ``groups`` maps those column
+    up in its data (:class:`~kubesched.policyapi.contract.DataLookup`: a node's name), ``groups`` maps those column
     classes onto the coarser classes of equal records (``groups[column id]``; None: the column's classes are the
     classes). ``total`` is how many classes there are; ``name`` tells classings apart (the column's and, with
     groups, the data's fingerprints): class ids under one name mean the same nodes."""
@@ -91,7 +91,7 @@ class Keying:
 
     def key_of_pod(self, pod: Pod, whole_digest: Callable[[], str]) -> str:
         """:meth:`pod_key` of ``pod_document(pod)``, read from the pod's manifest without building the document
-        (:func:`~kubesched.framework.policy.pod_projection`): the attempt needs the document only to evaluate."""
+        (:func:`~kubesched.policyapi.contract.pod_projection`): the attempt needs the document only to evaluate."""
         paths = self._pod_paths
         if paths is None:
             return "whole:" + whole_digest()

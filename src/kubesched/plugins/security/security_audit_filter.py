@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kubesched.framework.clusters import policy_target_kind
+from kubesched.clusterapi.contract import policy_target_kind
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import (
     NODE_ADD,
@@ -30,23 +30,9 @@ from kubesched.framework.events import (
 )
 from kubesched.framework.interface import DecisionCacheStats, Handle, PreFilterExtensions
 from kubesched.framework.node_table import BatchFilterResult, BoolArray, ClassColumn, IntArray, NodeBatch, NodeTable
-from kubesched.framework.policy import (
-    OPERATION_SCHEDULE,
-    UNDEFINED_REASON,
-    Decision,
-    InputPaths,
-    PolicyError,
-    decision_input,
-    denial_reason,
-    digest,
-    pod_document,
-    rounded_time,
-    target_document,
-)
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult
-from kubesched.framework.verdict import PolicyVerdict, add_verdict
 from kubesched.plugins import names
 from kubesched.plugins.helper.args import validated
 from kubesched.plugins.helper.classes import NODE_POLICY_FACTS
@@ -61,6 +47,20 @@ from kubesched.plugins.security.decided_revisions import DecidedRevisions
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
 from kubesched.plugins.security.engines import engine_client, engine_spec, pod_exemption
 from kubesched.plugins.security.policy_keys import Keying, NodeClasses
+from kubesched.policyapi.contract import (
+    OPERATION_SCHEDULE,
+    UNDEFINED_REASON,
+    Decision,
+    InputPaths,
+    PolicyError,
+    decision_input,
+    denial_reason,
+    digest,
+    pod_document,
+    rounded_time,
+    target_document,
+)
+from kubesched.policyapi.verdicts import PolicyVerdict, add_verdict
 
 STATE_KEY = "PreFilter" + names.SECURITY_AUDIT_FILTER
 _WARNED_KEY = "kubesched.io/security-audit-warned"
@@ -235,7 +235,7 @@ class AttemptPolicy:
 
     @property
     def pod_doc(self) -> dict[str, Any]:
-        """The pod as the policy sees it (:func:`~kubesched.framework.policy.pod_document`), made when first
+        """The pod as the policy sees it (:func:`~kubesched.policyapi.contract.pod_document`), made when first
         asked: only an evaluation (or the audit's digest) needs it; keying the attempt reads the manifest."""
         if self._pod_doc is None:
             self._pod_doc = pod_document(self.pod.pod)
@@ -631,7 +631,7 @@ def new_security_audit_filter(args: SecurityAuditFilterArgs | None, handle: Hand
 
 if TYPE_CHECKING:
     from kubesched.framework.interface import BatchFilterPlugin, FilterPrefetcher, PreFilterPlugin
-    from kubesched.framework.verdict import VerdictSource
+    from kubesched.policyapi.verdicts import VerdictSource
 
     def _conforms(
         plugin: BatchedSecurityAuditFilter, attempt: AttemptPolicy

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kubesched.framework.clusters import policy_target_kind
+from kubesched.clusterapi.contract import policy_target_kind
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.events import (
     NODE_ADD,
@@ -29,7 +29,15 @@ from kubesched.framework.events import (
     EventResource,
 )
 from kubesched.framework.interface import Handle
-from kubesched.framework.policy import (
+from kubesched.framework.status import Code, Status
+from kubesched.framework.types import PodInfo
+from kubesched.plugins import names
+from kubesched.plugins.helper.args import validated
+from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
+from kubesched.plugins.security.decided_revisions import DecidedRevisions
+from kubesched.plugins.security.engines import engine_client, engine_spec, pod_exemption
+from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
+from kubesched.policyapi.contract import (
     OPERATION_PERMIT,
     UNDEFINED_REASON,
     Decision,
@@ -41,15 +49,7 @@ from kubesched.framework.policy import (
     rounded_time,
     target_document,
 )
-from kubesched.framework.status import Code, Status
-from kubesched.framework.types import PodInfo
-from kubesched.framework.verdict import PolicyVerdict, add_verdict
-from kubesched.plugins import names
-from kubesched.plugins.helper.args import validated
-from kubesched.plugins.security.args import ENFORCE_DENY, FAILURE_IGNORE, SecurityAuditPermitArgs
-from kubesched.plugins.security.decided_revisions import DecidedRevisions
-from kubesched.plugins.security.engines import engine_client, engine_spec, pod_exemption
-from kubesched.plugins.security.security_audit_filter import DENIED_PREFIX, ENGINE_FAILED_PREFIX
+from kubesched.policyapi.verdicts import PolicyVerdict, add_verdict
 
 WAITING_MESSAGE = "waiting for security approval"
 

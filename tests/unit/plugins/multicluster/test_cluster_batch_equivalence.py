@@ -25,9 +25,7 @@ from hypothesis import strategies as st
 
 from kubesched.api.objects import Pod, Taint
 from kubesched.clock import VirtualClock
-from kubesched.federation.adapter import allocated_pod, super_node
-from kubesched.federation.state import placeholder_uid
-from kubesched.framework.clusters import (
+from kubesched.clusterapi.contract import (
     CLUSTER_COMMIT_SERVICE,
     CLUSTER_STATE_SERVICE,
     ClusterSnapshot,
@@ -35,6 +33,8 @@ from kubesched.framework.clusters import (
     CommitLedger,
     NodeBucket,
 )
+from kubesched.federation.adapter import allocated_pod, super_node
+from kubesched.federation.state import placeholder_uid
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime.services import Services
 from kubesched.framework.snapshot import Snapshot

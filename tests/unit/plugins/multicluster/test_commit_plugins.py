@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from kubesched.clock import VirtualClock
+from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger, ReleaseOutcome
 from kubesched.errors import FieldError, ValidationFailed
 from kubesched.federation.wire import RESERVATION_ID_PATTERN
-from kubesched.framework.clusters import CLUSTER_COMMIT_SERVICE, CommitError, CommitLedger, ReleaseOutcome
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime.services import Services
 from kubesched.framework.status import Code, Status

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kubesched.api.objects import Pod, Taint, Toleration
+from kubesched.clusterapi.contract import CLUSTER_SNAPSHOT_STATE_KEY, NodeBucket
 from kubesched.errors import FieldError, ValidationFailed
-from kubesched.framework.clusters import CLUSTER_SNAPSHOT_STATE_KEY, NodeBucket
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubesched.api.objects import Pod
 from kubesched.clock import VirtualClock
-from kubesched.framework.clusters import (
+from kubesched.clusterapi.contract import (
     CLUSTER_COMMIT_SERVICE,
     CLUSTER_STATE_SERVICE,
     ClusterSnapshot,
@@ -22,7 +22,6 @@ from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.runtime.services import Services
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo, PreFilterResult
-from kubesched.framework.verdict import verdicts_of
 from kubesched.plugins.multicluster import ClusterCapacity, ClusterReservation
 from kubesched.plugins.multicluster.intent import COMMIT_ANNOTATION, CommitIntent
 from kubesched.plugins.multicluster.reservation import (
@@ -31,6 +30,7 @@ from kubesched.plugins.multicluster.reservation import (
     HeldReservation,
     reservation_id,
 )
+from kubesched.policyapi.verdicts import verdicts_of
 from kubesched.testing.builders import make_pod
 from kubesched.testing.framework_helpers import PluginHandle
 

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.framework.node_table import ClassColumn
-from kubesched.framework.policy import Decision, digest
 from kubesched.framework.types import NodeInfo
 from kubesched.plugins.security.decision_cache import CacheKey, DecisionCache
 from kubesched.plugins.security.security_audit_filter import NodeDecisions
+from kubesched.policyapi.contract import Decision, digest
 from kubesched.testing.builders import make_node
 
 keys = st.builds(

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubesched.api.objects import Pod
-from kubesched.framework.policy import InputPaths, Step, decision_input, node_document, pod_document
 from kubesched.plugins.security.policy_keys import Keying
 from kubesched.policy.embedded import EmbeddedRegoEngine
+from kubesched.policyapi.contract import InputPaths, Step, decision_input, node_document, pod_document
 from kubesched.testing.builders import make_node, make_pod
 
 EXAMPLE_POLICIES = Path(__file__).resolve().parents[4] / "examples" / "policies"

@@ -15,10 +15,10 @@ from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock
 from kubesched.config.loader import load_config_dict
 from kubesched.framework.listers import Listers, ListerStores
-from kubesched.framework.verdict import PolicyVerdict
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.plugins.security.security_audit_filter import SecurityAuditFilter
 from kubesched.plugins.security.security_audit_permit import SecurityAuditPermit
+from kubesched.policyapi.verdicts import PolicyVerdict
 from kubesched.scheduler.results import AttemptRecord
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.builders import make_node, make_pod

@@ -1,60 +1,92 @@
-"""Keep-alive HTTP/1.1 exchanges with the API server for ordinary requests (bindings, events, status patches,
-leases, lists): one request written in one piece, one answer read by a small parser.
+"""HTTP/1.1 on one connection: a request encoded in one piece, its answer parsed as the bytes arrive.
 
-Who calls it: :class:`~kubesched.backends.kube.client.KubeClient` for every request that is not a watch (watches
-stay on aiohttp's streaming reader). Why not aiohttp for these: its ``ClientSession.request`` costs several times
-this client's CPU per small request, and a live scheduler makes two such requests per pod (its Binding and its
-``Scheduled`` event) on the one thread that also runs the scheduling cycle (docs/reference/benchmarks.md#api-server).
+Who uses it: :class:`~kubesched.net.pool.Http1Pool`, which keeps these connections alive between requests for the
+kube API client, the hub's agent client and the remote OPA client. Why not aiohttp for these: its
+``ClientSession.request`` costs several times this parser's CPU per small request, and a live scheduler makes
+such requests per pod on the one thread that also runs the scheduling cycle
+(docs/reference/benchmarks.md#api-server).
 
 What it speaks: requests with ``Content-Length`` bodies; answers framed by ``Content-Length``, ``chunked``
 transfer coding, or the end of the connection; ``Connection: close`` honoured; 1xx answers skipped. No
-compression is asked for, so none comes. An idle connection the server closed is dropped from the pool. A
-request on a connection that breaks is never sent again here: the server may have acted on it (a Binding), so
-the caller decides (:class:`~kubesched.backends.kube.client.KubeClient` retries with backoff, counted).
+compression is asked for, so an answer with a ``Content-Encoding`` is refused as malformed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 MAX_HEAD_BYTES = 64 * 1024
+
+CONNECTING = "connecting"
+WAITING = "waiting for the answer"
+READING = "reading the answer"
 
 
 class ProtocolError(Exception):
     """The server's answer is not HTTP/1.1 this parser understands."""
 
 
+class AnswerTooLarge(ProtocolError):
+    """The answer's body is longer than the exchange allowed; it was not read further."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the answer is larger than {limit} bytes")
+        self.limit = limit
+
+
 class ConnectionClosed(ConnectionError):
-    """The connection ended before the whole answer arrived."""
+    """The connection ended before the whole answer arrived; ``received``: some of the answer had (so the
+    server acted on the request). The socket's own error, if any, is the ``__cause__``."""
+
+    def __init__(self, message: str, *, received: bool) -> None:
+        super().__init__(message)
+        self.received = received
+
+
+class ExchangeTrace(Protocol):
+    """Where one exchange got to, for a caller that explains failures or decides whether to send again: its
+    phase (:data:`CONNECTING`, :data:`WAITING`, :data:`READING`), whether it went out on a connection that had
+    served before, and whether any byte of its answer arrived."""
+
+    phase: str | None
+    reused: bool
+    received: bool
 
 
 class Answer:
-    __slots__ = ("body", "headers", "status")
+    __slots__ = ("body", "headers", "reason", "status")
 
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes, reason: str = "") -> None:
         self.status = status
         self.headers = headers  # names lower-cased
         self.body = body
+        self.reason = reason  # the status line's reason phrase ("Bad Gateway"), for messages
 
 
-class _Connection(asyncio.Protocol):
-    """One connection: at most one exchange at a time; parses the answer as its bytes arrive."""
+class Http1Connection(asyncio.Protocol):
+    """One connection: at most one exchange at a time; ``on_lost`` is told when it ends."""
 
-    def __init__(self, pool: Http1Pool) -> None:
-        self._pool = pool
+    def __init__(self, on_lost: Callable[[Http1Connection], None]) -> None:
+        self._on_lost = on_lost
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.reusable = True
+        self.idle_since = 0.0  # loop time it went back to its pool (kept by pools that expire idle connections)
         self._waiter: asyncio.Future[Answer] | None = None
+        self._trace: ExchangeTrace | None = None
+        self._max_body: int | None = None
+        self._received = False
         self._buffer = bytearray()
         self._status = 0
+        self._reason = ""
         self._headers: dict[str, str] = {}
         self._body_start = -1  # where the body begins in the buffer, once the head is parsed
         self._length = -1  # Content-Length, -1 chunked or until close
         self._chunked = False
         self._chunks: list[bytes] = []
+        self._chunked_size = 0
         self._scan = 0  # chunked: where the next chunk-size line starts
         self.lost = asyncio.get_running_loop().create_future()
 
@@ -64,7 +96,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._pool.forget(self)
+        self._on_lost(self)
         if not self.lost.done():
             self.lost.set_result(None)
         waiter = self._waiter
@@ -73,12 +105,21 @@ class _Connection(asyncio.Protocol):
                 waiter.set_result(self._answer(bytes(self._buffer[self._body_start :])))  # framed by the close
             else:
                 reason = f": {exc}" if exc else ""
-                waiter.set_exception(ConnectionClosed(f"the server closed the connection{reason}"))
+                error = ConnectionClosed(f"the server closed the connection{reason}", received=self._received)
+                error.__cause__ = exc
+                waiter.set_exception(error)
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None:
-            self.reusable = False  # bytes nobody asked for: the framing is lost
+            # Bytes nobody asked for: the framing is lost, and the connection with it.
+            self.reusable = False
+            if self.transport is not None:
+                self.transport.abort()
             return
+        if not self._received:
+            self._received = True
+            if self._trace is not None:
+                self._trace.received = True
         self._buffer += data
         try:
             self._advance()
@@ -87,17 +128,25 @@ class _Connection(asyncio.Protocol):
             if not self._waiter.done():
                 self._waiter.set_exception(error)
 
-    def send(self, request: bytes) -> asyncio.Future[Answer]:
+    def send(
+        self, request: bytes, trace: ExchangeTrace | None = None, max_body: int | None = None
+    ) -> asyncio.Future[Answer]:
+        """Write ``request`` (in one write: a head sent apart from its body can wait for a delayed ACK) and
+        return the future of its answer; a body longer than ``max_body`` fails it with :class:`AnswerTooLarge`."""
         assert self.transport is not None
-        self._waiter = asyncio.get_running_loop().create_future()
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        self._trace, self._max_body, self._received = trace, max_body, False
         self._buffer.clear()
         self._body_start, self._length, self._chunked, self._chunks, self._scan = -1, -1, False, [], 0
+        self._chunked_size = 0
         self.transport.write(request)
-        return self._waiter
+        if trace is not None:
+            trace.phase = WAITING
+        return waiter
 
     def _answer(self, body: bytes) -> Answer:
         self._waiter = None
-        return Answer(self._status, self._headers, body)
+        return Answer(self._status, self._headers, body, self._reason)
 
     def _advance(self) -> None:
         buffer = self._buffer
@@ -112,6 +161,8 @@ class _Connection(asyncio.Protocol):
                 del buffer[: end + 4]  # 100 Continue and the like: the real answer follows
                 continue
             self._body_start = end + 4
+            if self._trace is not None:
+                self._trace.phase = READING
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
@@ -120,10 +171,13 @@ class _Connection(asyncio.Protocol):
             if body is not None:
                 del buffer[:]
                 waiter.set_result(self._answer(body))
-        elif self._length >= 0 and len(buffer) - self._body_start >= self._length:
-            body = bytes(buffer[self._body_start : self._body_start + self._length])
-            del buffer[:]
-            waiter.set_result(self._answer(body))
+        elif self._length >= 0:
+            if len(buffer) - self._body_start >= self._length:
+                body = bytes(buffer[self._body_start : self._body_start + self._length])
+                del buffer[:]
+                waiter.set_result(self._answer(body))
+        elif self._max_body is not None and len(buffer) - self._body_start > self._max_body:
+            raise AnswerTooLarge(self._max_body)
 
     def _parse_head(self, head: bytes) -> None:
         lines = head.split(b"\r\n")
@@ -131,6 +185,7 @@ class _Connection(asyncio.Protocol):
         if not status_line.startswith(b"HTTP/1.") or len(status_line) < 12 or not status_line[9:12].isdigit():
             raise ProtocolError(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
         self._status = int(status_line[9:12])
+        self._reason = status_line[13:].strip().decode("latin-1")
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, colon, value = line.partition(b":")
@@ -142,6 +197,9 @@ class _Connection(asyncio.Protocol):
             return  # an interim answer: it frames nothing
         if headers.get("connection", "").lower() == "close":
             self.reusable = False
+        encoding = headers.get("content-encoding")
+        if encoding is not None and encoding.lower() not in ("", "identity"):
+            raise ProtocolError(f"an answer in Content-Encoding {encoding[:40]!r}, which was not asked for")
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._chunked = True
         elif "content-length" in headers:
@@ -149,6 +207,8 @@ class _Connection(asyncio.Protocol):
                 self._length = int(headers["content-length"])
             except ValueError:
                 raise ProtocolError(f"Content-Length {headers['content-length']!r}") from None
+            if self._max_body is not None and self._length > self._max_body:
+                raise AnswerTooLarge(self._max_body)
         elif self._status in (204, 304):
             self._length = 0
         else:
@@ -168,6 +228,8 @@ class _Connection(asyncio.Protocol):
                 size = int(size_text, 16)
             except ValueError:
                 raise ProtocolError(f"a chunk size that is not hexadecimal: {size_text[:20]!r}") from None
+            if self._max_body is not None and self._chunked_size + size > self._max_body:
+                raise AnswerTooLarge(self._max_body)
             if size == 0:
                 # The last chunk; trailer lines, if any, end with an empty line ("0\r\n\r\n" without).
                 if buffer.find(b"\r\n\r\n", line_end) < 0:
@@ -179,97 +241,8 @@ class _Connection(asyncio.Protocol):
                 self._scan = position
                 return None
             self._chunks.append(bytes(buffer[chunk_start : chunk_start + size]))
+            self._chunked_size += size
             position = chunk_start + size + 2
-
-
-class Http1Pool:
-    """Idle keep-alive connections to one server, newest first; a new one when none is idle."""
-
-    def __init__(
-        self, host: str, port: int, *, ssl_context: ssl.SSLContext | None, server_hostname: str | None
-    ) -> None:
-        self._host, self._port = host, port
-        self._ssl = ssl_context
-        self._server_hostname = server_hostname if ssl_context is not None else None
-        self._idle: list[_Connection] = []
-        self._open: set[_Connection] = set()
-        self._closed = False
-        self.opened = 0
-
-    def forget(self, connection: _Connection) -> None:
-        self._open.discard(connection)
-        if connection in self._idle:
-            self._idle.remove(connection)
-
-    async def _connect(self) -> _Connection:
-        # A connect cancelled mid-handshake (a caller's deadline) can leave its socket unclosed in Python 3.11;
-        # so the connect is never cancelled: it finishes in the background, and a caller that stopped waiting
-        # leaves the new connection to the pool (closed if the pool was closed meanwhile).
-        connecting = asyncio.ensure_future(self._open_connection())
-        try:
-            return await asyncio.shield(connecting)
-        except asyncio.CancelledError:
-            connecting.add_done_callback(self._adopt)
-            raise
-
-    async def _open_connection(self) -> _Connection:
-        loop = asyncio.get_running_loop()
-        _, connection = await loop.create_connection(
-            lambda: _Connection(self),
-            self._host,
-            self._port,
-            ssl=self._ssl,
-            server_hostname=self._server_hostname,
-        )
-        self.opened += 1
-        self._open.add(connection)
-        return connection
-
-    def _adopt(self, connecting: asyncio.Future[_Connection]) -> None:
-        if connecting.cancelled() or connecting.exception() is not None:
-            return
-        connection = connecting.result()
-        if self._closed and connection.transport is not None:
-            connection.transport.abort()
-        elif not connection.closed:
-            self._idle.append(connection)
-
-    async def exchange(self, request: bytes) -> Answer:
-        """Send ``request`` (a whole HTTP/1.1 request) and read its answer."""
-        while self._idle:
-            connection = self._idle.pop()
-            if not connection.closed:
-                return await self._on(connection, request)
-        return await self._on(await self._connect(), request)
-
-    async def _on(self, connection: _Connection, request: bytes) -> Answer:
-        try:
-            answer = await connection.send(request)
-        except BaseException:
-            # Cancelled (a deadline) or broken mid-answer: what follows on this connection cannot be framed.
-            if connection.transport is not None and not connection.closed:
-                connection.transport.abort()
-            raise
-        if connection.reusable and not connection.closed:
-            self._idle.append(connection)
-        elif connection.transport is not None and not connection.closed:
-            connection.transport.close()
-        return answer
-
-    async def aclose(self, grace: float) -> None:
-        """Close every connection, waiting up to ``grace`` seconds for the TLS goodbyes."""
-        self._closed = True
-        connections = list(self._open)
-        self._idle.clear()
-        for connection in connections:
-            if connection.transport is not None:
-                connection.transport.close()
-        pending = [connection.lost for connection in connections if not connection.lost.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=grace)
-            for connection in connections:
-                if not connection.lost.done() and connection.transport is not None:
-                    connection.transport.abort()
 
 
 def encode_request(

@@ -4,10 +4,13 @@ at every byte, keep-alive reuse, ``Connection: close``, and a server that hangs 
 from __future__ import annotations
 
 import asyncio
+import socket
+from typing import Any
 
 import pytest
 
-from kubesched.backends.kube.http1 import ConnectionClosed, Http1Pool, ProtocolError, encode_request
+from kubesched.net.http1 import ConnectionClosed, ProtocolError, encode_request
+from kubesched.net.pool import Http1Pool
 
 
 async def serve(answers: list[list[bytes]], *, close_after: bool = False) -> tuple[asyncio.Server, int, list[bytes]]:
@@ -38,10 +41,10 @@ def split_everywhere(answer: bytes) -> list[list[bytes]]:
     return [[answer[:i], answer[i:]] for i in range(1, len(answer))]
 
 
-LENGTH = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\": true}"
+LENGTH = b'HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"a": true}'
 CHUNKED = (
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nRetry-After: 3\r\n\r\n"
-    b"4\r\n{\"a\"\r\n7;ext=1\r\n: true}\r\n0\r\n\r\n"
+    b'4\r\n{"a"\r\n7;ext=1\r\n: true}\r\n0\r\n\r\n'
 )
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n" + LENGTH
 
@@ -130,3 +133,21 @@ def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
             server.close()
 
     asyncio.run(scenario())
+
+
+def test_a_pooled_connection_has_tcp_nodelay_on_its_socket(run_async: Any) -> None:
+    """A small request must not wait for the server's delayed ACK of the one before it (Nagle's algorithm)."""
+
+    async def scenario() -> int:
+        server, port, _ = await serve([[b"HTTP/1.1 204 No Content\r\n\r\n"]])
+        pool = Http1Pool("127.0.0.1", port, ssl_context=None, server_hostname=None)
+        try:
+            await pool.exchange(encode_request("GET", "/", "h", {}, None, b""))
+            (transport,) = pool.transports()
+            return int(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        finally:
+            await pool.aclose(1.0)
+            server.close()
+            await server.wait_closed()
+
+    assert run_async(scenario()) != 0

@@ -1,7 +1,8 @@
 """Go ``time.Duration`` text: parse ``"1m30s"`` as ``time.ParseDuration`` does, and print it back.
 
-Used by the loader for ``leaderElection`` durations and by ``dump_config``; plugin args that hold
-durations may use it too. Values are integer nanoseconds, like Go's.
+The one duration parser of kubesched, a leaf anyone may import: the configuration loader and ``config view``
+(``leaderElection``), plugin args (``filterTimeout``), ``audit query --since``, ``policy test --timeout`` and the
+messages that show a duration (Permit timeouts, the leader elector). Values are integer nanoseconds, like Go's.
 """
 
 from __future__ import annotations
@@ -107,3 +108,8 @@ def format_go_duration(ns: int) -> str:
 def seconds_to_ns(seconds: float) -> int:
     """Round float seconds (as stored in :mod:`kubesched.config.types`) back to nanoseconds."""
     return round(seconds * 1_000_000_000)
+
+
+def format_seconds(seconds: float) -> str:
+    """Float seconds as Go prints the duration: ``"10s"``, ``"1m30s"``, ``"500ms"``."""
+    return format_go_duration(seconds_to_ns(seconds))
