@@ -10,18 +10,22 @@ Nodes are compared where the oracle's choice is unambiguous. kube-scheduler brea
 random, so a choice is ambiguous when the oracle chose different nodes over several runs (the optional
 ``oracle-nodes.json`` that regenerate.py writes) or when kubesched's own totals tie among nodes that
 include the oracle's. Where the two then choose differently, the clusters they go on to schedule differ,
-so nodes of later pods are not compared (results and messages still are).
+so nodes of later pods are not compared (results and messages still are). Where kube-scheduler itself gave a
+pod different outcomes over the runs (``oracle-outcomes.json``, written by ``regenerate.py --accept-varying``),
+any of them is accepted. The rules live in
+``tests/differential/compare.py``, shared with the differential runner, which writes the scenarios it
+minimizes here.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from differential.compare import Comparison, compare_pods
 from kubesched.api.manifests import load_manifests
 from kubesched.cli.report import record_to_json
 from kubesched.config.loader import default_config, load_config_file
@@ -30,6 +34,7 @@ from kubesched.simulation.run import simulate
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 NODES_FILE = "oracle-nodes.json"
+OUTCOMES_FILE = "oracle-outcomes.json"
 
 
 def scenarios() -> list[Path]:
@@ -44,97 +49,21 @@ def run_kubesched(scenario: Path) -> list[dict[str, Any]]:
     return [record_to_json(record) for record in report.records]
 
 
-def key_of(pod: dict[str, Any]) -> str:
-    return f"{pod['namespace']}/{pod['name']}"
-
-
-@dataclass
-class Comparison:
-    """What one scenario's comparison found; ``problems`` empty means kubesched agrees."""
-
-    pods: int = 0
-    nodes_exact: int = 0
-    nodes_tied: int = 0
-    nodes_unchecked: int = 0
-    problems: list[str] = field(default_factory=list)
-
-
-def tied_best(pod: dict[str, Any]) -> set[str]:
-    """The nodes sharing kubesched's highest total (empty when it did not score: one feasible node)."""
-    totals: dict[str, int] = pod["totals"]
-    if not totals:
-        return set()
-    best = max(totals.values())
-    return {node for node, total in totals.items() if total == best}
-
-
-def as_oracle_reports(pod: dict[str, Any]) -> dict[str, Any]:
-    """Our entry as kube-oracle words it. kube-oracle reports a pod held at PreEnqueue as Unschedulable with the
-    PreEnqueue plugin's message; kubesched reports a gated pod as its PodScheduled condition reads (the API
-    server's SchedulingGated) and keeps that message under ``preEnqueue``, which is what is compared."""
-    if pod["result"] != "SchedulingGated":
-        return pod
-    return {**pod, "result": "Unschedulable", "message": ", ".join(pod["preEnqueue"]["reasons"])}
-
-
 def compare(scenario: Path, ours: list[dict[str, Any]]) -> Comparison:
+    """The scenario's committed oracle output (and ``oracle-nodes.json``, ``oracle-outcomes.json``, when there)
+    against ``ours``."""
     oracle_pods = json.loads((scenario / "oracle.json").read_text())["pods"]
     nodes_path = scenario / NODES_FILE
     seen: dict[str, list[str]] | None = json.loads(nodes_path.read_text())["nodes"] if nodes_path.is_file() else None
-    by_key = {key_of(pod): pod for pod in ours}
-    found = Comparison(pods=len(oracle_pods))
-    extra = sorted(set(by_key) - {key_of(pod) for pod in oracle_pods})
-    if extra:
-        found.problems.append(f"kubesched reports pods the oracle does not: {extra}")
-    diverged = False
-    # Walked in kubesched's scheduling order, so that "later" means scheduled after a differing tie.
-    position = {key: index for index, key in enumerate(by_key)}
-    for expected in sorted(oracle_pods, key=lambda pod: position.get(key_of(pod), len(position))):
-        key = key_of(expected)
-        got = by_key.get(key)
-        if got is None:
-            found.problems.append(f"{key}: missing from kubesched's report")
-            continue
-        got = as_oracle_reports(got)
-        if got["result"] != expected["result"]:
-            found.problems.append(f"{key}: result {got['result']!r}, oracle {expected['result']!r}")
-        if got["message"] != expected["message"]:
-            found.problems.append(
-                f"{key}: message\n  kubesched: {got['message']!r}\n  oracle:    {expected['message']!r}"
-            )
-        # One attempt (or none, for a gated pod) leaves nothing to timing; more depend on backoff against the
-        # oracle's wall clock and are not compared.
-        if expected["attempts"] <= 1 and got["attempts"] != expected["attempts"]:
-            found.problems.append(f"{key}: {got['attempts']} attempts, oracle {expected['attempts']}")
-        if expected["node"] is None or got["node"] is None:
-            continue
-        if diverged:
-            found.nodes_unchecked += 1
-            continue
-        oracle_choices = set(seen.get(key, ())) if seen is not None else set()
-        oracle_choices.add(expected["node"])
-        ours_tied = tied_best(got)
-        ambiguous = len(oracle_choices) > 1 or (len(ours_tied) > 1 and expected["node"] in ours_tied)
-        if got["node"] == expected["node"]:
-            if ambiguous:
-                found.nodes_tied += 1
-            else:
-                found.nodes_exact += 1
-            continue
-        if ambiguous and got["node"] in oracle_choices | ours_tied:
-            found.nodes_tied += 1
-            diverged = True
-            continue
-        found.problems.append(
-            f"{key}: node {got['node']!r}, oracle {sorted(oracle_choices)} (kubesched totals {got['totals']})"
-        )
-    return found
+    outcomes_path = scenario / OUTCOMES_FILE
+    alternatives = json.loads(outcomes_path.read_text())["pods"] if outcomes_path.is_file() else None
+    return compare_pods(oracle_pods, ours, seen, alternatives)
 
 
 @pytest.mark.parametrize("scenario", scenarios(), ids=lambda path: path.name)
 def test_kubesched_agrees_with_kube_scheduler(scenario: Path) -> None:
     found = compare(scenario, run_kubesched(scenario))
-    assert not found.problems, f"{scenario.name}: " + "\n".join(found.problems)
+    assert not found.problems, f"{scenario.name}: " + "\n".join(found.texts)
     assert found.pods > 0
 
 
@@ -161,20 +90,38 @@ def test_harness_flags_differences_and_accepts_ties(tmp_path: Path) -> None:
         return {"namespace": "d", "name": name, **fields}
 
     agree = [pod("a", "n1", {"n1": 9, "n2": 3}), pod("b", "n1", {}), pod("c", None, {}, "m")]
-    assert compare(tmp_path, agree).problems == []
+    assert compare(tmp_path, agree).texts == []
     assert compare(tmp_path, agree).nodes_exact == 2
 
     wrong = [pod("a", "n2", {"n1": 3, "n2": 9}), pod("b", "n1", {}), pod("c", None, {}, "other")]
-    problems = compare(tmp_path, wrong).problems
+    problems = compare(tmp_path, wrong).texts
     assert len(problems) == 2 and "node 'n2'" in problems[0] and "message" in problems[1]
 
     retried = [pod("a", "n1", {"n1": 9, "n2": 3}), pod("b", "n1", {}), pod("c", None, {}, "m") | {"attempts": 3}]
-    assert compare(tmp_path, retried).problems == ["d/c: 3 attempts, oracle 1"]
+    assert compare(tmp_path, retried).texts == ["d/c: 3 attempts, oracle 1"]
 
     tie_then_other = [pod("a", "n2", {"n1": 9, "n2": 9}), pod("b", "n3", {}), pod("c", None, {}, "m")]
     found = compare(tmp_path, tie_then_other)
-    assert found.problems == [] and found.nodes_tied == 1 and found.nodes_unchecked == 1
+    assert found.texts == [] and found.nodes_tied == 1 and found.nodes_unchecked == 1
 
     (tmp_path / NODES_FILE).write_text(json.dumps({"runs": 2, "nodes": {"d/a": ["n1", "n3"], "d/b": ["n1"]}}))
     seen_by_oracle = [pod("a", "n3", {"n1": 9, "n3": 8}), pod("b", "n1", {}), pod("c", None, {}, "m")]
-    assert compare(tmp_path, seen_by_oracle).problems == []
+    assert compare(tmp_path, seen_by_oracle).texts == []
+    # c's outcome varied over the oracle's runs: either message is accepted, a third one is not.
+    (tmp_path / OUTCOMES_FILE).write_text(
+        json.dumps(
+            {
+                "runs": 2,
+                "pods": {
+                    "d/c": [
+                        {"result": "Unschedulable", "message": "m", "attempts": 1, "runs": 1},
+                        {"result": "Unschedulable", "message": "m2", "attempts": 2, "runs": 1},
+                    ]
+                },
+            }
+        )
+    )
+    varied = [pod("a", "n1", {"n1": 9, "n3": 8}), pod("b", "n1", {}), pod("c", None, {}, "m2") | {"attempts": 2}]
+    assert compare(tmp_path, varied).texts == []
+    other = [pod("a", "n1", {"n1": 9, "n3": 8}), pod("b", "n1", {}), pod("c", None, {}, "m3")]
+    assert [problem.kind for problem in compare(tmp_path, other).problems] == ["message"]

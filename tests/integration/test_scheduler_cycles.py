@@ -176,8 +176,9 @@ def test_plugin_that_raises_gives_error_and_retries_with_backoff(run_async: Runn
         assert bad.result == "Error"
         assert bad.message == 'running "Boom" filter plugin: kaboom'
         assert bad.attempts == 4, "retried until the simulation's attempt cap"
-        # Error backoff 1, 2, 4 s between the four attempts, all in virtual time.
-        assert clock.now() - start == 7.0
+        # Error backoff 1, 2, 4 s between the four attempts, all in virtual time; each ends when the 1 s ordering
+        # window after the one it expires in begins (the clock starts on a whole second): 2 + 3 + 5 s.
+        assert clock.now() - start == 10.0
         assert records.last("good").result == "Scheduled"
         condition = cluster.conditions[bad.pod.uid]
         assert condition["reason"] == "SchedulerError"

@@ -169,16 +169,16 @@ def test_json_lists_every_event_the_run_emitted_in_order(tmp_path: Path, capsys:
     assert code == 0
     events: list[dict[str, Any]] = json.loads(out)["events"]
     seen = [(e["reason"], f"{e['regarding']['namespace']}/{e['regarding']['name']}") for e in events]
-    # huge's attempt asks the policy nothing (urgent's decisions are its own: the policy reads the containers' images,
-    # not their requests), so its cycle ends before miner's and fixer's bindings have their turn on the loop.
+    # Each binding finishes while the next pod's cycle is in flight (after its snapshot): miner's while fixer's
+    # cycle asks the policy, fixer's while huge's runs; urgent binds once its victim is gone.
     assert seen == [
         ("FailedScheduling", "default/urgent"),
         ("Preempted", "batch/low"),
         ("PolicyViolation", "default/miner"),
-        ("BreakGlass", "ops/fixer"),
-        ("FailedScheduling", "default/huge"),
         ("Scheduled", "default/miner"),
+        ("BreakGlass", "ops/fixer"),
         ("Scheduled", "ops/fixer"),
+        ("FailedScheduling", "default/huge"),
         ("Scheduled", "default/urgent"),
     ]
     for event in events:

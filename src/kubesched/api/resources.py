@@ -71,22 +71,23 @@ def _containers_total(pod: Pod, non_zero: bool) -> dict[str, int]:
     return total
 
 
-def pod_requests(pod: Pod, *, non_zero: bool = False) -> dict[str, int]:
+def pod_requests(pod: Pod, *, non_zero: bool = False, pod_level: bool = True) -> dict[str, int]:
     """The pod's effective request per resource, in canonical units (milli-CPU, bytes, counts).
 
     Resources no container or overhead names are absent from the result. With ``non_zero=True``, a container
     lacking a cpu or memory request counts as :data:`DEFAULT_MILLI_CPU_REQUEST` /
     :data:`DEFAULT_MEMORY_REQUEST` (kube-scheduler's ``NonZeroRequested``, used only for scoring); for a pod
-    with pod-level requests only a resource missing at both levels gets those defaults.
+    with pod-level requests only a resource missing at both levels gets those defaults. ``pod_level=False``
+    leaves the pod-level requests out (component-helpers' ``SkipPodLevelResources``).
     """
     spec = pod.spec
-    pod_level = spec.pod_level_requests
-    if not pod_level:
+    pod_level_requests = spec.pod_level_requests if pod_level else None
+    if not pod_level_requests:
         total = _containers_total(pod, non_zero)
     else:
         # The pod-level value replaces the containers' aggregate for its resource.
         total = _containers_total(pod, False)
-        total.update(pod_level)
+        total.update(pod_level_requests)
         if non_zero:
             defaulted = _containers_total(pod, True)
             for name in _NON_ZERO_DEFAULTS:

@@ -41,6 +41,9 @@ class QueuedPodInfo:
 
     pod_info: PodInfo
     timestamp: float
+    # The order in which the queue took the timestamps: it breaks ties between equal ones as a clock that moves
+    # between any two queue steps would (kube-scheduler's does; a virtual clock may stand still).
+    stamp_order: int = 0
     initial_attempt_timestamp: float | None = None
     attempts: int = 0
     unschedulable_count: int = 0

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubesched.errors import json_type_phrase
-from kubesched.policyapi.contract import Decision, PolicyError, undefined_decision
+from kubesched.policyapi.contract import REASON_SEPARATOR, Decision, PolicyError, undefined_decision
 
 BATCH_PACKAGE = "kubesched.batch"
 
@@ -71,7 +71,19 @@ def _reasons(result: Mapping[str, Any]) -> tuple[str, ...]:
             collected.append(str(value))
     # A policy often states one reason under two keys (``reason`` and ``deny``): say it once, in order; an
     # empty reason says nothing (the message falls back to kubesched.policyapi.contract.NO_REASON).
-    return tuple(dict.fromkeys(reason for reason in collected if reason.strip()))
+    unique = list(dict.fromkeys(reason for reason in collected if reason.strip()))
+    # The common Rego shape ``reason := concat("; ", sort(deny))`` states the others again, joined as the message
+    # joins them: "a; b" beside "a" and "b" would read "a; b; a; b".
+    return tuple(reason for reason in unique if not _joins_others(reason, unique))
+
+
+def _joins_others(reason: str, reasons: Sequence[str]) -> bool:
+    """Whether ``reason`` is two or more of the other ``reasons`` joined by the denial's separator."""
+    parts = reason.split(REASON_SEPARATOR)
+    if len(parts) < 2:
+        return False
+    others = {other for other in reasons if other != reason}
+    return all(part.strip() in others for part in parts)
 
 
 def batch_input(

@@ -435,6 +435,10 @@ def digest(document: Mapping[str, Any]) -> str:
 NO_REASON = "denied by policy, no reason given"
 
 
+REASON_SEPARATOR = "; "
+"""What joins a denial's reasons in its message."""
+
+
 def denial_reason(reasons: Sequence[str]) -> str:
     """The text of a denial: its reasons joined, or :data:`NO_REASON` when the policy gave none."""
-    return "; ".join(reasons) or NO_REASON
+    return REASON_SEPARATOR.join(reasons) or NO_REASON

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -85,6 +85,12 @@ def wrapped_slice(slots: IntArray, first: int, count: int) -> IntArray:
     return np.concatenate((slots[first:], slots[: end - n]))
 
 
+def _walked(slots: IntArray, start: int, count: int, slot: int) -> bool:
+    """Whether ``slot`` is among the ``count`` slots a round-robin walk of ``slots`` from ``start`` visits."""
+    where = np.flatnonzero(slots == slot)
+    return bool(len(where)) and (int(where[0]) - start) % len(slots) < count
+
+
 def narrowed_slots_reference(snapshot: Snapshot, names: frozenset[str]) -> IntArray:
     """The reference for :func:`narrowed_slots`: walk the node list, keep the named nodes."""
     kept = [info.slot for info in snapshot.node_infos if info.name in names]
@@ -120,12 +126,19 @@ class ScheduleResult:
     raw_scores: dict[str, IntArray] = field(default_factory=dict)
 
 
+TieBreaker = Callable[[PodInfo, Sequence[str]], str | None]
+"""Chooses the node for a pod among the nodes sharing the highest total (in the order they were scored); None,
+or a name not among them, leaves the choice to the random source. The differential tests
+(``tests/differential``) replay kube-scheduler's own random choices with it."""
+
+
 class ScheduleAlgorithm:
     """Stateful across cycles only through the round-robin start index and the random source."""
 
-    def __init__(self, global_percentage: int, rng: random.Random) -> None:
+    def __init__(self, global_percentage: int, rng: random.Random, tie_breaker: TieBreaker | None = None) -> None:
         self.global_percentage = global_percentage
         self.rng = rng
+        self.tie_breaker = tie_breaker
         self.next_start_node_index = 0
 
     async def schedule_pod(
@@ -155,7 +168,7 @@ class ScheduleAlgorithm:
         totals = outcome.totals
         if not fwk.score_plugins:
             totals = np.ones(len(feasible), dtype=np.int64)
-        chosen = self._select_host(totals)
+        chosen = self._select_host(totals, pod, feasible)
         return ScheduleResult(
             node=feasible.info(chosen).name,
             evaluated_nodes=evaluated,
@@ -167,13 +180,19 @@ class ScheduleAlgorithm:
             raw_scores=outcome.raw,
         )
 
-    def _select_host(self, totals: IntArray) -> int:
-        """Index of a highest total; ties broken uniformly at random (kube-scheduler's reservoir)."""
+    def _select_host(self, totals: IntArray, pod: PodInfo, feasible: NodeBatch) -> int:
+        """Index of a highest total; ties broken uniformly at random (kube-scheduler's reservoir), or by the
+        tie breaker when there is one."""
         # The ufunc reduction and ndarray.nonzero directly: ndarray.max and np.flatnonzero wrap them in Python.
         best = _highest(totals)
         tied = (totals == best).nonzero()[0]
         if len(tied) == 1:
             return int(tied[0])
+        if self.tie_breaker is not None:
+            names = [feasible.info(int(index)).name for index in tied]
+            choice = self.tie_breaker(pod, names)
+            if choice in names:
+                return int(tied[names.index(choice)])
         return int(tied[self.rng.randrange(len(tied))])
 
     async def _find_nodes_that_fit(
@@ -226,23 +245,38 @@ class ScheduleAlgorithm:
     ) -> tuple[NodeBatch, Diagnosis, int]:
         all_nodes = snapshot.node_infos
         nominated = pod.pod.status.nominated_node_name
+        # The nominated node when it failed: evaluated first whatever the PreFilter result says, and its status
+        # kept in the diagnosis even where the search below does not reach it (upstream's evaluateNominatedNode).
+        nominated_rejected: NodeInfo | None = None
         if nominated:
             nominated_info = snapshot.get(nominated)
-            allowed = pre.result is None or pre.result.node_names is None or nominated in pre.result.node_names
-            if nominated_info is not None and allowed:
+            if nominated_info is not None:
                 status = await self._filter_one(fwk, state, pod, snapshot, nominated_info, nominated_nodes)
                 if status is None:
                     return NodeBatch(snapshot.table, np.asarray([nominated_info.slot], dtype=np.int64)), diagnosis, 1
                 if status.code is Code.ERROR:
                     raise SchedulingError(status)
+                diagnosis.node_to_status[nominated] = status
+                if status.code is Code.PENDING:
+                    diagnosis.pending_plugins.add(status.plugin)
+                else:
+                    diagnosis.unschedulable_plugins.add(status.plugin)
+                nominated_rejected = nominated_info
 
         if pre.result is not None and pre.result.node_names is not None:
             candidate_slots = narrowed_slots(snapshot, pre.result.node_names)
+            # Upstream names the set its diagnosis shares with the PreFilter result: the narrowing plugins and,
+            # by then, whichever plugin rejected the nominated node.
+            named = set(pre.narrowed_by)
+            if nominated_rejected is not None:
+                named.add(diagnosis.node_to_status[nominated_rejected.name].plugin)
             diagnosis.absent_nodes_status = Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.narrowed_by))}]",
+                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(named))}]",
             )
-            diagnosis.absent_node_count = len(all_nodes) - len(candidate_slots)
+            # A nominated node left out has its own status: it is not absent from the diagnosis.
+            outside = nominated_rejected is not None and nominated_rejected.name not in pre.result.node_names
+            diagnosis.absent_node_count = len(all_nodes) - len(candidate_slots) - int(outside)
         else:
             candidate_slots = snapshot.slots
         n = len(candidate_slots)
@@ -327,7 +361,12 @@ class ScheduleAlgorithm:
                         diagnosis.unschedulable_plugins.add(status.plugin)
             processed += cut
             position += chunk
-        self.next_start_node_index = (start + processed) % len(all_nodes)
+        if nominated_rejected is not None and not _walked(candidate_slots, start, processed, nominated_rejected.slot):
+            # Upstream moves the start on by every node with a status, the nominated one included.
+            processed_with_nominated = processed + 1
+        else:
+            processed_with_nominated = processed
+        self.next_start_node_index = (start + processed_with_nominated) % len(all_nodes)
         feasible_slots = feasible[0] if len(feasible) == 1 else np.concatenate(feasible) if feasible else _NO_SLOTS
         return NodeBatch(table, feasible_slots), diagnosis, processed
 
@@ -359,32 +398,51 @@ class ScheduleAlgorithm:
         status_ids: IntArray,
         nominated_slots: IntArray,
     ) -> IntArray:
-        """Nodes with nominated pods that passed the batch are filtered again with those pods added: the first
-        pass of the two-pass filter (the second, as the node is, is what the batch did), in columns when the
-        plugins allow it, else node by node."""
-        rows = np.flatnonzero(np.isin(batch.slots, nominated_slots) & (status_ids == 0))
+        """Nodes with nominated pods to add are filtered again with those pods added: the first pass of the
+        two-pass filter, whose rejection is the node's status whatever the second pass (as the node is, what
+        the batch did) says. Nodes that passed the batch go in columns when the plugins allow it, else node by
+        node; nodes it rejected go node by node through both passes (a nominated pod can add reasons, or make an
+        earlier plugin reject the node)."""
+        rows = np.flatnonzero(np.isin(batch.slots, nominated_slots))
         if not len(rows):
             return status_ids
         infos = batch.table.infos
         checked: list[int] = []
         added: list[list[PodInfo]] = []
+        rejected: list[int] = []
         for row, slot in zip(rows.tolist(), batch.slots[rows].tolist(), strict=True):
             info = infos[slot]
             others = fwk.nominated_pods_to_add(pod, info.name) if info is not None else []
-            if others:
+            if not others:
+                continue
+            if status_ids[row]:
+                rejected.append(row)
+            else:
                 checked.append(row)
                 added.append(others)
-        if not checked:
+        if not checked and not rejected:
             return status_ids
-        checked_slots = batch.slots[checked]
-        verdicts = fwk.run_filter_batch_with_added_pods(state, pod, NodeBatch(batch.table, checked_slots), added)
-        if verdicts is None:
-            verdicts = [
-                fwk.run_filter_plugins_with_nominated_pods(state, pod, cast(NodeInfo, infos[slot]), passes_as_is=True)
-                for slot in checked_slots.tolist()
-            ]
+        verdicts: list[Status | None] | None = []
+        if checked:
+            checked_slots = batch.slots[checked]
+            verdicts = fwk.run_filter_batch_with_added_pods(state, pod, NodeBatch(batch.table, checked_slots), added)
+            if verdicts is None:
+                verdicts = [
+                    fwk.run_filter_plugins_with_nominated_pods(
+                        state, pod, cast(NodeInfo, infos[slot]), passes_as_is=True
+                    )
+                    for slot in checked_slots.tolist()
+                ]
+        rows_checked = checked + rejected
+        verdicts = [
+            *(verdicts or []),
+            *(
+                fwk.run_filter_plugins_with_nominated_pods(state, pod, cast(NodeInfo, infos[slot]))
+                for slot in batch.slots[rejected].tolist()
+            ),
+        ]
         status_ids = status_ids.copy()
-        for row, status in zip(checked, verdicts, strict=True):
+        for row, status in zip(rows_checked, verdicts, strict=True):
             if status is None:
                 continue
             if status.code is Code.ERROR:

@@ -86,9 +86,11 @@ class EventHandlers:
             return
         pod_info = PodInfo(pod)
         self.pending[pod_info.uid] = pod
-        if pod.status.nominated_node_name:
-            self.nominator.add_nominated_pod(pod_info, pod.status.nominated_node_name)
         self.queue.add(pod_info)
+        # As kube-scheduler's queue: a new pod's nomination counts once the pod enters activeQ; one held at
+        # PreEnqueue (scheduling gates) reserves nothing on its nominated node.
+        if pod.status.nominated_node_name and not self.queue.is_gated(pod_info.uid):
+            self.nominator.add_nominated_pod(pod_info, pod.status.nominated_node_name)
 
     def on_pod_update(self, old: Pod, new: Pod) -> None:
         # A pod that finishes leaves kube-scheduler's informer (its field selector excludes terminal phases):

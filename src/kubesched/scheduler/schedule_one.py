@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kubesched.api.objects import Pod
@@ -95,6 +95,11 @@ class ScheduleOne:
         # A simulation has to end: after this many attempts a pod is left where it is (None = never give up).
         self.max_attempts: int | None = None
         self.attempt_latencies: list[float] | None = None  # wall time of each scheduling cycle, when measured
+        # Awaited once the cycle's snapshot is taken: a simulation lets the background work of earlier cycles
+        # (binding, evicting preemption victims) finish there. kube-scheduler's informers deliver what that work
+        # writes while the next pods are being scheduled: the cycle does not see it, but its events count as
+        # having happened while the pod was in flight (Scheduler.run_until_idle).
+        self.after_snapshot: Callable[[], Awaitable[None]] | None = None
 
     # ---- the scheduling cycle ----------------------------------------------------------------
 
@@ -125,6 +130,8 @@ class ScheduleOne:
             self.queue.done(uid)
             return
         self.cache.update_snapshot(self.snapshot)
+        if self.after_snapshot is not None:
+            await self.after_snapshot()
         state = CycleState()
         attempt = _Attempt(
             qpi, fwk, self.queue.scheduling_cycle, state, {Phase.QUEUED: qpi.timestamp}, started_at=started_at

@@ -46,7 +46,7 @@ from kubesched.framework.types import PodInfo
 from kubesched.policy.clients import policy_services
 from kubesched.policyapi.contract import POLICY_ENGINE_SERVICE, PolicyClient, PolicyEngineSpec, PolicyError
 from kubesched.scheduler.admission import BindingAdmission
-from kubesched.scheduler.algorithm import ScheduleAlgorithm
+from kubesched.scheduler.algorithm import ScheduleAlgorithm, TieBreaker
 from kubesched.scheduler.cache.cache import Cache
 from kubesched.scheduler.diagnosis import TARGET_NODES
 from kubesched.scheduler.event_handlers import EventHandlers
@@ -80,9 +80,11 @@ class Scheduler:
         services: Services | None = None,
         metrics: SchedulerMetrics | None = None,
         targets: str = TARGET_NODES,
+        tie_breaker: TieBreaker | None = None,
     ) -> None:
         """``targets``: :data:`~kubesched.scheduler.diagnosis.TARGET_CLUSTERS` when the backend's nodes are
-        member clusters (the messages then say "0/3 clusters are available")."""
+        member clusters (the messages then say "0/3 clusters are available"); ``tie_breaker``: chooses among
+        equally-scored nodes instead of the seeded random source (:data:`~kubesched.scheduler.algorithm.TieBreaker`)."""
         self.config = config
         self.metrics = metrics
         if metrics is not None:
@@ -146,7 +148,7 @@ class Scheduler:
             frameworks=self.frameworks,
             backend=backend,
             clock=clock,
-            algorithm=ScheduleAlgorithm(config.percentage_of_nodes_to_score, random.Random(seed)),
+            algorithm=ScheduleAlgorithm(config.percentage_of_nodes_to_score, random.Random(seed), tie_breaker),
             pending=self.pending,
             waiting_pods=self.waiting_pods,
             observer=observer,
@@ -289,7 +291,21 @@ class Scheduler:
             self.cycles.admission.on_room = None
 
     async def run_until_idle(self, clock: VirtualClock, *, yield_every: int = 64) -> None:
-        """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer."""
+        """Simulation: schedule until nothing can make progress, jumping virtual time to the next timer.
+
+        The binding cycles and preemptions each scheduling cycle starts run while the next cycle is in flight,
+        after its snapshot was taken (:attr:`ScheduleOne.after_snapshot`): that cycle does not see what they
+        write, the one after does, and their events meet the next pod in flight, as kube-scheduler's API calls
+        and informers take about one cycle to come back (docs/reference/compatibility.md). Not so in the cluster
+        plane (``targets`` clusters): member clusters answer a commit in their own time, several at once."""
+        if self.cycles.targets == TARGET_NODES:
+            self.cycles.after_snapshot = self.settle
+        try:
+            await self._run_until_idle(clock, yield_every)
+        finally:
+            self.cycles.after_snapshot = None
+
+    async def _run_until_idle(self, clock: VirtualClock, yield_every: int) -> None:
         while True:
             count = 0
             while await self.schedule_next():

@@ -28,6 +28,7 @@ from kubesched.framework.runtime.services import Services
 from kubesched.framework.types import PodInfo
 from kubesched.policy.clients import policy_services
 from kubesched.run_async import run_returning
+from kubesched.scheduler.algorithm import TieBreaker
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.results import (
     SCHEDULING_GATED,
@@ -90,6 +91,7 @@ def simulate(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     observers: Sequence[AttemptObserver] = (),
     start_time: float | None = None,
+    tie_breaker: TieBreaker | None = None,
 ) -> SimulationReport:
     return run_returning(
         simulate_async(
@@ -101,6 +103,7 @@ def simulate(
             max_attempts=max_attempts,
             observers=observers,
             start_time=start_time,
+            tie_breaker=tie_breaker,
         )
     )
 
@@ -115,6 +118,7 @@ async def simulate_async(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     observers: Sequence[AttemptObserver] = (),
     start_time: float | None = None,
+    tie_breaker: TieBreaker | None = None,
 ) -> SimulationReport:
     """``observers`` (the audit trail) see every attempt too, after the report's own collector. Virtual time
     starts at ``start_time`` (seconds since the epoch), by default now: audit records, events and the
@@ -122,7 +126,10 @@ async def simulate_async(
 
     With MemberClusters or cluster profiles (:mod:`kubesched.federation.plane`) the run has two planes, each
     its own scheduler on its own virtual clock from the same start: the node plane (the node profiles, the
-    hub's nodes) first, then the cluster plane (the cluster profiles, one super node per member)."""
+    hub's nodes) first, then the cluster plane (the cluster profiles, one super node per member).
+
+    ``tie_breaker`` chooses the node plane's node among equally-scored ones instead of the seeded random
+    source (:data:`~kubesched.scheduler.algorithm.TieBreaker`)."""
     start = time.time() if start_time is None else start_time
     cluster_names = cluster_profiles(config)
     node_manifests, plane = split_planes(manifests, cluster_names)
@@ -144,7 +151,14 @@ async def simulate_async(
             clock, node_manifests.nodes, node_manifests.pods, listers=Listers.from_objects(node_manifests)
         )
         scheduler = Scheduler(
-            node_config, registry, cluster, clock=clock, seed=seed, use_batch=use_batch, observer=observer
+            node_config,
+            registry,
+            cluster,
+            clock=clock,
+            seed=seed,
+            use_batch=use_batch,
+            observer=observer,
+            tie_breaker=tie_breaker,
         )
         await _run_plane(scheduler, cluster, clock, collector, max_attempts)
         report.cluster = cluster

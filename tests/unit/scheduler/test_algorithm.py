@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -380,3 +381,31 @@ def test_batch_filter_statuses_equal_the_per_node_path_and_leave_the_plugins_cod
         assert outcome.error is None
         assert [outcome.status_of(i) for i in range(len(batch))] == per_node == expected
     assert all((CODES[name][0] == codes).all() for name, codes in kept.items()), "a plugin's codes were written"
+
+
+def test_a_tie_breaker_chooses_among_the_tied_nodes_only() -> None:
+    """Three identical nodes tie; the tie breaker sees them all, and its answer is taken when it names one of
+    them. An answer naming no tied node (or None) leaves the choice to the seeded random source."""
+    REJECTED.clear()
+    cache, snapshot = make_cluster(
+        [make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods=10).obj() for i in range(3)]
+    )
+    fwk = _framework(PluginHandle(cache))
+    asked: list[tuple[str, list[str]]] = []
+    answers = {"a": "n2", "b": "elsewhere"}
+
+    def tie_breaker(pod: PodInfo, tied: Sequence[str]) -> str | None:
+        asked.append((pod.name, list(tied)))
+        return answers.get(pod.name)
+
+    chosen = {}
+    for name in ("a", "b", "c"):
+        algorithm = ScheduleAlgorithm(0, random.Random(0), tie_breaker)
+        pod = PodInfo(make_pod(name).obj())
+        chosen[name] = asyncio.run(algorithm.schedule_pod(fwk, CycleState(), pod, snapshot, frozenset())).node
+    unbroken = ScheduleAlgorithm(0, random.Random(0))
+    seeded = asyncio.run(unbroken.schedule_pod(fwk, CycleState(), PodInfo(make_pod("b").obj()), snapshot, frozenset()))
+    assert [sorted(tied) for _, tied in asked] == [["n0", "n1", "n2"]] * 3
+    assert seeded.node != "n2"  # so that "a" placed on n2 is the tie breaker's doing
+    assert chosen["a"] == "n2"
+    assert chosen["b"] == chosen["c"] == seeded.node

@@ -129,10 +129,13 @@ def workload() -> list[Pod]:
     ]
 
 
+START = 1_700_000_000.0  # VirtualClock's default start, a whole second
+
+
 async def simulate(
     metrics: SchedulerMetrics, pods: list[Pod], nodes: list[Any], config: SchedulerConfiguration | None = None
 ) -> tuple[Scheduler, SimulatedCluster, VirtualClock, Records]:
-    clock = VirtualClock()
+    clock = VirtualClock(START)
     cluster = SimulatedCluster(clock, nodes, pods)
     records = Records()
     cfg = config if config is not None else two_profiles()
@@ -193,8 +196,10 @@ def test_attempts_queue_and_cache_from_a_simulation(run_async: Runner) -> None:
             assert value(reg, "scheduler_goroutines", operation="binding") == 0
 
             # A node big fits on: NodeAdd moves it to activeQ (its 1 s backoff is long over) and it binds
-            # on its 2nd attempt, 100 virtual seconds after it first entered the queue.
-            clock.advance_to(clock.now() + 93)
+            # on its 2nd attempt, 100 virtual seconds after it first entered the queue. boom's error backoffs
+            # (1, 2 and 4 s) each ended with the next 1 s ordering window: the run so far took 10 s.
+            assert clock.now() == START + 10
+            clock.advance_to(clock.now() + 90)
             cluster.add_node(node("n3", cpu="8"))
             await scheduler.run_until_idle(clock)
             assert attempts("scheduled", DEFAULT) == 4
@@ -226,8 +231,9 @@ def test_extension_point_and_plugin_durations(run_async: Runner) -> None:
         def points(extension_point: str, status: str, profile: str = DEFAULT) -> float:
             return value(reg, point, extension_point=extension_point, status=status, profile=profile)
 
-        # PreEnqueue: every pod added, by its profile; SchedulingGates holds the gated one.
-        assert points("PreEnqueue", "Success") == 5 and points("PreEnqueue", "Success", BIN_PACKING) == 2
+        # PreEnqueue: every pod added, by its profile, and every move into backoffQ (boom's 3 error retries, as
+        # upstream's moveToBackoffQ runs the plugins); SchedulingGates holds the gated one.
+        assert points("PreEnqueue", "Success") == 5 + 3 and points("PreEnqueue", "Success", BIN_PACKING) == 2
         assert points("PreEnqueue", "UnschedulableAndUnresolvable") == 1
         # Filter: once per cycle (3 a's, big, 4 x boom), Error only when the search ends in one.
         assert points("PreFilter", "Success") == 8

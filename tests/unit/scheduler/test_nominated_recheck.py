@@ -173,3 +173,44 @@ def test_plugins_that_ignore_node_pods_register_no_pod_event_and_no_prefilter_ex
             assert not (event.resource in pod_resources and event.action & (ActionType.ADD | ActionType.DELETE)), name
         if isinstance(plugin, PreFilterPlugin):
             assert plugin.pre_filter_extensions() is None, name
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    nodes=st.lists(NODE, min_size=1, max_size=5),
+    running=st.lists(POD, max_size=8),
+    nominated=st.lists(POD, max_size=8),
+    incoming=POD,
+    use_batch=st.booleans(),
+)
+# The node fails as it is (too little cpu for 2500m: 2000m taken of 4 cores); with the nominated 1500m pod
+# added it fails for pods too. kube-scheduler reports the first pass's status: both reasons.
+@example(nodes=[(4, 2, False)], running=[(0, 2000, 0, 0)], nominated=[(0, 1500, 4, 0)], incoming=(0, 2500, 0, 0),
+         use_batch=True)  # fmt: skip
+def test_a_node_with_nominated_pods_has_the_status_of_upstreams_two_pass_filter(
+    nodes: list[tuple[int, int, bool]],
+    running: list[tuple[int, int, int, int]],
+    nominated: list[tuple[int, int, int, int]],
+    incoming: tuple[int, int, int, int],
+    use_batch: bool,
+) -> None:
+    """Every node's status in the node search is what the per-node two-pass filter gives it (the first pass, with
+    the nominated pods of at least the pod's priority, decides whenever it rejects), also for nodes that fail as
+    they are: a nominated pod can add a reason to theirs."""
+    fwk, snapshot = _setup(nodes, running, nominated, False, use_batch=use_batch)
+    pod = _pod("incoming", incoming[1], incoming[2], incoming[3])
+    nominated_nodes = frozenset(f"n{index % len(nodes)}" for index, *_ in nominated)
+    state = CycleState()
+    assert fwk.run_pre_filter(state, pod, snapshot.node_infos).status is None
+    expected = {}
+    for info in snapshot.node_infos:
+        status = fwk.run_filter_plugins_with_nominated_pods(state, pod, info)
+        if status is not None:
+            expected[info.name] = (status.plugin, status.code, status.reasons)
+    algorithm = ScheduleAlgorithm(100, random.Random(0))
+    try:
+        result = asyncio.run(algorithm.schedule_pod(fwk, CycleState(), pod, snapshot, nominated_nodes))
+        statuses = dict(result.node_to_status)
+    except FitError as err:
+        statuses = dict(err.diagnosis.node_to_status)
+    assert {name: (s.plugin, s.code, s.reasons) for name, s in statuses.items()} == expected

@@ -23,7 +23,7 @@ from kubesched.testing.builders import make_pod
 def priority_less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     if a.pod_info.priority != b.pod_info.priority:
         return a.pod_info.priority > b.pod_info.priority
-    return a.timestamp < b.timestamp
+    return (a.timestamp, a.stamp_order) < (b.timestamp, b.stamp_order)
 
 
 def pod(name: str, priority: int = 0, gates: tuple[str, ...] = ()) -> PodInfo:
@@ -167,8 +167,11 @@ def test_error_backoff_not_popped_early_and_released_after_expiry() -> None:
     assert qpi is not None
     queue.add_unschedulable_if_not_present(qpi, rejected_by=(), pending=(), error=True)
     assert queue.pop() is None
-    assert queue.next_backoff_expiry() == pytest.approx(clock.now() + 1.0)
-    clock.advance(1.0)
+    # Its 1 s backoff ends in the window starting 1 s from now; it is released when the next window begins.
+    assert queue.next_backoff_expiry() == pytest.approx(clock.now() + 2.0)
+    clock.advance(1.5)
+    assert queue.pop() is None
+    clock.advance(0.5)
     again = queue.pop()
     assert again is not None and again.consecutive_errors_count == 1
 
@@ -275,3 +278,78 @@ def test_events_are_replayed_to_exactly_the_attempts_in_flight_when_they_happene
             queue.done(popped[name].pod_info.uid)
     queue.add_unschedulable_if_not_present(popped[failing], rejected_by={"P"}, pending=(), error=False)
     assert (queue.counts().backoff, queue.counts().unschedulable) == ((1, 0) if replayed else (0, 1))
+
+
+def test_a_pod_leaving_the_unschedulable_pool_passes_pre_enqueue_again() -> None:
+    """Upstream's moveToActiveQ and moveToBackoffQ run the PreEnqueue plugins: a preemptor requeued while its
+    preemption is still being carried out (DefaultPreemption's PreEnqueue) is held back, and the next event its
+    rejecting plugin's hint queues it for lets it go once PreEnqueue admits it."""
+    clock = VirtualClock()
+    preempting: set[str] = set()
+
+    def pre_enqueue(pod_info: PodInfo) -> Status | None:
+        if pod_info.uid in preempting:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting", plugin="DefaultPreemption")
+        return None
+
+    hints: dict[str, list[ClusterEventWithHint] | None] = {
+        "NodeResourcesFit": [ClusterEventWithHint(ASSIGNED_POD_DELETE)],
+        "DefaultPreemption": [ClusterEventWithHint(ASSIGNED_POD_DELETE, lambda *_: QueueingHint.SKIP)],
+    }
+    queue = SchedulingQueue(priority_less, clock, pre_enqueue=pre_enqueue, hints_for=lambda _pod: hints)
+    info = pod("preemptor")
+    queue.add(info)
+    qpi = queue.pop()
+    assert qpi is not None
+    preempting.add(info.uid)
+    queue.on_event(ASSIGNED_POD_DELETE)  # the first victim goes while the attempt is in flight
+    queue.add_unschedulable_if_not_present(qpi, rejected_by={"NodeResourcesFit"}, pending=(), error=False)
+    assert queue.counts().gated == 1 and queue.pop() is None, "held back: its preemption is still running"
+    queue.on_event(ASSIGNED_POD_DELETE)
+    assert queue.counts().gated == 1, "still running: PreEnqueue holds it again"
+    preempting.clear()
+    queue.on_event(ASSIGNED_POD_DELETE)  # the last victim: NodeResourcesFit's hint queues it, PreEnqueue admits
+    assert queue.counts().gated == 0 and queue.counts().backoff == 1
+    again = queue.pop()
+    assert again is not None and again.attempts == 2
+
+
+def test_backoff_q_pops_a_window_s_pods_in_active_q_order() -> None:
+    """Backoff expiries are aligned to 1 s windows and, within one, pods leave in activeQ's order (priority, then
+    arrival), as kube-scheduler's backoffQ does with SchedulerPopFromBackoffQ: the high-priority pod that failed
+    last is popped first once activeQ is empty."""
+    clock = VirtualClock(1000.25)
+    queue = new_queue(clock, {"P": [ClusterEventWithHint(NODE_ADD)]})
+    for name, priority in (("low", 1), ("high", 100)):
+        queue.add(pod(name, priority))
+    popped = []
+    for _ in range(2):
+        qpi = queue.pop()
+        assert qpi is not None
+        popped.append(qpi)
+    for qpi in reversed(popped):  # high's attempt ends after low's
+        clock.advance(0.1)
+        queue.add_unschedulable_if_not_present(qpi, rejected_by={"P"}, pending=(), error=False)
+    queue.on_event(NODE_ADD)
+    assert queue.counts().backoff == 2
+    assert [qpi.pod_info.name for qpi in (queue.pop(), queue.pop()) if qpi is not None] == ["high", "low"]
+
+
+def test_pods_failing_at_the_same_clock_time_leave_backoff_q_in_the_order_they_failed() -> None:
+    """A virtual clock that stands still: "first" fails before "second", but an event moves "second" back first.
+    kube-scheduler's clock moves between the two failures, so activeQ's order (priority, then the time of the
+    failure) puts "first" ahead in backoffQ's window; the order the events moved them must not decide."""
+    clock = VirtualClock(1000.25)
+    queue = new_queue(
+        clock, {"First": [ClusterEventWithHint(NODE_ADD)], "Second": [ClusterEventWithHint(ASSIGNED_POD_ADD)]}
+    )
+    for name in ("first", "second"):
+        queue.add(pod(name, 5))
+    for plugin in ("First", "Second"):
+        qpi = queue.pop()
+        assert qpi is not None
+        queue.add_unschedulable_if_not_present(qpi, rejected_by={plugin}, pending=(), error=False)
+    queue.on_event(ASSIGNED_POD_ADD)  # moves "second"
+    queue.on_event(NODE_ADD)  # moves "first"
+    assert queue.counts().backoff == 2
+    assert [qpi.pod_info.name for qpi in (queue.pop(), queue.pop()) if qpi is not None] == ["first", "second"]

@@ -1,6 +1,8 @@
 """activeQ ordered by PrioritySort's sort key pops pods in exactly the order its ``less`` gives, through adds
 at any time, pops and updates that keep or change the pod's place: checked against a model that picks, at
-every pop, the least waiting pod by ``less`` (ties by when it last took its place)."""
+every pop, the least waiting pod by ``less``. Pods added at the same clock time are not tied: the queue's
+timestamps grow with every pod it takes in, as kube-scheduler's clock does between two adds, so the model breaks
+equal times by the order of the adds, whatever updates came since."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ operations = st.lists(
 def _run(ops: list[tuple[str, float]], model: bool) -> list[str]:
     clock = VirtualClock()
     queue = SchedulingQueue(SORT.less, clock, sort_key=SORT.sort_key)
-    waiting: dict[str, tuple[QueuedPodInfo, int]] = {}  # the model: uid -> (pod, when it took its place)
+    waiting: dict[str, tuple[QueuedPodInfo, int]] = {}  # the model: uid -> (pod, its place among the adds)
     arrivals = iter(range(10**6))
     pods: list[PodInfo] = []
     popped: list[str] = []
@@ -78,10 +80,7 @@ def _run(ops: list[tuple[str, float]], model: bool) -> list[str]:
             if not model:
                 queue.update(info)
             elif info.uid in waiting:
-                qpi, arrival = waiting[info.uid]
-                moved = qpi.pod_info.priority != info.priority
-                qpi.pod_info = info
-                waiting[info.uid] = (qpi, next(arrivals) if moved else arrival)
+                waiting[info.uid][0].pod_info = info
     while (name := pop()) != "-":
         popped.append(name)
     return popped

@@ -410,7 +410,7 @@ class Framework(ContextHandle):
         except Exception:
             # A broken QueueSort must not break the queue's heap: fall back to arrival order.
             log.exception("QueueSort plugin %s failed; ordering by arrival", self.queue_sort.name)
-            return a.timestamp < b.timestamp
+            return (a.timestamp, a.stamp_order) < (b.timestamp, b.stamp_order)
 
     # ---- scheduling cycle --------------------------------------------------------------------
 

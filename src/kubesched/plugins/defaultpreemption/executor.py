@@ -11,8 +11,10 @@ work through the Handle and returns at once, so the cycle does no I/O. The spawn
 3. on any failure logs it and activates the preemptor, so that it is retried at once rather than waiting
    in the unschedulable pool for an event that will not come. Nothing is raised into the scheduler.
 
-While the work runs the preemptor is "preempting": DefaultPreemption's PreEnqueue keeps it out of activeQ
-until the eviction of its last victim has been sent (upstream's ``IsPodRunningPreemption``).
+While the work runs the preemptor is "preempting": DefaultPreemption's PreEnqueue keeps it out of activeQ and
+backoffQ (upstream's ``IsPodRunningPreemption``) until its evictions are about to be made, so that their deletions
+find it free and requeue it; with one victim and no nomination to clear that is at once, as upstream's goroutine
+starts with it.
 """
 
 from __future__ import annotations
@@ -45,13 +47,13 @@ class Executor:
     def __init__(self, handle: Handle, plugin_name: str) -> None:
         self.handle = handle
         self.plugin_name = plugin_name
-        # Preemptors whose eviction work is running; those whose last victim's eviction has been sent.
+        # Preemptors whose eviction work is running; those of them no longer held back.
         self._preempting: set[str] = set()
-        self._last_victim_sent: set[str] = set()
+        self._let_go: set[str] = set()
 
     def is_pod_running_preemption(self, uid: str) -> bool:
-        """Whether the pod's preemption is still under way: started and its last eviction not yet sent."""
-        return uid in self._preempting and uid not in self._last_victim_sent
+        """Whether the pod's preemption is still under way: started and its evictions not yet being made."""
+        return uid in self._preempting and uid not in self._let_go
 
     def prepare_candidate_async(self, candidate: Candidate, preemptor: PodInfo) -> None:
         """Start evicting ``candidate``'s victims for ``preemptor`` (module doc); returns at once."""
@@ -66,6 +68,10 @@ class Executor:
             if other.priority < preemptor.priority
         ]
         self._preempting.add(preemptor.uid)
+        if not lower and len(victims) == 1:
+            # Upstream's goroutine stops holding the preemptor back before the last eviction, and here that is
+            # its first step: done before the cycle's failure handler requeues the pod, as it is there.
+            self._let_go.add(preemptor.uid)
         self.handle.spawn(self._evict(candidate.name, preemptor, victims, lower))
 
     async def _evict(self, node_name: str, preemptor: PodInfo, victims: list[PodInfo], lower: list[PodInfo]) -> None:
@@ -78,6 +84,12 @@ class Executor:
                     # Not critical for this preemption: the pod keeps a nomination it may not fit.
                     log.warning("cannot clear the nominated node of %s on %s: %s", pod.key, node_name, error)
                     failed = True
+            # An informer brings an eviction back after its call returned, and upstream's goroutine stops holding
+            # the preemptor as the first calls return: the preemptor is free by the time their deletions reach the
+            # queue, which requeues it (kube-scheduler relies on that for the last victim, and in practice gets it
+            # for all). A client may notify before its call returns (the simulated cluster's does), so the hold
+            # ends before the calls are made.
+            self._let_go.add(preemptor.uid)
             *first, last = victims
             if first:
                 outcomes = await asyncio.gather(
@@ -90,7 +102,6 @@ class Executor:
                     # Retrying sooner beats evicting the last victim for a node that is not freed anyway.
                     failed = True
                     return
-            self._last_victim_sent.add(preemptor.uid)
             try:
                 await self._preempt_pod(node_name, preemptor, last)
             except Exception as error:  # any failure costs this preemption, never the scheduler
@@ -98,7 +109,7 @@ class Executor:
                 failed = True
         finally:
             self._preempting.discard(preemptor.uid)
-            self._last_victim_sent.discard(preemptor.uid)
+            self._let_go.discard(preemptor.uid)
             if failed:
                 self.handle.activate([preemptor.pod])
 

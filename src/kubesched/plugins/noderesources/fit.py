@@ -225,7 +225,10 @@ class Fit:
         self._ignored_resources = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
         strategy = args.scoring_strategy
-        self.scorer = ResourceAllocationScorer(strategy.resources, build_strategy(strategy), use_requested=False)
+        # Without pod-level requests, as kube-scheduler v1.35 builds this plugin's scorer (resource_allocation).
+        self.scorer = ResourceAllocationScorer(
+            strategy.resources, build_strategy(strategy), use_requested=False, pod_level_resources=False
+        )
         self._failures = ColumnCache()  # per recurring request, each node's failure key, kept across cycles
 
     @property

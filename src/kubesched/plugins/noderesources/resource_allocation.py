@@ -6,6 +6,10 @@ vectors into a score (kube-scheduler's ``resourceAllocationScorer``):
 
 - NodeResourcesFit counts cpu and memory of existing pods with the non-zero defaults (NonZeroRequested)
   and the incoming pod's non-zero cpu/memory; BalancedAllocation uses the real requests (``use_requested``).
+- The incoming pod's pod-level requests (``spec.resources``) count for BalancedAllocation only: kube-scheduler
+  v1.35 builds NodeResourcesFit's scorer without the PodLevelResources feature, so its score reads the
+  containers' aggregate (``pod_level_resources``; the existing pods' NonZeroRequested includes pod-level values
+  for both, and NodeResourcesFit's Filter reads them too).
 - A scalar resource the pod does not request, a resource the node lacks and any resource whose allocatable
   is 0 are left out of the score (both amounts become 0 and strategies skip them).
 
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kubesched.api.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
 from kubesched.framework.interface import MAX_NODE_SCORE
 from kubesched.framework.node_table import IntArray, NodeBatch
 from kubesched.framework.slot_values import ColumnCache
@@ -275,10 +280,18 @@ _VECTOR_SCORES_KEPT = 4096
 class ResourceAllocationScorer:
     """Reads per-resource (allocatable, requested) for a pod and node(s) and applies a strategy."""
 
-    def __init__(self, resources: Sequence[ResourceSpec], strategy: Strategy, *, use_requested: bool) -> None:
+    def __init__(
+        self,
+        resources: Sequence[ResourceSpec],
+        strategy: Strategy,
+        *,
+        use_requested: bool,
+        pod_level_resources: bool = True,
+    ) -> None:
         self.resources = tuple(ScoredResource(r.name, resource_kind(r.name), r.weight) for r in resources)
         self.strategy = strategy
         self.use_requested = use_requested
+        self.pod_level_resources = pod_level_resources
         self._scores = ColumnCache()
         # A score depends on the node's (requested, allocatable) vectors alone, and a cluster has few distinct
         # ones (nodes of a few machine types holding a few pod sizes): the per-slot path looks them up.
@@ -288,6 +301,8 @@ class ResourceAllocationScorer:
 
     def pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
         """The pod's request per configured resource (non-zero cpu/memory unless ``use_requested``)."""
+        if not self.pod_level_resources and pod.pod.spec.pod_level_requests:
+            return self._container_requests(pod)
         if self._cpu_then_memory:  # the loop below for the default resources, unrolled (PreScore, every pod)
             if self.use_requested:
                 return (pod.request.milli_cpu, pod.request.memory)
@@ -300,6 +315,20 @@ class ResourceAllocationScorer:
                 requests.append(pod.non_zero_memory)
             else:
                 requests.append(pod.request.get(resource.name))
+        return tuple(requests)
+
+    def _container_requests(self, pod: PodInfo) -> tuple[int, ...]:
+        """:meth:`pod_requests` of a pod with pod-level requests, from its containers alone (module doc)."""
+        non_zero = not self.use_requested
+        aggregate = pod_requests(pod.pod, non_zero=non_zero, pod_level=False)
+        requests: list[int] = []
+        for resource in self.resources:
+            if non_zero and resource.kind is ResourceKind.CPU:
+                requests.append(aggregate.get(resource.name, DEFAULT_MILLI_CPU_REQUEST))
+            elif non_zero and resource.kind is ResourceKind.MEMORY:
+                requests.append(aggregate.get(resource.name, DEFAULT_MEMORY_REQUEST))
+            else:
+                requests.append(aggregate.get(resource.name, 0))
         return tuple(requests)
 
     def node_vectors(self, info: NodeInfo, pod_requests: Sequence[int]) -> tuple[list[int], list[int]]:

@@ -1,4 +1,5 @@
-"""PrioritySort (QueueSort): higher ``spec.priority`` first; equal priorities in queue-timestamp order.
+"""PrioritySort (QueueSort): higher ``spec.priority`` first; equal priorities in queue-timestamp order (equal
+timestamps in the order the queue took them, ``QueuedPodInfo.stamp_order``).
 
 The scheduling queue orders activeQ by ``sort_key`` (the same order as ``less``, compared without a Python
 call per comparison); exactly one QueueSort plugin serves all profiles.
@@ -29,10 +30,10 @@ class PrioritySort:
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         pa = a.pod_info.priority
         pb = b.pod_info.priority
-        return pa > pb or (pa == pb and a.timestamp < b.timestamp)
+        return pa > pb or (pa == pb and (a.timestamp, a.stamp_order) < (b.timestamp, b.stamp_order))
 
     def sort_key(self, qpi: QueuedPodInfo) -> tuple[object, ...]:
-        return (-qpi.pod_info.priority, qpi.timestamp)
+        return (-qpi.pod_info.priority, qpi.timestamp, qpi.stamp_order)
 
 
 if TYPE_CHECKING:

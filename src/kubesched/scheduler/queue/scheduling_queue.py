@@ -14,8 +14,10 @@ import bisect
 import heapq
 import itertools
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kubesched.api.objects import Node, Pod
 from kubesched.clock import Clock
@@ -74,6 +76,11 @@ class _LessOrder:
 # (compared in C, no Python call per comparison), else a _LessOrder.
 _ActiveEntry = tuple[object, int, QueuedPodInfo]
 _Event = tuple[int, ClusterEvent, object, object]  # (sequence, event, old, new)
+# (ordering window, 1 after an error else 0, order within the window, sequence, pod)
+_BackoffEntry = tuple[float, int, Any, int, QueuedPodInfo]
+# Backoff expiries are aligned to windows of this many seconds; a window's pods leave together, in activeQ's order
+# (kube-scheduler's backoffQOrderingWindowDuration, SchedulerPopFromBackoffQ).
+BACKOFF_ORDERING_WINDOW = 1.0
 
 
 def _sequence_of(event: _Event) -> int:
@@ -159,17 +166,20 @@ class SchedulingQueue:
         self._active: list[_ActiveEntry] = []
         self._active_uids: dict[str, QueuedPodInfo] = {}
         self._active_sequence: dict[str, int] = {}  # which of a pod's heap entries is live (the last pushed)
-        self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
+        self._backoff: list[_BackoffEntry] = []
         self._backoff_uids: dict[str, QueuedPodInfo] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._parked = _ParkedByRejectors()
         # A profile's hint table, by scheduler name (the registrations never change once built).
         self._tables: dict[str, HintTable] = {}
         self._gated: set[str] = set()
+        # Gated pods PreEnqueue held back after an attempt (not on arrival): parked, so events reach them.
+        self._held_after_attempt: set[str] = set()
         self._in_flight: dict[str, int] = {}
         self._events: list[_Event] = []
         self._sequence = itertools.count(1)
         self._tiebreak = itertools.count()
+        self._stamps = itertools.count(1)
         self.scheduling_cycle = 0
         self.incoming: dict[tuple[str, str], int] = {}
         self.nominator = nominator if nominator is not None else PodNominator()
@@ -180,7 +190,7 @@ class SchedulingQueue:
 
     def add(self, pod_info: PodInfo) -> None:
         """A new pending pod (informer add); gated pods wait in the unschedulable pool."""
-        qpi = QueuedPodInfo(pod_info, timestamp=self._clock.now())
+        qpi = QueuedPodInfo(pod_info, timestamp=self._clock.now(), stamp_order=next(self._stamps))
         self._enqueue_fresh(qpi, "PodAdd")
 
     def _enqueue_fresh(self, qpi: QueuedPodInfo, event: str) -> None:
@@ -202,6 +212,31 @@ class SchedulingQueue:
         qpi.unschedulable_plugins = {status.plugin}
         return False
 
+    def _passes_pre_enqueue_on_move(self, qpi: QueuedPodInfo) -> bool:
+        """PreEnqueue for a pod moving into activeQ or backoffQ after an attempt (upstream's moveToActiveQ and
+        moveToBackoffQ run the plugins; only a backoff's completion skips them). A pod held back keeps the
+        plugins that rejected it besides the gating one: their hints decide when it is tried again, the gating
+        plugin's PreEnqueue whether it may leave."""
+        if self._pre_enqueue is None:
+            return True
+        status = self._pre_enqueue(qpi.pod_info)
+        if status is None:
+            qpi.gating_plugin = ""
+            return True
+        qpi.gating_plugin = status.plugin
+        qpi.unschedulable_plugins = qpi.unschedulable_plugins | {status.plugin}
+        return False
+
+    def _park_gated(self, qpi: QueuedPodInfo, event: str) -> None:
+        """A pod PreEnqueue held back on its way out of the unschedulable pool: parked there again, gated."""
+        uid = qpi.pod_info.uid
+        self._unschedulable[uid] = qpi
+        self._gated.add(uid)
+        self._held_after_attempt.add(uid)
+        self._table(qpi.pod)
+        self._parked.add(qpi)
+        self._count("unschedulable", event)
+
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
         if qpi.initial_attempt_timestamp is None:
             qpi.initial_attempt_timestamp = self._clock.now()
@@ -218,10 +253,27 @@ class SchedulingQueue:
         self._active_sequence[qpi.pod_info.uid] = sequence
         heapq.heappush(self._active, (order, sequence, qpi))
 
-    def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+    def _backoff_window(self, qpi: QueuedPodInfo) -> float:
+        """The ordering window the pod's backoff ends in: its expiry truncated to the window (upstream's
+        alignToWindow, with SchedulerPopFromBackoffQ)."""
         expiry = backoff_expiry(qpi, self._initial_backoff, self._max_backoff)
+        return math.floor(expiry / BACKOFF_ORDERING_WINDOW) * BACKOFF_ORDERING_WINDOW
+
+    def _backing_off(self, qpi: QueuedPodInfo) -> bool:
+        """Upstream's isPodBackingoff: until the window after the one its backoff ends in has begun."""
+        now_window = math.floor(self._clock.now() / BACKOFF_ORDERING_WINDOW) * BACKOFF_ORDERING_WINDOW
+        return self._backoff_window(qpi) >= now_window
+
+    def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+        sequence = next(self._tiebreak)
+        error = 1 if qpi.consecutive_errors_count else 0
+        # Within a window, pods leave in activeQ's order (upstream's lessBackoffCompletedWithPriority); pods
+        # backing off after an error keep the order of their backoff times.
+        order: object = sequence
+        if not error:
+            order = self._sort_key(qpi) if self._sort_key is not None else _LessOrder(qpi, self._less, sequence)
         self._backoff_uids[qpi.pod_info.uid] = qpi
-        heapq.heappush(self._backoff, (expiry, next(self._tiebreak), qpi))
+        heapq.heappush(self._backoff, (self._backoff_window(qpi), error, order, sequence, qpi))
         self._count("backoff", event)
         if self.on_ready is not None:
             self.on_ready()
@@ -260,12 +312,12 @@ class SchedulingQueue:
         return None
 
     def _pop_backoff_head(self) -> QueuedPodInfo | None:
-        """The pod with the earliest expiry among pods not backing off after an error."""
-        skipped: list[tuple[float, int, QueuedPodInfo]] = []
+        """The first pod in backoffQ's order among pods not backing off after an error."""
+        skipped: list[_BackoffEntry] = []
         found: QueuedPodInfo | None = None
         while self._backoff:
             item = heapq.heappop(self._backoff)
-            qpi = item[2]
+            qpi = item[4]
             uid = qpi.pod_info.uid
             if self._backoff_uids.get(uid) is not qpi:
                 continue
@@ -280,9 +332,8 @@ class SchedulingQueue:
         return found
 
     def flush_backoff_completed(self) -> None:
-        now = self._clock.now()
-        while self._backoff and self._backoff[0][0] <= now:
-            _, _, qpi = heapq.heappop(self._backoff)
+        while self._backoff and not self._backing_off(self._backoff[0][4]):
+            qpi = heapq.heappop(self._backoff)[4]
             uid = qpi.pod_info.uid
             if self._backoff_uids.get(uid) is qpi:
                 del self._backoff_uids[uid]
@@ -294,23 +345,25 @@ class SchedulingQueue:
         stale = [
             qpi
             for uid, qpi in self._unschedulable.items()
-            if uid not in self._gated and now - qpi.timestamp > POD_MAX_IN_UNSCHEDULABLE_SECONDS
+            if (uid not in self._gated or uid in self._held_after_attempt)
+            and now - qpi.timestamp > POD_MAX_IN_UNSCHEDULABLE_SECONDS
         ]
         for qpi in stale:
             self._requeue(qpi, immediately=False, event=UNSCHEDULABLE_TIMEOUT.label)
 
     def next_backoff_expiry(self) -> float | None:
-        live = [expiry for expiry, _, qpi in self._backoff if self._backoff_uids.get(qpi.pod_info.uid) is qpi]
-        return min(live) if live else None
+        """When the first backoff completes: the start of the window after the one it ends in."""
+        live = [entry[0] for entry in self._backoff if self._backoff_uids.get(entry[4].pod_info.uid) is entry[4]]
+        return min(live) + BACKOFF_ORDERING_WINDOW if live else None
 
     def next_error_backoff_expiry(self) -> float | None:
         """When the first pod backing off after an error may be popped (others are poppable at once)."""
         live = [
-            expiry
-            for expiry, _, qpi in self._backoff
-            if qpi.consecutive_errors_count and self._backoff_uids.get(qpi.pod_info.uid) is qpi
+            entry[0]
+            for entry in self._backoff
+            if entry[4].consecutive_errors_count and self._backoff_uids.get(entry[4].pod_info.uid) is entry[4]
         ]
-        return min(live) if live else None
+        return min(live) + BACKOFF_ORDERING_WINDOW if live else None
 
     # ---- failures and completion -------------------------------------------------------------
 
@@ -321,7 +374,9 @@ class SchedulingQueue:
         uid = qpi.pod_info.uid
         if uid in self._active_uids or uid in self._backoff_uids or uid in self._unschedulable:
             return
-        qpi.timestamp = self._clock.now()
+        # Pods failing in one virtual instant keep the order they failed in (QueuedPodInfo.stamp_order), as they
+        # do in kube-scheduler whatever order events move them back in.
+        qpi.timestamp, qpi.stamp_order = self._clock.now(), next(self._stamps)
         qpi.unschedulable_plugins = set(rejected_by)
         qpi.pending_plugins = set(pending)
         if error:
@@ -331,8 +386,11 @@ class SchedulingQueue:
             qpi.unschedulable_count += 1
         started = self._in_flight.pop(uid, None)
         if error or not (qpi.unschedulable_plugins or qpi.pending_plugins):
-            self._push_backoff(qpi, "ScheduleAttemptFailure")
             self._trim_events()
+            if self._passes_pre_enqueue_on_move(qpi):
+                self._push_backoff(qpi, "ScheduleAttemptFailure")
+            else:
+                self._park_gated(qpi, "ScheduleAttemptFailure")
             return
         hint = QueueingHint.SKIP
         immediately = False
@@ -377,7 +435,7 @@ class SchedulingQueue:
             self._events.append((next(self._sequence), event, old, new))
         for uid in self._parked.offered(event, self._may_requeue):
             qpi = self._unschedulable.get(uid)
-            if qpi is None or uid in self._gated:
+            if qpi is None or (uid in self._gated and uid not in self._held_after_attempt):
                 continue
             decision, immediately = self._evaluate_hints(qpi, event, old, new)
             if decision is QueueingHint.QUEUE:
@@ -445,7 +503,12 @@ class SchedulingQueue:
         if not fresh:
             self._unschedulable.pop(uid, None)
             self._parked.remove(uid)
-        if immediately or backoff_expiry(qpi, self._initial_backoff, self._max_backoff) <= self._clock.now():
+        if not self._passes_pre_enqueue_on_move(qpi):
+            self._park_gated(qpi, event)
+            return
+        self._gated.discard(uid)
+        self._held_after_attempt.discard(uid)
+        if immediately or not self._backing_off(qpi):
             self._push_active(qpi, event)
         else:
             self._push_backoff(qpi, event)
@@ -454,11 +517,18 @@ class SchedulingQueue:
         """Move the named pods from the unschedulable pool or backoffQ straight to activeQ."""
         for uid in uids:
             qpi = self._unschedulable.pop(uid, None) or self._backoff_uids.pop(uid, None)
-            self._parked.remove(uid)
-            if qpi is None or uid in self._gated:
-                if qpi is not None:
-                    self._unschedulable[uid] = qpi
+            if qpi is None:
                 continue
+            if uid in self._gated and uid not in self._held_after_attempt:
+                self._unschedulable[uid] = qpi  # held since it arrived: only its own update frees it
+                continue
+            self._parked.remove(uid)
+            # As moveToActiveQ: PreEnqueue decides whether it may leave.
+            if not self._passes_pre_enqueue_on_move(qpi):
+                self._park_gated(qpi, FORCE_ACTIVATE.label)
+                continue
+            self._gated.discard(uid)
+            self._held_after_attempt.discard(uid)
             self._push_active(qpi, FORCE_ACTIVATE.label)
 
     # ---- pod updates and deletes -------------------------------------------------------------
@@ -511,7 +581,12 @@ class SchedulingQueue:
         self._unschedulable.pop(uid, None)
         self._parked.remove(uid)
         self._gated.discard(uid)
+        self._held_after_attempt.discard(uid)
         self._in_flight.pop(uid, None)
+
+    def is_gated(self, uid: str) -> bool:
+        """Whether the pod waits in the unschedulable pool because a PreEnqueue plugin holds it back."""
+        return uid in self._gated
 
     def __contains__(self, uid: object) -> bool:
         return uid in self._active_uids or uid in self._backoff_uids or uid in self._unschedulable

@@ -907,33 +907,40 @@ def test_eviction_clears_lower_priority_nominations(run_async: Runner) -> None:
     assert env.handle.activated == []
 
 
-def test_pre_enqueue_holds_the_preemptor_until_its_last_eviction_is_sent(run_async: Runner) -> None:
-    class SlowClient(RecordingClient):
+def test_pre_enqueue_holds_the_preemptor_until_its_evictions_are_made(run_async: Runner) -> None:
+    """With two victims the preemptor is held when the cycle's failure handler requeues it, and free when each
+    eviction is made: the informer brings the deletions back after upstream's goroutine has let it go, and they
+    are what requeues it (the simulated API server notifies at once, from within the call)."""
+
+    class WatchingClient(RecordingClient):
         def __init__(self) -> None:
             super().__init__()
-            self.release = asyncio.Event()
+            self.held_at_eviction: list[Status | None] = []
+            self.plugin: DefaultPreemption | None = None
+            self.preemptor: PodInfo | None = None
 
         async def preempt(self, victim: Pod, preemptor: Pod) -> None:
-            await self.release.wait()
+            assert self.plugin is not None and self.preemptor is not None
+            self.held_at_eviction.append(self.plugin.pre_enqueue(self.preemptor))
             await super().preempt(victim, preemptor)
 
     async def scenario() -> None:
-        client = SlowClient()
+        client = WatchingClient()
         env = setup(
             [node("node1", {"cpu": "1", "pods": 10})],
             [pod("p1", LOW, "node1", {"cpu": "500m"}).obj(), pod("p2", LOW, "node1", {"cpu": "500m"}).obj()],
             client=client,
         )
         state, preemptor = env.prefilter(pod("p", HIGH, req={"cpu": "1"}).obj())
+        client.plugin, client.preemptor = env.plugin, preemptor
         nodes = {"node1": Status(Code.UNSCHEDULABLE)}
         assert env.plugin.post_filter(state, preemptor, nodes) == (PostFilterResult("node1"), None)
         waiting = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting for the preemption for this pod to be finished")
-        await asyncio.sleep(0)
         assert env.plugin.pre_enqueue(preemptor) == waiting
-        client.release.set()
         while env.handle.context.tasks.busy():
             await asyncio.sleep(0)
         assert sorted(victim for victim, _ in client.preemptions) == ["default/p1", "default/p2"]
+        assert client.held_at_eviction == [None, None]
         assert env.plugin.pre_enqueue(preemptor) is None
 
     run_async(scenario())
@@ -957,3 +964,22 @@ def test_victim_already_terminating_is_not_evicted_again(run_async: Runner) -> N
     assert result == PostFilterResult("node1")
     assert env.spawned == 0
     assert env.client.preemptions == []
+
+
+def test_with_one_victim_and_no_nomination_to_clear_the_preemptor_is_not_held_back(
+    run_async: Runner,
+) -> None:
+    """Upstream's goroutine lets the preemptor go before its last eviction; with one victim and no nomination to
+    clear that is its first step, done before the scheduling cycle's failure handler requeues the pod: PreEnqueue
+    admits the preemptor straight after PostFilter (two victims: see the test above)."""
+
+    async def scenario() -> None:
+        env = setup([node("node1", ONE_POD)], [pod("p1", LOW, "node1").obj()])
+        state, preemptor = env.prefilter(pod("p", HIGH).obj())
+        assert env.plugin.post_filter(state, preemptor, unschedulable("node1")) == (PostFilterResult("node1"), None)
+        assert env.plugin.pre_enqueue(preemptor) is None, "nothing has run yet, and it is admitted"
+        while env.handle.context.tasks.busy():
+            await asyncio.sleep(0)
+        assert env.client.preemptions == [("default/p1", "default/p")]
+
+    run_async(scenario())

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pytest
 
-from kubesched.api.objects import Node
+from kubesched.api.objects import Node, Pod
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.noderesources import (
@@ -513,3 +513,25 @@ def test_requested_to_capacity_ratio_rounds_half_away_from_zero() -> None:
     strategy = rtcr([(0, 0), (100, 1)])
     per_node, batch = run_score(strategy, make_pod().req(cpu="1000", memory="3000"), [node("node1", "4000", "10000")])
     assert per_node == batch == [3]
+
+
+
+def test_the_score_reads_the_containers_requests_of_a_pod_with_pod_level_requests() -> None:
+    """kube-scheduler v1.35 builds this plugin's scorer without the PodLevelResources feature: the incoming pod
+    counts its containers' requests, 3 cpu and 128Mi here, not its pod-level 1 cpu and 1Gi, which would favour
+    node a (75 against 68). The golden case pod-level-resources-scoring checks it against kube-scheduler."""
+    raw = make_pod().req(cpu="3", memory="128Mi").raw()
+    raw["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    pod = Pod.from_dict(raw, "test")
+    cache, snapshot = make_cluster([node("a", "4", "4Gi"), node("b", "8", "2Gi")], [])
+    strategy = ScoringStrategy(type=LEAST_ALLOCATED, resources=DEFAULT_RESOURCES)
+    plugin = Fit(NodeResourcesFitArgs(scoring_strategy=strategy), PluginHandle(cache))
+    state = CycleState()
+    info = PodInfo(pod)
+    assert plugin.pre_score(state, info, snapshot.node_infos) is None
+    by_node = dict(zip((n.name for n in snapshot.node_infos), score_nodes(plugin, state, info, snapshot), strict=True))
+    # a: cpu (4-3)/4 = 25, memory (4096-128)/4096 = 96 -> 60; b: cpu 62, memory 93 -> 77.
+    assert by_node == {"a": 60, "b": 77}
+    assert score_nodes_batch(plugin, state, info, snapshot) == score_nodes(plugin, state, info, snapshot)
+    # Filter still reads the pod-level request: 1 cpu fits a node with 1.5 cpu free, 3 would not.
+    assert info.request.milli_cpu == 1000
