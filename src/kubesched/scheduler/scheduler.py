@@ -100,6 +100,9 @@ class Scheduler:
         self._closed = False
         # The revision each policy client reported last, by its spec (see note_policy_revisions).
         self._policy_revisions: dict[PolicyEngineSpec, str] = {}
+        # The policy clients among the services, found again only when the services change: an isinstance check
+        # against the runtime-checkable protocol after every cycle costs more than the cycle's policy work.
+        self._policy_clients_seen: tuple[int, list[tuple[PolicyEngineSpec, PolicyClient]]] = (-1, [])
         nominator = PodNominator()
         context = FrameworkContext(
             clock=clock,
@@ -199,11 +202,15 @@ class Scheduler:
     # ---- policy revisions --------------------------------------------------------------------
 
     def _policy_clients(self) -> list[tuple[PolicyEngineSpec, PolicyClient]]:
-        return [
-            (spec, client)
-            for spec, client in self.services.instances(POLICY_ENGINE_SERVICE)
-            if isinstance(spec, PolicyEngineSpec) and isinstance(client, PolicyClient)
-        ]
+        count, clients = self._policy_clients_seen
+        if count != self.services.generation:
+            clients = [
+                (spec, client)
+                for spec, client in self.services.instances(POLICY_ENGINE_SERVICE)
+                if isinstance(spec, PolicyEngineSpec) and isinstance(client, PolicyClient)
+            ]
+            self._policy_clients_seen = (self.services.generation, clients)
+        return clients
 
     def _observe_revision(self, spec: PolicyEngineSpec, revision: str) -> bool:
         before = self._policy_revisions.get(spec)

@@ -32,6 +32,8 @@ class Services:
     def __init__(self, factories: Mapping[str, ServiceFactory] | None = None) -> None:
         self._factories: dict[str, ServiceFactory] = dict(factories or {})
         self._instances: dict[tuple[str, Hashable], object] = {}
+        # Counts every change of the instances, so that a caller may keep what it derived from them until then.
+        self.generation = 0
 
     def register(self, kind: str, factory: ServiceFactory) -> None:
         self._factories[kind] = factory
@@ -45,6 +47,7 @@ class Services:
                 known = ", ".join(sorted(self._factories)) or "none"
                 raise KeyError(f"no service of kind {kind!r} is provided (provided: {known})")
             instance = self._instances[key] = factory(spec)
+            self.generation += 1
         return instance
 
     def __len__(self) -> int:
@@ -56,6 +59,7 @@ class Services:
 
     async def aclose(self) -> None:
         instances, self._instances = list(self._instances.items()), {}
+        self.generation += 1
         for (kind, _), instance in instances:
             await close_quietly(instance, f"{kind} service {type(instance).__name__}")
 
