@@ -41,7 +41,8 @@ VERBOSITY = 2
 UNCOUNTED_ATTEMPTS = 99
 
 
-def _collection(obj: Manifest) -> str:
+def collection(obj: Manifest) -> str:
+    """The API path objects of ``obj``'s kind are created at."""
     namespace = obj["metadata"].get("namespace", "default")
     return {
         "Namespace": "/api/v1/namespaces",
@@ -69,7 +70,7 @@ def create_cluster(plane: ControlPlane, objects: Sequence[Manifest]) -> None:
     for obj in objects:
         if obj["kind"] == "Namespace" and obj["metadata"]["name"] == "default":
             continue
-        path = _collection(obj)
+        path = collection(obj)
         _call(plane, "POST", path, as_submitted(obj))
         status = obj.get("status")
         name = obj["metadata"]["name"]

@@ -15,6 +15,7 @@ import pytest
 from kubesched.harness.envtest import ControlPlane, assets_directory
 
 from .generator import NAMESPACES, PRIORITY_CLASSES, RUNTIME_CLASS, Manifest, _priority_class, as_submitted, generate
+from .live import collection
 from .test_differential import CI_SEEDS
 
 SHARED_KINDS = ("Namespace", "PriorityClass", "RuntimeClass")
@@ -32,21 +33,9 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlan
             RUNTIME_CLASS,
         ]
         for obj in shared:
-            status, answer = plane.request("POST", _collection(obj), obj)
+            status, answer = plane.request("POST", collection(obj), obj)
             assert status in (201, 409), answer
         yield plane
-
-
-def _collection(obj: Manifest) -> str:
-    namespace = obj["metadata"].get("namespace", "default")
-    return {
-        "Namespace": "/api/v1/namespaces",
-        "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
-        "RuntimeClass": "/apis/node.k8s.io/v1/runtimeclasses",
-        "Node": "/api/v1/nodes",
-        "Pod": f"/api/v1/namespaces/{namespace}/pods",
-        "PodDisruptionBudget": f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
-    }[obj["kind"]]
 
 
 def test_kube_apiserver_accepts_every_generated_object(api_server: ControlPlane) -> None:
@@ -55,7 +44,7 @@ def test_kube_apiserver_accepts_every_generated_object(api_server: ControlPlane)
         for obj in generate(seed, mode).objects:
             if obj["kind"] in SHARED_KINDS:
                 continue
-            status, answer = api_server.request("POST", _collection(obj), as_submitted(obj), query={"dryRun": "All"})
+            status, answer = api_server.request("POST", collection(obj), as_submitted(obj), query={"dryRun": "All"})
             if status != 201:
                 refused.append(f"{mode}-{seed} {obj['kind']} {obj['metadata']['name']}: {answer.get('message')}")
     assert not refused, "\n".join(refused)

@@ -48,8 +48,6 @@ from kubesched.backends.kube.errors import KubeApiError, KubeTransportError
 from kubesched.backends.simulated.cluster import SimulatedCluster
 from kubesched.clock import VirtualClock, sleep
 from kubesched.clusterapi.contract import CLUSTER_COMMIT_SERVICE, CLUSTER_STATE_SERVICE, ClusterState
-from kubesched.config.loader import load_config_dict
-from kubesched.config.types import SchedulerConfiguration
 from kubesched.errors import KubeschedError
 from kubesched.federation.agent_client import (
     AgentError,
@@ -71,6 +69,7 @@ from kubesched.plugins.registry import in_tree_registry
 from kubesched.scheduler.diagnosis import TARGET_CLUSTERS
 from kubesched.scheduler.scheduler import Scheduler
 from kubesched.testing.builders import make_pod
+from kubesched.testing.hubs import HUB, hub_config
 from kubesched.testing.multicluster_builders import make_member
 
 __all__ = [
@@ -87,7 +86,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-HUB = "hub-scheduler"
 NAMESPACE = "apps"
 AGENT_NAMESPACE = "kubesched-system"
 TTL_SECONDS = 30.0
@@ -102,50 +100,6 @@ SPINS = 25  # event-loop turns given to background work after each step of the c
 MAX_ROUNDS_AT_ONE_TIME = 2000
 
 NODE_CAPACITY = {"cpu": "2", "memory": "8Gi", "pods": "4"}
-
-HUB_PLUGINS: dict[str, Any] = {
-    "multiPoint": {
-        "disabled": [{"name": "*"}],
-        "enabled": [
-            {"name": name}
-            for name in (
-                "PrioritySort",
-                "ClusterReadiness",
-                "ClusterCapacity",
-                "ClusterBalance",
-                "ClusterReservation",
-                "ClusterBind",
-            )
-        ],
-    }
-}
-
-
-def hub_config(ttl: float = TTL_SECONDS) -> SchedulerConfiguration:
-    document = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "profiles": [
-            {
-                "schedulerName": HUB,
-                "plugins": HUB_PLUGINS,
-                "pluginConfig": [
-                    {
-                        "name": "ClusterReservation",
-                        "args": {
-                            "ttlSeconds": ttl,
-                            "permitTimeoutSeconds": 20,
-                            "reserveTimeoutSeconds": AGENT_CALL_SECONDS,
-                            "approval": "Automatic",
-                            "suspectAfterFailures": 3,
-                        },
-                    },
-                    {"name": "ClusterBind", "args": {"bindTimeoutSeconds": AGENT_CALL_SECONDS}},
-                ],
-            }
-        ],
-    }
-    return load_config_dict(document, "the commit model's hub configuration", in_tree_registry())
 
 
 class AgentKilled(BaseException):
@@ -659,7 +613,7 @@ class World:
         lands after its reservation expired likelier)."""
         self.clock = VirtualClock()
         self.rng = random.Random(seed)
-        self.config = hub_config(ttl)
+        self.config = hub_config(ttl=ttl, call_seconds=AGENT_CALL_SECONDS)
         self.registry = in_tree_registry()
         self.hub_api = SimulatedCluster(self.clock)
         self.members: dict[str, MemberSide] = {}

@@ -63,7 +63,14 @@ HUB_PLUGINS: dict[str, Any] = {
 }
 
 
-def hub_config(approval: str = "Automatic", suspect_after: int = 3, permit_timeout: float = 20) -> Any:
+def hub_config(
+    approval: str = "Automatic",
+    suspect_after: int = 3,
+    permit_timeout: float = 20,
+    ttl: float = 30,
+    call_seconds: float = 2,
+) -> Any:
+    """The hub profile; ``call_seconds`` bounds each reserve and bind call to an agent."""
     document = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -75,14 +82,14 @@ def hub_config(approval: str = "Automatic", suspect_after: int = 3, permit_timeo
                     {
                         "name": "ClusterReservation",
                         "args": {
-                            "ttlSeconds": 30,
+                            "ttlSeconds": ttl,
                             "permitTimeoutSeconds": permit_timeout,
-                            "reserveTimeoutSeconds": 2,
+                            "reserveTimeoutSeconds": call_seconds,
                             "approval": approval,
                             "suspectAfterFailures": suspect_after,
                         },
                     },
-                    {"name": "ClusterBind", "args": {"bindTimeoutSeconds": 2}},
+                    {"name": "ClusterBind", "args": {"bindTimeoutSeconds": call_seconds}},
                 ],
             }
         ],
