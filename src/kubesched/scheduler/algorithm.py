@@ -21,7 +21,9 @@ import numpy as np
 
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import IntArray, NodeBatch
-from kubesched.framework.runtime.framework import FILTER, Framework, PreFilterOutcome
+from kubesched.framework.runtime.framework import Framework
+from kubesched.framework.runtime.instrumentation import FILTER
+from kubesched.framework.runtime.outcomes import PreFilterOutcome
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.status import CODE_NAMES, Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo

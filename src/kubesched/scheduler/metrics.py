@@ -3,7 +3,7 @@
 Who calls it: the scheduler builds one :class:`SchedulerMetrics` when it serves metrics (``kubesched run``; tests
 pass a fresh ``CollectorRegistry``). It is fed from attempt records (it is an
 :class:`~kubesched.scheduler.results.AttemptObserver`), from the framework runtime (it is a
-:class:`~kubesched.framework.runtime.framework.FrameworkMetrics`; plugin durations in a sample of cycles, as
+:class:`~kubesched.framework.runtime.instrumentation.FrameworkMetrics`; plugin durations in a sample of cycles, as
 upstream), and at scrape time from the queue, the cache and the binding tasks it is :meth:`attached
 <SchedulerMetrics.attach>` to. The histograms are plain bucket counts, observed from the event loop without a lock
 and turned into Prometheus histograms when scraped (scrape from the loop too, as

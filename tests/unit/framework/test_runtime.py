@@ -18,7 +18,8 @@ from kubesched.config.loader import load_config_dict
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.interface import Handle, PostFilterResult, PreFilterExtensions
 from kubesched.framework.node_table import IntArray, NodeBatch
-from kubesched.framework.runtime.framework import Framework, FrameworkBuildError, ScoreOutcome
+from kubesched.framework.runtime.framework import Framework, FrameworkBuildError
+from kubesched.framework.runtime.outcomes import ScoreOutcome
 from kubesched.framework.runtime.registry import PluginRegistration, Registry, merge
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PreFilterResult

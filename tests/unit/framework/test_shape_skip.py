@@ -26,7 +26,8 @@ from kubesched.config.loader import default_config, load_config_dict
 from kubesched.config.types import ProfileConfig
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.listers import ListerStores
-from kubesched.framework.runtime.framework import Framework, PreFilterOutcome, _shape_plan
+from kubesched.framework.runtime.framework import Framework, _shape_plan
+from kubesched.framework.runtime.outcomes import PreFilterOutcome
 from kubesched.framework.status import Code, Status
 from kubesched.framework.types import PodInfo, PodShape
 from kubesched.plugins.registry import in_tree_registry

@@ -9,7 +9,8 @@ import numpy as np
 from kubesched.config.loader import default_config
 from kubesched.framework.cycle_state import CycleState
 from kubesched.framework.node_table import NodeBatch
-from kubesched.framework.runtime.framework import Framework, ScoreOutcome
+from kubesched.framework.runtime.framework import Framework
+from kubesched.framework.runtime.outcomes import ScoreOutcome
 from kubesched.framework.types import PodInfo
 from kubesched.plugins.registry import in_tree_registry
 from kubesched.testing.builders import make_node, make_pod

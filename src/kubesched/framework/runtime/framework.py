@@ -20,18 +20,16 @@ a framework built with a recorder observes every runner's duration and outcome
 search instead), and in the cycles the recorder samples (~10 %) every plugin call
 (``scheduler_plugin_execution_duration_seconds``; a ``filter_batch``/``score_batch`` call is one observation
 for its whole batch). Each runner checks once for a recorder: without one it runs its plugins at once; with
-one it runs them through one helper that observes the extension point (``Framework._observed``).
+one it runs them through one helper that observes the extension point (``Framework._observed``; the timing
+helpers are in :mod:`kubesched.framework.runtime.instrumentation`).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -70,13 +68,39 @@ from kubesched.framework.interface import (
     ScoreNormalizer,
     SkipWrites,
 )
-from kubesched.framework.node_table import BatchFilterResult, IntArray, NodeBatch
+from kubesched.framework.node_table import IntArray, NodeBatch
 from kubesched.framework.runtime.handle import ContextHandle, FrameworkContext
+from kubesched.framework.runtime.instrumentation import (
+    BIND,
+    FILTER,
+    FILTER_PREFETCH,
+    PERMIT,
+    POST_BIND,
+    POST_FILTER,
+    PRE_BIND,
+    PRE_ENQUEUE,
+    PRE_FILTER,
+    PRE_FILTER_EXTENSION_ADD_POD,
+    PRE_FILTER_EXTENSION_REMOVE_POD,
+    PRE_SCORE,
+    RESERVE,
+    SCORE,
+    SCORE_EXTENSION_NORMALIZE,
+    UNRESERVE,
+    FrameworkMetrics,
+    Record,
+    measure,
+    measure_async,
+    timed,
+    timed_async,
+    timed_scores,
+)
+from kubesched.framework.runtime.outcomes import FilterOutcome, PreFilterOutcome, ScoreOutcome
 from kubesched.framework.runtime.registry import POINT_METHODS, Registry
 from kubesched.framework.runtime.score_kernel import ScorePlan, ScorePluginEntry, fused_scores, make_plan
 from kubesched.framework.runtime.services import close_quietly
 from kubesched.framework.runtime.waiting_pods import WaitingPodEntry
-from kubesched.framework.status import CODE_NAMES, REJECTED_CODES, Code, Status
+from kubesched.framework.status import REJECTED_CODES, Code, Status
 from kubesched.framework.types import NodeInfo, PodInfo, PodShape, PreFilterResult
 
 log = logging.getLogger(__name__)
@@ -90,90 +114,12 @@ _REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
 R = TypeVar("R")
 P = ParamSpec("P")
 
-# The ``status`` label of the duration metrics is CODE_NAMES (kube-scheduler's ``Code.String()``);
-# the ``extension_point`` label values (kube-scheduler's; FilterPrefetch is ours: a prefetch_filter call).
-PRE_ENQUEUE = "PreEnqueue"
-PRE_FILTER = "PreFilter"
-PRE_FILTER_EXTENSION_ADD_POD = "PreFilterExtensionAddPod"
-PRE_FILTER_EXTENSION_REMOVE_POD = "PreFilterExtensionRemovePod"
-FILTER = "Filter"
-FILTER_PREFETCH = "FilterPrefetch"
-POST_FILTER = "PostFilter"
-PRE_SCORE = "PreScore"
-SCORE = "Score"
-SCORE_EXTENSION_NORMALIZE = "ScoreExtensionNormalize"
-RESERVE = "Reserve"
-UNRESERVE = "Unreserve"
-PERMIT = "Permit"
-PRE_BIND = "PreBind"
-BIND = "Bind"
-POST_BIND = "PostBind"
-
-
-class FrameworkMetrics(Protocol):
-    """What the runtime reports to when metrics are on (:class:`kubesched.scheduler.metrics.SchedulerMetrics`)."""
-
-    def observe_extension_point(self, extension_point: str, status: str, profile: str, seconds: float) -> None: ...
-
-    def observe_plugin(self, plugin: str, extension_point: str, status: str, seconds: float) -> None: ...
-
-    def sampled(self, state: CycleState) -> bool:
-        """Whether this cycle's plugin calls are timed: decided on the cycle's first call, kept in its state."""
-        ...
-
-    def sample(self) -> bool:
-        """The same decision for a call outside any cycle (PreEnqueue)."""
-        ...
-
-    def preemption_attempted(self) -> None:
-        """``scheduler_preemption_attempts_total`` + 1 (DefaultPreemption, through its Handle)."""
-        ...
-
-    def preemption_victims_selected(self, victims: int) -> None:
-        """One observation of ``scheduler_preemption_victims``."""
-        ...
-
-
 class FrameworkBuildError(KubeschedError):
     """A profile that cannot be built; ``problems`` holds one line per plugin that failed (``str`` joins them)."""
 
     def __init__(self, *problems: str) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
-
-
-@dataclass(slots=True)
-class FilterOutcome:
-    """Batch filter result over candidates: ``status_ids[i] == 0`` passes, else ``statuses[id-1]``."""
-
-    status_ids: IntArray
-    statuses: list[Status]
-    error: Status | None = None
-
-    def status_of(self, index: int) -> Status | None:
-        status_id = int(self.status_ids[index])
-        return None if status_id == 0 else self.statuses[status_id - 1]
-
-
-@dataclass(slots=True)
-class PreFilterOutcome:
-    """Merged node subset (None = all), the cycle's PreFilter status, who rejected, who narrowed."""
-
-    result: PreFilterResult | None = None
-    status: Status | None = None
-    rejected_by: set[str] = field(default_factory=set)
-    narrowed_by: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class ScoreOutcome:
-    """Normalized (pre-weight) scores per plugin and the weighted totals, aligned with the feasible nodes;
-    ``raw`` holds each plugin's scores before NormalizeScore (the same array as ``per_plugin`` for a plugin
-    without one), for ``kubesched explain``."""
-
-    per_plugin: dict[str, IntArray]
-    totals: IntArray
-    raw: dict[str, IntArray] = field(default_factory=dict)
 
 
 class Framework(ContextHandle):
@@ -332,7 +278,7 @@ class Framework(ContextHandle):
         """``body(timing, *args)`` observed as one call of extension point ``point`` (its duration and status
         label; an exception is observed as Error and re-raised). ``timing``: the :meth:`_plugin_timing` of the
         call's cycle, which the body times its plugin calls with."""
-        return _measure(self._point_record(point), body, timing, *args, **kwargs)
+        return measure(self._point_record(point), body, timing, *args, **kwargs)
 
     async def _observed_async(
         self,
@@ -343,7 +289,7 @@ class Framework(ContextHandle):
         **kwargs: P.kwargs,
     ) -> R:
         """:meth:`_observed` for the binding cycle's async points."""
-        return await _measure_async(self._point_record(point), body, timing, *args, **kwargs)
+        return await measure_async(self._point_record(point), body, timing, *args, **kwargs)
 
     def _point_record(self, point: str) -> Record:
         metrics, profile = self.metrics, self.profile_name
@@ -378,7 +324,7 @@ class Framework(ContextHandle):
                 status = (
                     plugin.pre_enqueue(pod)
                     if metrics is None
-                    else _timed(metrics, name, PRE_ENQUEUE, plugin.pre_enqueue, pod)
+                    else timed(metrics, name, PRE_ENQUEUE, plugin.pre_enqueue, pod)
                 )
             except Exception as exc:
                 return Status.error(exc, plugin=name)
@@ -454,7 +400,7 @@ class Framework(ContextHandle):
                 returned = (
                     plugin.pre_filter(state, pod, nodes)
                     if metrics is None
-                    else _timed(metrics, name, PRE_FILTER, plugin.pre_filter, state, pod, nodes)
+                    else timed(metrics, name, PRE_FILTER, plugin.pre_filter, state, pod, nodes)
                 )
             except Exception as exc:
                 outcome.status = Status.error(f'running PreFilter plugin "{name}": {exc}', plugin=name)
@@ -535,7 +481,7 @@ class Framework(ContextHandle):
                     add = which == "AddPod"
                     call = extensions.add_pod if add else extensions.remove_pod
                     point = PRE_FILTER_EXTENSION_ADD_POD if add else PRE_FILTER_EXTENSION_REMOVE_POD
-                    status = _timed(metrics, name, point, call, state, pod, other, node_info)
+                    status = timed(metrics, name, point, call, state, pod, other, node_info)
                 elif which == "AddPod":
                     status = extensions.add_pod(state, pod, other, node_info)
                 else:
@@ -629,7 +575,7 @@ class Framework(ContextHandle):
                 status = (
                     await plugin.prefetch_filter(state, pod, batch)
                     if metrics is None
-                    else await _timed_async(metrics, name, FILTER_PREFETCH, plugin.prefetch_filter, state, pod, batch)
+                    else await timed_async(metrics, name, FILTER_PREFETCH, plugin.prefetch_filter, state, pod, batch)
                 )
             except Exception as exc:
                 return Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)
@@ -648,7 +594,7 @@ class Framework(ContextHandle):
                 status = (
                     plugin.filter(state, pod, node_info)
                     if metrics is None
-                    else _timed(metrics, name, FILTER, plugin.filter, state, pod, node_info)
+                    else timed(metrics, name, FILTER, plugin.filter, state, pod, node_info)
                 )
             except Exception as exc:
                 return Status.error(f'running "{name}" filter plugin: {exc}', plugin=name)
@@ -683,7 +629,7 @@ class Framework(ContextHandle):
                     result = (
                         batch_plugin.filter_batch(state, pod, batch)
                         if metrics is None
-                        else _timed(metrics, name, FILTER, batch_plugin.filter_batch, state, pod, batch)
+                        else timed(metrics, name, FILTER, batch_plugin.filter_batch, state, pod, batch)
                     )
                 except Exception as exc:
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
@@ -730,7 +676,7 @@ class Framework(ContextHandle):
                     status = (
                         plugin.filter(state, pod, batch.info(index))
                         if metrics is None
-                        else _timed(metrics, name, FILTER, plugin.filter, state, pod, batch.info(index))
+                        else timed(metrics, name, FILTER, plugin.filter, state, pod, batch.info(index))
                     )
                 except Exception as exc:
                     return _error_outcome(len(batch), f'running "{name}" filter plugin: {exc}', name)
@@ -778,7 +724,7 @@ class Framework(ContextHandle):
                 outcome, status = (
                     plugin.post_filter(state, pod, filtered)
                     if metrics is None
-                    else _timed(metrics, name, POST_FILTER, plugin.post_filter, state, pod, filtered)
+                    else timed(metrics, name, POST_FILTER, plugin.post_filter, state, pod, filtered)
                 )
             except Exception as exc:
                 return None, Status.error(f'running PostFilter plugin "{name}": {exc}', plugin=name)
@@ -820,7 +766,7 @@ class Framework(ContextHandle):
                 status = (
                     plugin.pre_score(state, pod, nodes)
                     if metrics is None
-                    else _timed(metrics, name, PRE_SCORE, plugin.pre_score, state, pod, nodes)
+                    else timed(metrics, name, PRE_SCORE, plugin.pre_score, state, pod, nodes)
                 )
             except Exception as exc:
                 return Status.error(f'running PreScore plugin "{name}": {exc}', plugin=name)
@@ -875,7 +821,7 @@ class Framework(ContextHandle):
                 continue
             try:
                 if metrics is not None:
-                    scores = _timed_scores(metrics, entry, state, pod, batch, self.use_batch)
+                    scores = timed_scores(metrics, entry, state, pod, batch, self.use_batch)
                 elif self.use_batch and entry.batch is not None:
                     scores = np.asarray(entry.batch.score_batch(state, pod, batch), dtype=np.int64)
                 else:
@@ -892,7 +838,7 @@ class Framework(ContextHandle):
                     status = (
                         entry.normalizer.normalize_score(state, pod, scores)
                         if metrics is None
-                        else _timed(
+                        else timed(
                             metrics,
                             entry.name,
                             SCORE_EXTENSION_NORMALIZE,
@@ -930,7 +876,7 @@ class Framework(ContextHandle):
                 status = (
                     plugin.reserve(state, pod, node_name)
                     if metrics is None
-                    else _timed(metrics, name, RESERVE, plugin.reserve, state, pod, node_name)
+                    else timed(metrics, name, RESERVE, plugin.reserve, state, pod, node_name)
                 )
             except Exception as exc:
                 return Status.error(f'running Reserve plugin "{name}": {exc}', plugin=name)
@@ -952,7 +898,7 @@ class Framework(ContextHandle):
                 if metrics is None:
                     plugin.unreserve(state, pod, node_name)
                 else:
-                    _timed(metrics, name, UNRESERVE, plugin.unreserve, state, pod, node_name)
+                    timed(metrics, name, UNRESERVE, plugin.unreserve, state, pod, node_name)
             except Exception:
                 log.exception("Unreserve of plugin %s failed for pod %s", name, pod.key)
 
@@ -970,7 +916,7 @@ class Framework(ContextHandle):
                 status, timeout = (
                     plugin.permit(state, pod, node_name)
                     if metrics is None
-                    else _timed(metrics, name, PERMIT, plugin.permit, state, pod, node_name)
+                    else timed(metrics, name, PERMIT, plugin.permit, state, pod, node_name)
                 )
             except Exception as exc:
                 return Status.error(f'running Permit plugin "{name}": {exc}', plugin=name)
@@ -1011,7 +957,7 @@ class Framework(ContextHandle):
                 status = (
                     await plugin.pre_bind(state, pod, node_name)
                     if metrics is None
-                    else await _timed_async(metrics, name, PRE_BIND, plugin.pre_bind, state, pod, node_name)
+                    else await timed_async(metrics, name, PRE_BIND, plugin.pre_bind, state, pod, node_name)
                 )
             except Exception as exc:
                 return Status.error(f'running PreBind plugin "{name}": {exc}', plugin=name)
@@ -1035,7 +981,7 @@ class Framework(ContextHandle):
                 status = (
                     await plugin.bind(state, pod, node_name)
                     if metrics is None
-                    else await _timed_async(metrics, name, BIND, plugin.bind, state, pod, node_name)
+                    else await timed_async(metrics, name, BIND, plugin.bind, state, pod, node_name)
                 )
             except Exception as exc:
                 return Status.error(f'running Bind plugin "{name}": {exc}', plugin=name)
@@ -1061,7 +1007,7 @@ class Framework(ContextHandle):
                 if metrics is None:
                     await plugin.post_bind(state, pod, node_name)
                 else:
-                    await _timed_async(metrics, name, POST_BIND, plugin.post_bind, state, pod, node_name)
+                    await timed_async(metrics, name, POST_BIND, plugin.post_bind, state, pod, node_name)
             except Exception:
                 log.exception("PostBind plugin %s failed for pod %s", name, pod.key)
 
@@ -1102,81 +1048,3 @@ def _shape_skip(plugin: object, method: str, shape: int) -> SkipWrites | None:
 
 def _error_outcome(size: int, message: str, plugin: str) -> FilterOutcome:
     return FilterOutcome(np.zeros(size, dtype=np.int64), [], Status(Code.ERROR, message, plugin=plugin))
-
-
-# ---- metrics ------------------------------------------------------------------------------------
-
-
-def status_label(result: object) -> str:
-    """The ``status`` label of a runner's or a plugin's return value (None and plain values are Success)."""
-    if result is None:
-        return CODE_NAMES[Code.SUCCESS]
-    if isinstance(result, Status):
-        return CODE_NAMES[result.code]
-    if isinstance(result, PreFilterOutcome):
-        return status_label(result.status)
-    if isinstance(result, BatchFilterResult):
-        rejected = np.flatnonzero(result.codes)
-        if not len(rejected):
-            return CODE_NAMES[Code.SUCCESS]
-        return CODE_NAMES[result.statuses[int(result.codes[rejected[0]]) - 1].code]
-    if isinstance(result, tuple):  # Permit's (status, timeout), PostFilter's (result, status)
-        for item in result:
-            if isinstance(item, Status):
-                return CODE_NAMES[item.code]
-    return CODE_NAMES[Code.SUCCESS]
-
-
-Record = Callable[[str, float], None]  # (status label, seconds) -> an observation
-
-
-def _measure(record: Record, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """``call(*args)``, timed and recorded with its status label (an exception is recorded as Error, re-raised)."""
-    started = time.perf_counter()
-    status = CODE_NAMES[Code.ERROR]
-    try:
-        result = call(*args, **kwargs)
-        status = status_label(result)
-        return result
-    finally:
-        record(status, time.perf_counter() - started)
-
-
-async def _measure_async(record: Record, call: Callable[P, Awaitable[R]], *args: P.args, **kwargs: P.kwargs) -> R:
-    started = time.perf_counter()
-    status = CODE_NAMES[Code.ERROR]
-    try:
-        result = await call(*args, **kwargs)
-        status = status_label(result)
-        return result
-    finally:
-        record(status, time.perf_counter() - started)
-
-
-def _timed(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., R], *args: Any) -> R:
-    """One plugin call of a sampled cycle, observed (an exception is observed as Error and re-raised)."""
-    return _measure(functools.partial(metrics.observe_plugin, plugin, point), call, *args)
-
-
-async def _timed_async(metrics: FrameworkMetrics, plugin: str, point: str, call: Callable[..., Any], *args: Any) -> Any:
-    return await _measure_async(functools.partial(metrics.observe_plugin, plugin, point), call, *args)
-
-
-def _timed_scores(
-    metrics: FrameworkMetrics,
-    entry: ScorePluginEntry,
-    state: CycleState,
-    pod: PodInfo,
-    batch: NodeBatch,
-    use_batch: bool,
-) -> IntArray:
-    """Score of a sampled cycle: one observation per ``score_batch`` call, else one per node."""
-    if use_batch and entry.batch is not None:
-        scores = _timed(metrics, entry.name, SCORE, entry.batch.score_batch, state, pod, batch)
-        return np.asarray(scores, dtype=np.int64).copy()
-    score = entry.plugin.score
-    return np.fromiter(
-        (_timed(metrics, entry.name, SCORE, score, state, pod, info) for info in batch.infos),
-        dtype=np.int64,
-        count=len(batch),
-    )

@@ -24,7 +24,8 @@ from kubesched.config.args_decode import decode_args
 from kubesched.config.loader import load_config_dict
 from kubesched.errors import ValidationFailed
 from kubesched.framework.cycle_state import CycleState
-from kubesched.framework.runtime.framework import Framework, FrameworkBuildError, ScoreOutcome
+from kubesched.framework.runtime.framework import Framework, FrameworkBuildError
+from kubesched.framework.runtime.outcomes import ScoreOutcome
 from kubesched.framework.runtime.registry import PluginRegistration, Registry
 from kubesched.framework.snapshot import Snapshot
 from kubesched.framework.types import PodInfo
