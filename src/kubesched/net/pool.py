@@ -126,6 +126,11 @@ class Http1Pool:
             self._park(connection)
 
     def _park(self, connection: Http1Connection) -> None:
+        if self._closed:
+            # An exchange that finished after the pool was closed: nobody will take or close this connection.
+            if connection.transport is not None:
+                connection.transport.close()
+            return
         if self._idle_expiry is not None:
             connection.idle_since = asyncio.get_running_loop().time()
         self._idle.append(connection)
